@@ -1,0 +1,293 @@
+"""The opcode list: the one home of every instruction the engines execute.
+
+Each entry names its Stim gate, its arity and its kind; unitary entries carry the forward
+conjugation images G·P·G† of X0, Z0 (and X1, Z1) as signed Pauli strings (qubit 0 first), which
+is all an engine needs. Both engines and the CUDA sources derive their gate rules from this table:
+the NumPy engine through `FRAME_MAPS` / `INVERSE_IMAGES`, the CUDA kernels through the header that
+`cuda_header()` writes. The compiler lowers Cirq operations to these opcodes only.
+
+Basis-changed measurements and resets (MX, MY, RX, ...) are not engine opcodes: the compiler lowers
+them to a basis change around M / R / MR (`LOWERED_BASIS`), exactly as Stim's tableau simulator does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Dict, Tuple
+
+import numpy as np
+
+
+class Kind(enum.IntEnum):
+    UNITARY = 0
+    MEASURE = 1  # M: collapse in Z, write one record
+    RESET = 2  # R: collapse in Z, then force |0>
+    MEASURE_RESET = 3  # MR: M then R
+    NOISE = 4  # a Pauli channel (Program.channels[aux]) on the instruction's targets
+    RECORD_NOISE = 5  # a classical channel on records (Program.confusions[aux])
+    LOOP = 6  # REPEAT block markers (Program.loops[aux])
+
+
+@dataclasses.dataclass(frozen=True)
+class Opcode:
+    code: int
+    name: str
+    arity: int  # qubits per instruction; 0: targets are a range of Program.ext_qubits
+    kind: Kind
+    images: Tuple[str, ...] = ()  # forward images of X0, Z0, (X1, Z1)
+
+
+# Forward images as Stim documents them: "X -> +Z" is written "+Z" (qubit 0 leftmost).
+_UNITARIES = [
+    ("I", 1, "+X +Z"),
+    ("X", 1, "+X -Z"),
+    ("Y", 1, "-X -Z"),
+    ("Z", 1, "-X +Z"),
+    ("H", 1, "+Z +X"),
+    ("S", 1, "+Y +Z"),
+    ("S_DAG", 1, "-Y +Z"),
+    ("SQRT_X", 1, "+X -Y"),
+    ("SQRT_X_DAG", 1, "+X +Y"),
+    ("SQRT_Y", 1, "-Z +X"),
+    ("SQRT_Y_DAG", 1, "+Z -X"),
+    ("H_XY", 1, "+Y -Z"),
+    ("H_YZ", 1, "-X +Y"),
+    ("H_NXY", 1, "-Y -Z"),
+    ("H_NXZ", 1, "-Z -X"),
+    ("H_NYZ", 1, "-X -Y"),
+    ("C_XYZ", 1, "+Y +X"),
+    ("C_ZYX", 1, "+Z +Y"),
+    ("C_NXYZ", 1, "-Y -X"),
+    ("C_XNYZ", 1, "-Y +X"),
+    ("C_XYNZ", 1, "+Y -X"),
+    ("C_NZYX", 1, "-Z -Y"),
+    ("C_ZNYX", 1, "+Z -Y"),
+    ("C_ZYNX", 1, "-Z +Y"),
+    ("CX", 2, "+XX +ZI +IX +ZZ"),
+    ("CY", 2, "+XY +ZI +ZX +ZZ"),
+    ("CZ", 2, "+XZ +ZI +ZX +IZ"),
+    ("SWAP", 2, "+IX +IZ +XI +ZI"),
+    ("ISWAP", 2, "+ZY +IZ +YZ +ZI"),
+    ("ISWAP_DAG", 2, "-ZY +IZ -YZ +ZI"),
+    ("XCX", 2, "+XI +ZX +IX +XZ"),
+    ("XCY", 2, "+XI +ZY +XX +XZ"),
+    ("XCZ", 2, "+XI +ZZ +XX +IZ"),
+    ("YCX", 2, "+XX +ZX +IX +YZ"),
+    ("YCY", 2, "+XY +ZY +YX +YZ"),
+    ("YCZ", 2, "+XZ +ZZ +YX +IZ"),
+    ("SQRT_XX", 2, "+XI -YX +IX -XY"),
+    ("SQRT_XX_DAG", 2, "+XI +YX +IX +XY"),
+    ("SQRT_YY", 2, "-ZY +XY -YZ +YX"),
+    ("SQRT_YY_DAG", 2, "+ZY -XY +YZ -YX"),
+    ("SQRT_ZZ", 2, "+YZ +ZI +ZY +IZ"),
+    ("SQRT_ZZ_DAG", 2, "-YZ +ZI -ZY +IZ"),
+    ("CXSWAP", 2, "+XX +IZ +XI +ZZ"),
+    ("SWAPCX", 2, "+IX +ZZ +XX +ZI"),
+    ("CZSWAP", 2, "+ZX +IZ +XZ +ZI"),
+]
+
+_OTHERS = [
+    ("M", 1, Kind.MEASURE),
+    ("R", 1, Kind.RESET),
+    ("MR", 1, Kind.MEASURE_RESET),
+    # Pauli channels; the probabilities and Paulis live in Program.channels[aux].
+    ("X_ERROR", 1, Kind.NOISE),
+    ("Y_ERROR", 1, Kind.NOISE),
+    ("Z_ERROR", 1, Kind.NOISE),
+    ("DEPOLARIZE1", 1, Kind.NOISE),
+    ("DEPOLARIZE2", 2, Kind.NOISE),
+    ("PAULI_CHANNEL_1", 1, Kind.NOISE),
+    ("PAULI_CHANNEL_2", 2, Kind.NOISE),
+    ("E", 0, Kind.NOISE),  # one Pauli product with probability p, any number of qubits
+    ("CONFUSION", 0, Kind.RECORD_NOISE),
+    ("REPEAT", 0, Kind.LOOP),
+    ("END_REPEAT", 0, Kind.LOOP),
+]
+
+
+def _build():
+    table = []
+    for name, arity, images in _UNITARIES:
+        table.append(Opcode(len(table), name, arity, Kind.UNITARY, tuple(images.split())))
+    for name, arity, kind in _OTHERS:
+        table.append(Opcode(len(table), name, arity, kind))
+    return tuple(table)
+
+
+OPCODES: Tuple[Opcode, ...] = _build()
+BY_NAME: Dict[str, Opcode] = {op.name: op for op in OPCODES}
+CODE: Dict[str, int] = {op.name: op.code for op in OPCODES}
+NUM_OPCODES = len(OPCODES)
+KIND = np.array([int(op.kind) for op in OPCODES], dtype=np.int32)
+ARITY = np.array([op.arity for op in OPCODES], dtype=np.int32)
+
+# The compiler's lowering of basis-changed measurement/reset: (before, core, after).
+LOWERED_BASIS = {
+    "MX": ("H", "M", "H"),
+    "MY": ("H_YZ", "M", "H_YZ"),
+    "RX": ("H", "R", "H"),
+    "RY": ("H_YZ", "R", "H_YZ"),
+    "MRX": ("H", "MR", "H"),
+    "MRY": ("H_YZ", "MR", "H_YZ"),
+}
+
+# Pauli letters as (x, z) bits; Y is i·X·Z (Stim's convention).
+PAULI_BITS = {"I": (0, 0), "X": (1, 0), "Y": (1, 1), "Z": (0, 1)}
+PAULI_INDEX = {"I": 0, "X": 1, "Y": 2, "Z": 3}  # as used in channel tables
+
+
+def _parse(image: str):
+    """'+XY' -> (sign, x bits tuple, z bits tuple)."""
+    sign = 1 if image[0] == "-" else 0
+    letters = image[1:]
+    return sign, tuple(PAULI_BITS[c][0] for c in letters), tuple(PAULI_BITS[c][1] for c in letters)
+
+
+def _pauli_matrix(sign, xs, zs):
+    single = {
+        (0, 0): np.eye(2),
+        (1, 0): np.array([[0, 1], [1, 0]]),
+        (1, 1): np.array([[0, -1j], [1j, 0]]),
+        (0, 1): np.array([[1, 0], [0, -1]]),
+    }
+    m = np.array([[1.0]])
+    for q in range(len(xs)):  # little endian: qubit 0 is the least significant factor
+        m = np.kron(single[(xs[q], zs[q])], m)
+    return (-1) ** sign * m
+
+
+def unitary_of(name: str) -> np.ndarray:
+    """A unitary (little-endian, up to global phase) with the table's conjugation images.
+
+    Used by tests and by the compiler to recognise Clifford matrices; computed from the images
+    by solving U P U† = image(P) for the generators (unique up to phase)."""
+    op = BY_NAME[name]
+    n = op.arity
+    dim = 2**n
+    gens_in, gens_out = [], []
+    for k in range(n):
+        for j, image in enumerate(op.images[2 * k : 2 * k + 2]):
+            bits_x = tuple(1 if (q == k and j == 0) else 0 for q in range(n))
+            bits_z = tuple(1 if (q == k and j == 1) else 0 for q in range(n))
+            gens_in.append(_pauli_matrix(0, bits_x, bits_z))
+            gens_out.append(_pauli_matrix(*_parse(image)))
+    # U maps the joint +1 eigenvector of the Z-generators to that of their images, and so on for
+    # every computational basis state obtained by applying X-generators.
+    z_in = [g for i, g in enumerate(gens_in) if i % 2 == 1]
+    z_out = [g for i, g in enumerate(gens_out) if i % 2 == 1]
+    x_out = [g for i, g in enumerate(gens_out) if i % 2 == 0]
+    proj = np.eye(dim, dtype=complex)
+    for g in z_out:
+        proj = proj @ (np.eye(dim) + g) / 2
+    vals, vecs = np.linalg.eigh((proj + proj.conj().T) / 2)
+    v0 = vecs[:, np.argmax(vals)]
+    u = np.zeros((dim, dim), dtype=complex)
+    for basis in range(dim):
+        v = v0
+        for q in range(n):
+            if (basis >> q) & 1:
+                v = x_out[q] @ v
+        u[:, basis] = v
+    del z_in
+    return u
+
+
+def _inverse_images(op: Opcode):
+    """Images G†·P·G of X0, Z0 (, X1, Z1): what the inverse-tableau rows need.
+
+    Found by brute force over signed Pauli strings of the gate's arity: P' with G·P'·G† = P."""
+    n = op.arity
+    forward = [_parse(im) for im in op.images]
+
+    def apply_forward(sign, xs, zs):
+        # Image of a Pauli product under the forward map, tracking the phase with matrices.
+        m = _pauli_matrix(sign, xs, zs)
+        u = unitary_of(op.name)
+        return u @ m @ u.conj().T
+
+    out = []
+    letters = "IXYZ"
+    candidates = []
+    for idx in range(4**n):
+        s = "".join(letters[(idx >> (2 * q)) & 3] for q in range(n))
+        if s != "I" * n:
+            candidates.append(s)
+    for k in range(n):
+        for j in range(2):
+            target = _pauli_matrix(0, tuple(1 if (q == k and j == 0) else 0 for q in range(n)),
+                                   tuple(1 if (q == k and j == 1) else 0 for q in range(n)))
+            found = None
+            for s in candidates:
+                for sign in (0, 1):
+                    p = _parse(("-" if sign else "+") + s)
+                    if np.allclose(apply_forward(*p), target):
+                        found = ("-" if sign else "+") + s
+                        break
+                if found:
+                    break
+            assert found is not None, op.name
+            out.append(found)
+    del forward
+    return tuple(out)
+
+
+def _frame_map(op: Opcode) -> np.ndarray:
+    """GF(2) matrix M[out_bit, in_bit] over bits (x0, z0, x1, z1) for Pauli-frame propagation."""
+    m = np.zeros((4, 4), dtype=np.uint8)
+    for i, image in enumerate(op.images):
+        _, xs, zs = _parse(image)
+        for q in range(op.arity):
+            m[2 * q, i] = xs[q]
+            m[2 * q + 1, i] = zs[q]
+    if op.arity == 1:
+        m[2, 2] = m[3, 3] = 1
+    return m
+
+
+UNITARY_CODES = tuple(op.code for op in OPCODES if op.kind == Kind.UNITARY)
+INVERSE_IMAGES: Dict[int, Tuple[str, ...]] = {c: _inverse_images(OPCODES[c]) for c in UNITARY_CODES}
+FRAME_MAPS: Dict[int, np.ndarray] = {c: _frame_map(OPCODES[c]) for c in UNITARY_CODES}
+
+
+def image_table(images_by_code: Dict[int, Tuple[str, ...]]) -> np.ndarray:
+    """Pack images into int32 [NUM_OPCODES, 4, 5]: per generator (sign, x0, z0, x1, z1)."""
+    table = np.zeros((NUM_OPCODES, 4, 5), dtype=np.int32)
+    for code, images in images_by_code.items():
+        for g, image in enumerate(images):
+            sign, xs, zs = _parse(image)
+            table[code, g, 0] = sign
+            for q in range(len(xs)):
+                table[code, g, 1 + 2 * q] = xs[q]
+                table[code, g, 2 + 2 * q] = zs[q]
+    return table
+
+
+INVERSE_TABLE = image_table(INVERSE_IMAGES)
+
+
+def cuda_header() -> str:
+    """The opcode list for `cuda_src`, generated so the kernels never keep a second list."""
+    lines = [
+        "// Generated from cirq_quasarq/opcodes.py by cuda_header(); do not edit.",
+        "#pragma once",
+        f"#define QQ_NUM_OPCODES {NUM_OPCODES}",
+    ]
+    for kind in Kind:
+        lines.append(f"#define QQ_KIND_{kind.name} {int(kind)}")
+    for op in OPCODES:
+        lines.append(f"#define QQ_OP_{op.name} {op.code}")
+    kinds = ", ".join(str(int(op.kind)) for op in OPCODES)
+    lines.append(f"__constant__ int qq_kind[{NUM_OPCODES}] = {{{kinds}}};")
+    arity = ", ".join(str(op.arity) for op in OPCODES)
+    lines.append(f"__constant__ int qq_arity[{NUM_OPCODES}] = {{{arity}}};")
+    # Inverse images for the tableau rows: [op][generator][sign, x0, z0, x1, z1].
+    flat = ", ".join(str(v) for v in INVERSE_TABLE.reshape(-1))
+    lines.append(f"__constant__ unsigned char qq_inverse_images[{NUM_OPCODES}][4][5] = {{{flat}}};")
+    maps = np.zeros((NUM_OPCODES, 4), dtype=np.int32)  # per output bit: mask over input bits
+    for code, m in FRAME_MAPS.items():
+        for out_bit in range(4):
+            maps[code, out_bit] = int(sum(int(m[out_bit, i]) << i for i in range(4)))
+    flat = ", ".join(str(v) for v in maps.reshape(-1))
+    lines.append(f"__constant__ unsigned char qq_frame_maps[{NUM_OPCODES}][4] = {{{flat}}};")
+    return "\n".join(lines) + "\n"

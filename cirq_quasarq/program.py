@@ -1,0 +1,336 @@
+"""The Program: what the compiler hands to the scheduler and engines (no Cirq objects inside).
+
+A Program is a struct of NumPy arrays. `instructions` is int32 [N, NUM_FIELDS]; one row per
+instruction, with these columns:
+
+- ``OP``: opcode (cirq_quasarq.opcodes).
+- ``A``, ``B``: targets. Arity-1/2 opcodes: qubit indices (``B`` = -1 for one qubit). Arity-0
+  opcodes (``E``, ``CONFUSION``): ``A`` = start, ``B`` = count into ``ext_qubits``; for
+  ``CONFUSION`` the targets are records: ``A`` is the first record slot (shifted like ``REC``).
+  ``REPEAT`` / ``END_REPEAT``: ``A`` = loop id.
+- ``REC``: record slot written by M / MR, as it is on every enclosing loop's iteration 0; at run
+  time add ``sum(i_l * loops.rec_stride[l])`` over the enclosing loops. -1 when none.
+- ``RAND``: random slot (coins, frame randomisation, noise draws), shifted the same way with
+  ``loops.rand_stride``. -1 when none.
+- ``AUX``: channel id (NOISE), confusion id (CONFUSION); -1 otherwise.
+- ``COND``: condition id (classical control) or -1.
+- ``FLAGS``: bit 0: invert the recorded bit (Cirq's invert_mask, -P in Pauli measurements).
+- ``STEP``: compile-time layer; instructions with the same STEP act on disjoint qubits (the
+  scheduler relies on this to layer whole groups at once).
+
+Record and random slots are "slot counters": a loop body of ``rec_stride`` records advances the
+record base by ``rec_stride`` per iteration, so nothing is ever unrolled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import opcodes
+
+OP, A, B, REC, RAND, AUX, COND, FLAGS, STEP = range(9)
+NUM_FIELDS = 9
+FLAG_INVERT = 1
+
+
+@dataclasses.dataclass
+class Channel:
+    """A Pauli channel on `arity` qubits: outcome k applies paulis[k] with probability probs[k].
+
+    Paulis are 0=I, 1=X, 2=Y, 3=Z per target position. The identity outcome is implicit."""
+
+    arity: int
+    probs: np.ndarray  # float64 [m]
+    paulis: np.ndarray  # uint8 [m, arity]
+
+    @property
+    def total(self) -> float:
+        return float(np.sum(self.probs))
+
+
+@dataclasses.dataclass
+class Confusion:
+    """A classical channel on k consecutive records: matrix[true, recorded] (big-endian values,
+    the first record is the most significant bit, as Cirq's confusion_map)."""
+
+    num_bits: int
+    matrix: np.ndarray  # float64 [2**k, 2**k], rows sum to 1
+
+
+@dataclasses.dataclass
+class Condition:
+    """A classical condition on record bits: true for assignment `a` when table[a] is set, where
+    bit i of `a` is the value of record refs[i]. A ref is (record slot at iteration 0, depth):
+    at run time add the record shift of the `depth` outermost enclosing loops."""
+
+    refs: np.ndarray  # int64 [k, 2]
+    table: np.ndarray  # bool [2**k]
+
+
+@dataclasses.dataclass
+class Loop:
+    count: int
+    rec_stride: int  # records written by one iteration of the body
+    rand_stride: int  # random slots used by one iteration of the body
+    depth: int  # 1 for a loop at top level
+
+
+@dataclasses.dataclass
+class MeasurementKey:
+    """Where a Cirq measurement key's bits live: records[instance, qubit] = absolute record slot."""
+
+    key: str
+    records: np.ndarray  # int64 [instances, qubits]
+
+
+@dataclasses.dataclass
+class Annotation:
+    """A stimcirq detector / observable: which absolute records it XORs, with its coordinates."""
+
+    kind: str  # "detector" | "observable"
+    records: np.ndarray  # int64 [k]
+    coords: Tuple[float, ...] = ()
+    index: int = 0  # observable index
+
+
+@dataclasses.dataclass
+class Program:
+    num_qubits: int
+    instructions: np.ndarray  # int32 [N, NUM_FIELDS]
+    num_records: int  # after every loop has run
+    num_rand_slots: int
+    ext_qubits: np.ndarray  # int32: targets of arity-0 opcodes
+    ext_paulis: np.ndarray  # uint8: Pauli per ext target where meaningful
+    channels: List[Channel]
+    confusions: List[Confusion]
+    conditions: List[Condition]
+    loops: List[Loop]
+    keys: List[MeasurementKey]
+    detectors: List[Annotation] = dataclasses.field(default_factory=list)
+    observables: List[Annotation] = dataclasses.field(default_factory=list)
+    qubits: Tuple = ()  # the Cirq qubits, index i is qubit i (kept for results only)
+
+    @property
+    def num_instructions(self) -> int:
+        return int(self.instructions.shape[0])
+
+    def column(self, field: int) -> np.ndarray:
+        return self.instructions[:, field]
+
+    def needs_tableau_per_shot(self) -> bool:
+        """True when Pauli frames cannot express the program: a classically controlled
+        instruction that is not a Pauli (or identity) gate."""
+        ins = self.instructions
+        controlled = ins[ins[:, COND] >= 0, OP]
+        pauli = {opcodes.CODE[n] for n in ("I", "X", "Y", "Z")}
+        return any(int(op) not in pauli for op in controlled)
+
+    def has_noise(self) -> bool:
+        kinds = opcodes.KIND[self.instructions[:, OP]]
+        return bool(np.any((kinds == opcodes.Kind.NOISE) | (kinds == opcodes.Kind.RECORD_NOISE)))
+
+
+class ProgramBuilder:
+    """Appends instructions while tracking record/random slots and loop nesting.
+
+    The compiler calls `gate`, `measure`, `reset`, `noise`, ... in circuit order, and
+    `begin_loop` / `end_loop` around a repeated body; slots inside a body are numbered for
+    iteration 0 and the loop's strides are computed when it ends."""
+
+    def __init__(self, num_qubits: int):
+        self.num_qubits = num_qubits
+        self._rows: List[Tuple[int, ...]] = []
+        self._arrays: List[np.ndarray] = []  # bulk-appended blocks, already [k, NUM_FIELDS]
+        self.num_records = 0
+        self.num_rand = 0
+        self.ext_qubits: List[int] = []
+        self.ext_paulis: List[int] = []
+        self.channels: List[Channel] = []
+        self._channel_ids: Dict[Tuple, int] = {}
+        self.confusions: List[Confusion] = []
+        self.conditions: List[Condition] = []
+        self.loops: List[Loop] = []
+        self._open_loops: List[Tuple[int, int, int]] = []  # (loop id, records at start, rand at start)
+        # Deferred until the enclosing loops close (their strides are known only then):
+        # (key, iteration-0 records [k], open loop ids)
+        self._key_entries: List[Tuple[str, np.ndarray, Tuple[int, ...]]] = []
+        # (kind, iteration-0 records [k], open loop ids, coords, observable index, records so far)
+        self._annotation_entries: List[Tuple[str, np.ndarray, Tuple[int, ...], Tuple[float, ...], int, int]] = []
+        self.step = 0
+        # Multiplicity of the innermost open loop nest: an instruction at depth d runs this often.
+        self._repeat_factor = 1
+
+    # -- basic emission -------------------------------------------------------------------
+    def _flush_rows(self):
+        if self._rows:
+            self._arrays.append(np.array(self._rows, dtype=np.int32).reshape(-1, NUM_FIELDS))
+            self._rows = []
+
+    def emit(self, op: int, a: int = -1, b: int = -1, rec: int = -1, rand: int = -1, aux: int = -1,
+             cond: int = -1, flags: int = 0, step: Optional[int] = None) -> None:
+        self._rows.append((op, a, b, rec, rand, aux, cond, flags, self.step if step is None else step))
+
+    def emit_block(self, block: np.ndarray) -> None:
+        """Append a prepared int32 [k, NUM_FIELDS] block (vectorised compilation paths)."""
+        self._flush_rows()
+        self._arrays.append(np.ascontiguousarray(block, dtype=np.int32))
+
+    def next_step(self) -> int:
+        self.step += 1
+        return self.step
+
+    def take_records(self, k: int) -> int:
+        start = self.num_records
+        self.num_records += k
+        return start
+
+    def take_rand(self, k: int = 1) -> int:
+        start = self.num_rand
+        self.num_rand += k
+        return start
+
+    # -- typed helpers ----------------------------------------------------------------------
+    def gate(self, name: str, q0: int, q1: int = -1, cond: int = -1) -> None:
+        self.emit(opcodes.CODE[name], q0, q1, cond=cond)
+
+    def measure(self, q: int, invert: bool = False, reset: bool = False, cond: int = -1) -> int:
+        """Z measurement (MR when reset); returns its record slot (iteration-0 numbering)."""
+        rec = self.take_records(1)
+        self.emit(opcodes.CODE["MR" if reset else "M"], q, -1, rec=rec, rand=self.take_rand(),
+                  flags=FLAG_INVERT if invert else 0, cond=cond)
+        return rec
+
+    def reset(self, q: int, cond: int = -1) -> None:
+        self.emit(opcodes.CODE["R"], q, -1, rand=self.take_rand(), cond=cond)
+
+    def channel_id(self, arity: int, probs: Sequence[float], paulis: Sequence[Sequence[int]]) -> int:
+        probs_arr = np.asarray(probs, dtype=np.float64)
+        paulis_arr = np.asarray(paulis, dtype=np.uint8).reshape(len(probs_arr), arity)
+        keep = probs_arr > 0
+        probs_arr, paulis_arr = probs_arr[keep], paulis_arr[keep]
+        key = (arity, probs_arr.tobytes(), paulis_arr.tobytes())
+        if key not in self._channel_ids:
+            self._channel_ids[key] = len(self.channels)
+            self.channels.append(Channel(arity, probs_arr, paulis_arr))
+        return self._channel_ids[key]
+
+    def noise(self, name: str, qubits: Sequence[int], channel: int, cond: int = -1) -> None:
+        op = opcodes.BY_NAME[name]
+        if op.arity == 0:
+            start = len(self.ext_qubits)
+            self.ext_qubits.extend(int(q) for q in qubits)
+            self.ext_paulis.extend([0] * len(qubits))
+            self.emit(op.code, start, len(qubits), rand=self.take_rand(), aux=channel, cond=cond)
+        else:
+            q1 = int(qubits[1]) if op.arity == 2 else -1
+            self.emit(op.code, int(qubits[0]), q1, rand=self.take_rand(), aux=channel, cond=cond)
+
+    def confusion(self, first_record: int, matrix: np.ndarray) -> None:
+        k = int(round(np.log2(matrix.shape[0])))
+        self.confusions.append(Confusion(k, np.asarray(matrix, dtype=np.float64)))
+        self.emit(opcodes.CODE["CONFUSION"], first_record, k, rec=first_record,
+                  rand=self.take_rand(), aux=len(self.confusions) - 1)
+
+    def condition(self, refs: Sequence[Tuple[int, int]], table: Sequence[bool]) -> int:
+        self.conditions.append(Condition(np.asarray(refs, dtype=np.int64).reshape(-1, 2),
+                                         np.asarray(table, dtype=bool)))
+        return len(self.conditions) - 1
+
+    @property
+    def depth(self) -> int:
+        return len(self._open_loops)
+
+    def begin_loop(self, count: int) -> int:
+        loop_id = len(self.loops)
+        self.loops.append(Loop(count=count, rec_stride=0, rand_stride=0, depth=self.depth + 1))
+        self.emit(opcodes.CODE["REPEAT"], loop_id, -1, step=self.next_step())
+        self._open_loops.append((loop_id, self.num_records, self.num_rand))
+        self.next_step()
+        return loop_id
+
+    def end_loop(self) -> None:
+        loop_id, rec0, rand0 = self._open_loops.pop()
+        loop = self.loops[loop_id]
+        loop.rec_stride = self.num_records - rec0
+        loop.rand_stride = self.num_rand - rand0
+        # Slots of later iterations follow iteration 0's.
+        self.num_records = rec0 + loop.rec_stride * loop.count
+        self.num_rand = rand0 + loop.rand_stride * loop.count
+        self.emit(opcodes.CODE["END_REPEAT"], loop_id, -1, step=self.next_step())
+        self.next_step()
+
+    def _open_ids(self) -> Tuple[int, ...]:
+        return tuple(loop_id for loop_id, _, _ in self._open_loops)
+
+    def add_key(self, key: str, records: Sequence[int]) -> None:
+        """One measurement of a Cirq key on len(records) qubits (iteration-0 record slots)."""
+        self._key_entries.append((key, np.asarray(records, dtype=np.int64), self._open_ids()))
+
+    def add_annotation(self, kind: str, records: Sequence[int], coords: Tuple[float, ...] = (),
+                       index: int = 0) -> None:
+        """A detector or observable over iteration-0 record slots; one instance per iteration."""
+        self._annotation_entries.append(
+            (kind, np.asarray(records, dtype=np.int64), self._open_ids(), tuple(coords), index,
+             self.num_records))
+
+    def _shifts(self, loop_ids: Tuple[int, ...]) -> np.ndarray:
+        """Record shifts of every iteration of the given nest, in execution order."""
+        shifts = np.zeros(1, dtype=np.int64)
+        for loop_id in loop_ids:
+            loop = self.loops[loop_id]
+            steps = loop.rec_stride * np.arange(loop.count, dtype=np.int64)
+            shifts = (shifts[:, None] + steps[None, :]).reshape(-1)
+        return shifts
+
+    def _expand_keys(self) -> List[MeasurementKey]:
+        grouped: Dict[str, List[np.ndarray]] = {}
+        for key, records, loop_ids in self._key_entries:
+            grouped.setdefault(key, []).append(self._shifts(loop_ids)[:, None] + records[None, :])
+        keys = []
+        for key, blocks in grouped.items():
+            widths = {b.shape[1] for b in blocks}
+            if len(widths) > 1:
+                from .errors import UnsupportedOperationError
+                raise UnsupportedOperationError(
+                    f"measurement key {key!r} is measured on different numbers of qubits {sorted(widths)}")
+            recs = np.concatenate(blocks)
+            # Record slots grow with time, so sorting restores Cirq's instance order.
+            keys.append(MeasurementKey(key, recs[np.argsort(recs[:, 0], kind="stable")]))
+        return keys
+
+    def _expand_annotations(self) -> Tuple[List[Annotation], List[Annotation]]:
+        detectors, observables = [], []
+        for order, (kind, records, loop_ids, coords, index, at) in enumerate(self._annotation_entries):
+            for shift in self._shifts(loop_ids):
+                ann = Annotation(kind, records + shift, coords, index)
+                (detectors if kind == "detector" else observables).append((at + shift, order, ann))
+        # Declaration order in time: records written before the declaration, then program order.
+        detectors.sort(key=lambda t: (t[0], t[1]))
+        return [a for _, _, a in detectors], [a for _, _, a in observables]
+
+    def build(self, qubits: Tuple = ()) -> Program:
+        assert not self._open_loops, "unbalanced loops"
+        self._flush_rows()
+        ins = (np.concatenate(self._arrays) if self._arrays
+               else np.zeros((0, NUM_FIELDS), dtype=np.int32))
+        keys = self._expand_keys()
+        detectors, observables = self._expand_annotations()
+        return Program(
+            num_qubits=self.num_qubits,
+            instructions=ins,
+            num_records=self.num_records,
+            num_rand_slots=self.num_rand,
+            ext_qubits=np.asarray(self.ext_qubits, dtype=np.int32),
+            ext_paulis=np.asarray(self.ext_paulis, dtype=np.uint8),
+            channels=self.channels,
+            confusions=self.confusions,
+            conditions=self.conditions,
+            loops=self.loops,
+            keys=keys,
+            detectors=detectors,
+            observables=observables,
+            qubits=tuple(qubits),
+        )

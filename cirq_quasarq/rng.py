@@ -1,0 +1,151 @@
+"""Counter-based randomness: Philox4x32-10 in vectorised NumPy, mirrored by cuda_src/philox.cuh.
+
+Every random bit the simulator uses is a pure function of (seed, stream, a, b, index), so results
+never depend on launch shapes, chunk sizes or the engine:
+
+    word(stream, a, b, i) = 64 bits: Philox(key=seed, counter=(i >> 1, a, b, stream)) gives four
+                            32-bit outputs r0..r3; even i takes r0 | r1 << 32, odd i r2 | r3 << 32.
+
+Streams and their (a, b, i):
+- COIN            a = random slot, b = 0, i = repetition;  bit 0 is a collapse coin.
+- FRAME_INIT      a = qubit,       b = 0, i = shot word;   initial frame z bits.
+- FRAME_MEASURE   a = random slot, b = 0, i = shot word;   frame randomisation after M / R / MR.
+- NOISE           a = random slot, b = j, i = shot word;   j-th bit plane of the lanes' uniforms.
+- NOISE_CHOICE    a = random slot, b = 0, i = shot;        which Pauli an erring shot gets.
+- CONFUSION       a = random slot, b = 0, i = shot;        the recorded value under a confusion map.
+
+Bernoulli(p) for 64 lanes is exact to 2^-64: lane l's uniform u has bit 63-j equal to bit l of
+NOISE word j, and the lane fires when u < floor(p * 2^64). Words are drawn most significant first
+only until every lane is decided, so small p costs a handful of words per 64 shots.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from typing import Optional, Tuple
+
+import numpy as np
+
+M0 = np.uint64(0xD2511F53)
+M1 = np.uint64(0xCD9E8D57)
+W0 = 0x9E3779B9
+W1 = 0xBB67AE85
+MASK32 = np.uint64(0xFFFFFFFF)
+
+
+class Stream(enum.IntEnum):
+    COIN = 1
+    FRAME_INIT = 2
+    FRAME_MEASURE = 3
+    NOISE = 4
+    NOISE_CHOICE = 5
+    CONFUSION = 6
+
+
+def make_key(seed: Optional[int]) -> Tuple[int, int]:
+    """Philox key from a user seed (any int, or None for fresh entropy)."""
+    if seed is None:
+        seed = secrets.randbits(64)
+    seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+    return seed & 0xFFFFFFFF, seed >> 32
+
+
+def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
+    """Philox4x32-10 on broadcastable uint32-valued arrays; returns four uint64 arrays < 2^32."""
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) & MASK32 for c in (c0, c1, c2, c3))
+    c0, c1, c2, c3 = np.broadcast_arrays(c0, c1, c2, c3)
+    k0, k1 = key
+    for _ in range(10):
+        p0 = M0 * c0
+        p1 = M1 * c2
+        hi0, lo0 = p0 >> np.uint64(32), p0 & MASK32
+        hi1, lo1 = p1 >> np.uint64(32), p1 & MASK32
+        c0, c1, c2, c3 = hi1 ^ c1 ^ np.uint64(k0), lo1, hi0 ^ c3 ^ np.uint64(k1), lo0
+        k0 = (k0 + W0) & 0xFFFFFFFF
+        k1 = (k1 + W1) & 0xFFFFFFFF
+    return c0, c1, c2, c3
+
+
+def words(key, stream: int, a, b, index) -> np.ndarray:
+    """64-bit random words word(stream, a, b, index) for broadcastable a, b, index."""
+    index = np.asarray(index, dtype=np.uint64)
+    r0, r1, r2, r3 = philox4x32(index >> np.uint64(1), a, b, np.uint64(stream), key)
+    odd = (index & np.uint64(1)).astype(bool)
+    lo = np.where(odd, r2, r0)
+    hi = np.where(odd, r3, r1)
+    return lo | (hi << np.uint64(32))
+
+
+def words_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
+    """word(stream, a, b, i) for i in [start, start + count), a / b of shape [k] or scalars:
+    returns [k, count] (or [count]). One Philox call serves two consecutive words."""
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    first, last = start >> 1, (start + count + 1) >> 1
+    calls = np.arange(first, last, dtype=np.uint64)
+    shape_ab = np.broadcast_shapes(a.shape, b.shape)
+    a2 = a.reshape(a.shape + (1,)) if a.ndim else a
+    b2 = b.reshape(b.shape + (1,)) if b.ndim else b
+    if len(shape_ab):
+        a2 = np.broadcast_to(a2, shape_ab + (1,))
+        b2 = np.broadcast_to(b2, shape_ab + (1,))
+    r0, r1, r2, r3 = philox4x32(calls, a2, b2, np.uint64(stream), key)
+    even = r0 | (r1 << np.uint64(32))
+    odd = r2 | (r3 << np.uint64(32))
+    both = np.stack([even, odd], axis=-1).reshape(shape_ab + (-1,))
+    off = start - 2 * first
+    return both[..., off : off + count]
+
+
+def fixed_point(p: float) -> int:
+    """floor(p * 2^64) clamped to [0, 2^64 - 1]: the threshold a lane's uniform is compared to."""
+    if p <= 0:
+        return 0
+    if p >= 1:
+        return (1 << 64) - 1
+    return min(int(np.ldexp(np.float64(p), 64)), (1 << 64) - 1)
+
+
+ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def bernoulli_words(key, slots, p: float, start: int, count: int) -> np.ndarray:
+    """uint64 [len(slots), count]: bit l of word w is 1 with probability p (exactly, to 2^-64),
+    for shot 64*(start + w) + l and each random slot (stream NOISE)."""
+    slots = np.asarray(slots, dtype=np.uint64).reshape(-1)
+    out = np.zeros((len(slots), count), dtype=np.uint64)
+    if p <= 0 or len(slots) == 0 or count == 0:
+        return out
+    if p >= 1:
+        out[:] = ALL
+        return out
+    threshold = fixed_point(p)
+    undecided = np.full_like(out, ALL)
+    for j in range(64):
+        live = undecided != 0
+        if not live.any():
+            break
+        u = words_range(key, Stream.NOISE, slots, j, start, count)
+        if (threshold >> (63 - j)) & 1:
+            # Threshold bit 1: a lane whose bit is 0 is below p: fires.
+            out |= undecided & ~u
+            undecided &= u
+        else:
+            undecided &= ~u
+    return out
+
+
+def thresholds(probs: np.ndarray) -> np.ndarray:
+    """Cumulative thresholds (uint64) that split a 64-bit uniform among outcomes ∝ probs."""
+    probs = np.asarray(probs, dtype=np.float64)
+    cum = np.cumsum(probs / probs.sum())[:-1]
+    return np.array([fixed_point(c) for c in cum], dtype=np.uint64)
+
+
+def choose(key, stream: int, slot: int, shots: np.ndarray, cut: np.ndarray, b: int = 0) -> np.ndarray:
+    """Outcome index per shot: the number of thresholds <= the shot's uniform word."""
+    if len(cut) == 0:
+        return np.zeros(len(shots), dtype=np.int64)
+    u = words(key, stream, np.uint64(slot), np.uint64(b), np.asarray(shots, dtype=np.uint64))
+    return np.searchsorted(cut, u, side="right").astype(np.int64)

@@ -1,0 +1,123 @@
+"""Window scheduling (paper §4.2): maximal windows of instructions on disjoint qubits.
+
+Every instruction is placed in the earliest layer after the instructions that share a qubit with
+it (as-soon-as-possible layering); a layer is a window. Classically controlled instructions,
+CONFUSION and loop markers are barriers: nothing moves across them. Inside a window, instructions
+are grouped into runs of one opcode (unitaries and noise first, then collapses), and collapse
+instructions (M, R, MR) keep their program order: tableau mode processes them one after another
+(the paper's measurement barrier), frame mode all at once (the paper's merged measurement window).
+
+The compiler's STEP column lets a whole group of disjoint instructions be layered in one
+vectorised step, so scheduling costs a Python iteration per circuit moment, not per operation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .. import opcodes
+from ..program import A, B, COND, NUM_FIELDS, OP, STEP, Program
+
+Kind = opcodes.Kind
+
+RUN_START, RUN_END, RUN_OP, RUN_WINDOW = range(4)
+
+
+@dataclasses.dataclass
+class Schedule:
+    """The program's instructions reordered into windows, as arrays ready for one upload.
+
+    ``instructions``: int32 [N, NUM_FIELDS], the Program's rows in execution order.
+    ``runs``: int32 [R, 4] = (start, end, opcode, window) — contiguous rows of one opcode.
+    ``loop_runs``: int32 [L, 2] = run index of each loop's REPEAT and END_REPEAT marker.
+    """
+
+    instructions: np.ndarray
+    runs: np.ndarray
+    loop_runs: np.ndarray
+
+    @property
+    def num_windows(self) -> int:
+        return int(self.runs[-1, RUN_WINDOW]) + 1 if len(self.runs) else 0
+
+
+_COLLAPSE = {opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"]}
+
+
+def _is_barrier(ins: np.ndarray) -> np.ndarray:
+    kind = opcodes.KIND[ins[:, OP]]
+    return (ins[:, COND] >= 0) | (kind == Kind.LOOP) | (kind == Kind.RECORD_NOISE)
+
+
+def schedule(program: Program) -> Schedule:
+    ins = program.instructions
+    n_ins = len(ins)
+    layer = np.zeros(n_ins, dtype=np.int64)
+    barrier = _is_barrier(ins)
+    arity = opcodes.ARITY[ins[:, OP]] if n_ins else np.zeros(0, dtype=np.int32)
+    last = np.zeros(program.num_qubits + 1, dtype=np.int64)  # +1: index -1 lands on a dummy
+    # Group boundaries: a change of STEP or a barrier.
+    step = ins[:, STEP]
+    cuts = np.flatnonzero(np.diff(step) != 0) + 1 if n_ins else np.zeros(0, dtype=np.int64)
+    bar_idx = np.flatnonzero(barrier)
+    cuts = np.union1d(cuts, np.union1d(bar_idx, bar_idx + 1))
+    cuts = cuts[(cuts > 0) & (cuts < n_ins)]
+    bounds = np.concatenate([[0], cuts, [n_ins]]).astype(np.int64)
+    base = 0  # layers before the current barrier segment
+    for g in range(len(bounds) - 1):
+        lo, hi = int(bounds[g]), int(bounds[g + 1])
+        if lo == hi:
+            continue
+        if barrier[lo]:
+            # A barrier sits alone in its own layer after everything before it.
+            top = max(int(last.max()), base)
+            layer[lo] = top + 1
+            base = top + 1
+            last[:] = base
+            continue
+        a = ins[lo:hi, A]
+        b = ins[lo:hi, B]
+        simple = arity[lo:hi] > 0
+        touched = np.concatenate([a, b[b >= 0]])
+        if simple.all() and len(np.unique(touched)) == len(touched):
+            lay = np.maximum(last[a], last[b]) + 1
+            layer[lo:hi] = lay
+            last[a] = lay
+            last[b[b >= 0]] = lay[b >= 0]
+        else:
+            for i in range(lo, hi):  # rare: E over a range of qubits, or a group that reuses a qubit
+                if arity[i] > 0:
+                    qs = [ins[i, A]] + ([ins[i, B]] if ins[i, B] >= 0 else [])
+                else:
+                    qs = list(program.ext_qubits[ins[i, A] : ins[i, A] + ins[i, B]])
+                lay = int(last[qs].max()) + 1
+                layer[i] = lay
+                last[qs] = lay
+        last[-1] = base  # the dummy never constrains
+    ops = ins[:, OP]
+    is_collapse = np.isin(ops, list(_COLLAPSE))
+    # Within a layer: non-collapse runs by opcode, then collapses in program order.
+    sort_op = np.where(is_collapse, opcodes.NUM_OPCODES, ops)
+    order = np.lexsort((np.arange(n_ins), sort_op, layer))
+    scheduled = np.ascontiguousarray(ins[order])
+    lay_sorted = layer[order]
+    op_sorted = scheduled[:, OP]
+    if n_ins:
+        _, window = np.unique(lay_sorted, return_inverse=True)
+        change = np.flatnonzero((np.diff(lay_sorted) != 0) | (np.diff(op_sorted) != 0)) + 1
+        starts = np.concatenate([[0], change])
+        ends = np.concatenate([change, [n_ins]])
+        runs = np.stack([starts, ends, op_sorted[starts], window[starts]], axis=1).astype(np.int32)
+    else:
+        runs = np.zeros((0, 4), dtype=np.int32)
+    loop_runs = np.full((len(program.loops), 2), -1, dtype=np.int32)
+    kind_runs = opcodes.KIND[runs[:, RUN_OP]] if len(runs) else np.zeros(0)
+    for r in np.flatnonzero(kind_runs == Kind.LOOP):
+        row = scheduled[runs[r, RUN_START]]
+        loop_runs[row[A], 0 if row[OP] == opcodes.CODE["REPEAT"] else 1] = r
+    return Schedule(instructions=scheduled, runs=runs, loop_runs=loop_runs)
+
+
+__all__ = ["Schedule", "schedule", "NUM_FIELDS"]
