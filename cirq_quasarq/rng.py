@@ -14,9 +14,10 @@ Streams and their (a, b, i):
 - NOISE_CHOICE    a = random slot, b = 0, i = shot;        which Pauli an erring shot gets.
 - CONFUSION       a = random slot, b = 0, i = shot;        the recorded value under a confusion map.
 
-Bernoulli(p) for 64 lanes is exact to 2^-64: lane l's uniform u has bit 63-j equal to bit l of
-NOISE word j, and the lane fires when u < floor(p * 2^64). Words are drawn most significant first
-only until every lane is decided, so small p costs a handful of words per 64 shots.
+Bernoulli(p) for 64 lanes (see `bernoulli_words`) is exact up to float64 rounding of p: lane l's
+uniform u has bit 63-j equal to bit l of NOISE word j, and the lane fires when u < floor(p*2^64);
+words are drawn most significant first only until every lane is decided. For small p a first
+word decides whether any lane fires at all, so most 64-shot words cost one random word.
 """
 
 from __future__ import annotations
@@ -110,9 +111,18 @@ def fixed_point(p: float) -> int:
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
+SPARSE_BELOW = 1.0 / 128  # Bernoulli(p) with p below this uses the sparse (first-lane) draw
+
+
 def bernoulli_words(key, slots, p: float, start: int, count: int) -> np.ndarray:
-    """uint64 [len(slots), count]: bit l of word w is 1 with probability p (exactly, to 2^-64),
-    for shot 64*(start + w) + l and each random slot (stream NOISE)."""
+    """uint64 [len(slots), count]: bit l of word w is 1 with probability p, independently, for
+    shot 64*(start + w) + l and each random slot (stream NOISE). Exact to float64 rounding of p.
+
+    p >= SPARSE_BELOW: bit-sliced comparison of each lane's uniform with p (planes b = j).
+    p <  SPARSE_BELOW: one uniform (b = 0) decides whether any of the 64 lanes fires
+    (probability 1 - (1-p)^64); a second (b = 1) picks the first firing lane from its truncated
+    geometric law; lanes above it are bit-sliced Bernoulli(p) on planes b = 2 + j. For small p
+    that is one random word per 64 shots."""
     slots = np.asarray(slots, dtype=np.uint64).reshape(-1)
     out = np.zeros((len(slots), count), dtype=np.uint64)
     if p <= 0 or len(slots) == 0 or count == 0:
@@ -120,19 +130,62 @@ def bernoulli_words(key, slots, p: float, start: int, count: int) -> np.ndarray:
     if p >= 1:
         out[:] = ALL
         return out
+    if p >= SPARSE_BELOW:
+        return _bit_sliced(key, slots, p, start, count, np.zeros(out.shape, dtype=np.uint64), 0)
+    any_fire = words_range(key, Stream.NOISE, slots, 0, start, count) < np.uint64(_any_threshold(p))
+    r, c = np.nonzero(any_fire)
+    if len(r) == 0:
+        return out
+    cols = np.uint64(start) + c.astype(np.uint64)
+    first = np.searchsorted(_first_lane_cuts(p), words(key, Stream.NOISE, slots[r], 1, cols),
+                            side="right").astype(np.uint64)
+    above = ~((np.uint64(2) << first) - np.uint64(1))  # lanes strictly above `first`
+    above[first == 63] = 0
+    rest = _bit_sliced_at(key, slots[r], p, cols, 2) & above
+    out[r, c] = (np.uint64(1) << first) | rest
+    return out
+
+
+def _any_threshold(p: float) -> int:
+    return fixed_point(-np.expm1(64 * np.log1p(-p)))
+
+
+_CUTS_CACHE: dict = {}
+
+
+def _first_lane_cuts(p: float) -> np.ndarray:
+    """Thresholds t_l = P(first lane <= l | some lane fires), l = 0..62, as 64-bit fixed point."""
+    if p not in _CUTS_CACHE:
+        lanes = np.arange(1, 64, dtype=np.float64)
+        cdf = np.expm1(lanes * np.log1p(-p)) / np.expm1(64 * np.log1p(-p))
+        _CUTS_CACHE[p] = np.array([fixed_point(v) for v in cdf], dtype=np.uint64)
+    return _CUTS_CACHE[p]
+
+
+def _bit_sliced_at(key, slots, p, cols, plane0):
+    """Bit-sliced Bernoulli(p) for scattered (slot, word) pairs: planes b = plane0 + j."""
     threshold = fixed_point(p)
-    undecided = np.full_like(out, ALL)
+    out = np.zeros(len(slots), dtype=np.uint64)
+    undecided = np.full(len(slots), ALL)
     for j in range(64):
-        live = undecided != 0
-        if not live.any():
+        live = np.flatnonzero(undecided)
+        if len(live) == 0:
             break
-        u = words_range(key, Stream.NOISE, slots, j, start, count)
+        u = words(key, Stream.NOISE, slots[live], plane0 + j, cols[live])
+        und = undecided[live]
         if (threshold >> (63 - j)) & 1:
-            # Threshold bit 1: a lane whose bit is 0 is below p: fires.
-            out |= undecided & ~u
-            undecided &= u
+            out[live] |= und & ~u  # threshold bit 1: a lane with bit 0 is below p
+            undecided[live] = und & u
         else:
-            undecided &= ~u
+            undecided[live] = und & ~u
+    return out
+
+
+def _bit_sliced(key, slots, p, start, count, out, plane0):
+    rows, cols = np.meshgrid(np.arange(len(slots)), np.arange(count), indexing="ij")
+    flat = _bit_sliced_at(key, slots[rows.reshape(-1)], p,
+                          np.uint64(start) + cols.reshape(-1).astype(np.uint64), plane0)
+    out[:] = flat.reshape(out.shape)
     return out
 
 

@@ -1,0 +1,1 @@
+"""cirq-quasarq: a GPU (and NumPy) stabilizer simulator for Cirq."""

@@ -1,0 +1,221 @@
+"""The NumPy engine: the reference every other engine must match bit for bit.
+
+Tableau mode walks the schedule with a TableauState (one shot); frame mode walks it with Pauli
+frames for many shots at once. Both follow docs/engine-semantics.md."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import opcodes, rng
+from ...program import AUX, COND, FLAG_INVERT, FLAGS, A, B, OP, RAND, REC, Program
+from ...schedule import Schedule
+from ..base import Engine, TableauRun
+from ..walk import Step, assignment_index, condition_refs, walk
+from .noise import channel_masks, confusion_values
+from .tableau import TableauState, coin
+
+Kind = opcodes.Kind
+_ONE = np.uint64(1)
+_M, _R, _MR = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"]
+_PAULI_OF_OP = {opcodes.CODE["X"]: 1, opcodes.CODE["Y"]: 2, opcodes.CODE["Z"]: 3}
+
+
+def _targets(program: Program, row: np.ndarray):
+    """Qubits of a noise instruction (arity 1/2 in A, B; arity 0 from ext_qubits)."""
+    if opcodes.ARITY[row[OP]] == 0:
+        return program.ext_qubits[row[A] : row[A] + row[B]]
+    return row[A : B + 1] if row[B] >= 0 else row[A : A + 1]
+
+
+class NumpyEngine(Engine):
+    name = "numpy"
+
+    def __init__(self, max_shot_words: int = 1 << 14):
+        # Frame mode processes shots in chunks of this many 64-shot words; results do not depend on it.
+        self.max_shot_words = max_shot_words
+
+    # ------------------------------------------------------------------ tableau mode
+    def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
+                    reference: bool = False) -> TableauRun:
+        state = TableauState(program.num_qubits)
+        records = np.zeros(program.num_records, dtype=np.uint8)
+        ins = schedule.instructions
+        word, lane = repetition // 64, np.uint64(repetition % 64)
+        for step in walk(program, schedule):
+            rows = ins[step.start : step.end]
+            kind = opcodes.KIND[step.op]
+            if rows[0, COND] >= 0:  # barrier runs hold a single instruction
+                refs = condition_refs(program, int(rows[0, COND]), step)
+                if not program.conditions[int(rows[0, COND])].table[assignment_index(records[refs])]:
+                    continue
+            if kind == Kind.UNITARY:
+                if step.op != opcodes.CODE["I"]:
+                    state.apply_unitary(step.op, rows[:, A], rows[:, B])
+            elif kind in (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET):
+                self._collapse_run(state, rows, step, records, key, repetition, reference)
+            elif kind == Kind.NOISE:
+                if reference:
+                    continue
+                for row in rows:
+                    channel = program.channels[int(row[AUX])]
+                    slot = np.array([row[RAND] + step.rand_shift])
+                    xm, zm = channel_masks(key, channel, slot, word, 1)
+                    for j, q in enumerate(_targets(program, row)):
+                        x = int((xm[j, 0, 0] >> lane) & _ONE)
+                        z = int((zm[j, 0, 0] >> lane) & _ONE)
+                        if x or z:
+                            state.apply_pauli(int(q), {(1, 0): 1, (1, 1): 2, (0, 1): 3}[(x, z)])
+            elif kind == Kind.RECORD_NOISE:
+                if reference:
+                    continue
+                for row in rows:
+                    self._confuse_tableau(program, row, step, records, key, repetition)
+        return TableauRun(records=records, tableau=state.snapshot())
+
+    def _collapse_run(self, state, rows, step, records, key, repetition, reference):
+        qs = rows[:, A]
+        deterministic = state.is_deterministic(qs)
+        # Deterministic outcomes of the window, read together before any collapse.
+        fixed = state.S[state.n + qs]
+        for i, row in enumerate(rows):
+            q = int(row[A])
+            if deterministic[i]:
+                outcome = int(fixed[i])
+            else:
+                flip = 0 if reference else coin(key, int(row[RAND]) + step.rand_shift, repetition)
+                outcome = state.collapse(q, flip)
+            if row[OP] in (_M, _MR):
+                records[row[REC] + step.rec_shift] = outcome ^ (int(row[FLAGS]) & FLAG_INVERT)
+            if row[OP] in (_R, _MR):
+                state.force_zero(q)
+
+    def _confuse_tableau(self, program, row, step, records, key, repetition):
+        confusion = program.confusions[int(row[AUX])]
+        first = int(row[REC]) + step.rec_shift
+        k = confusion.num_bits
+        true = int("".join(str(int(b)) for b in records[first : first + k]), 2)
+        got = confusion_values(key, confusion.matrix, int(row[RAND]) + step.rand_shift,
+                               np.array([repetition]), np.array([true]))[0]
+        records[first : first + k] = [(got >> (k - 1 - i)) & 1 for i in range(k)]
+
+    # ------------------------------------------------------------------ frame mode
+    def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
+                      shots: int) -> np.ndarray:
+        words = (shots + 63) // 64
+        out = np.zeros((program.num_records, words), dtype=np.uint64)
+        for start in range(0, words, self.max_shot_words):
+            count = min(self.max_shot_words, words - start)
+            out[:, start : start + count] = self._frames_chunk(program, schedule, key, reference,
+                                                               start, count)
+        return out
+
+    def _frames_chunk(self, program, schedule, key, reference, start, count):
+        n = program.num_qubits
+        fx = np.zeros((n, count), dtype=np.uint64)
+        fz = rng.words_range(key, rng.Stream.FRAME_INIT, np.arange(n, dtype=np.uint64), 0, start, count)
+        fz = fz.reshape(n, count)
+        flips = np.zeros((program.num_records, count), dtype=np.uint64)
+        ins = schedule.instructions
+        for step in walk(program, schedule):
+            rows = ins[step.start : step.end]
+            kind = opcodes.KIND[step.op]
+            if rows[0, COND] >= 0:
+                self._controlled_frames(program, rows[0], step, reference, flips, fx, fz, start, count)
+                continue
+            if kind == Kind.UNITARY:
+                self._frames_unitary(step.op, rows, fx, fz)
+            elif kind in (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET):
+                qs = rows[:, A]
+                slots = (rows[:, RAND] + step.rand_shift).astype(np.uint64)
+                fresh = rng.words_range(key, rng.Stream.FRAME_MEASURE, slots, 0, start, count)
+                fresh = fresh.reshape(len(qs), count)
+                measured = rows[:, OP] != _R
+                if measured.any():
+                    flips[rows[measured, REC] + step.rec_shift] = fx[qs[measured]]
+                reset = rows[:, OP] != _M
+                fx[qs[reset]] = 0
+                fz[qs[reset]] = fresh[reset]
+                fz[qs[~reset]] ^= fresh[~reset]
+            elif kind == Kind.NOISE:
+                self._frames_noise(program, rows, step, key, fx, fz, start, count)
+            elif kind == Kind.RECORD_NOISE:
+                for row in rows:
+                    self._confuse_frames(program, row, step, key, reference, flips, start, count)
+        return flips ^ _spread_bits(reference)[:, None]
+
+    @staticmethod
+    def _frames_unitary(code, rows, fx, fz):
+        if code == opcodes.CODE["I"]:
+            return
+        m = opcodes.FRAME_MAPS[code]
+        arity = opcodes.OPCODES[code].arity
+        q0, q1 = rows[:, A], rows[:, B]
+        bits = [fx[q0], fz[q0]] + ([fx[q1], fz[q1]] if arity == 2 else [])
+        outs = []
+        for o in range(2 * arity):
+            acc = np.zeros_like(bits[0])
+            for i in range(2 * arity):
+                if m[o, i]:
+                    acc ^= bits[i]
+            outs.append(acc)
+        fx[q0], fz[q0] = outs[0], outs[1]
+        if arity == 2:
+            fx[q1], fz[q1] = outs[2], outs[3]
+
+    @staticmethod
+    def _frames_noise(program, rows, step, key, fx, fz, start, count):
+        for aux in np.unique(rows[:, AUX]):
+            sel = rows[rows[:, AUX] == aux]
+            channel = program.channels[int(aux)]
+            slots = (sel[:, RAND] + step.rand_shift).astype(np.uint64)
+            xm, zm = channel_masks(key, channel, slots, start, count)
+            for i, row in enumerate(sel):
+                for j, q in enumerate(_targets(program, row)):
+                    fx[q] ^= xm[j, i]
+                    fz[q] ^= zm[j, i]
+
+    @staticmethod
+    def _confuse_frames(program, row, step, key, reference, flips, start, count):
+        confusion = program.confusions[int(row[AUX])]
+        first = int(row[REC]) + step.rec_shift
+        k = confusion.num_bits
+        shots = np.arange(start * 64, (start + count) * 64, dtype=np.int64)
+        recs = range(first, first + k)
+        actual = [_unpack(flips[r]) ^ int(reference[r]) for r in recs]
+        true = np.zeros(len(shots), dtype=np.int64)
+        for bits in actual:
+            true = (true << 1) | bits
+        got = confusion_values(key, confusion.matrix, int(row[RAND]) + step.rand_shift, shots, true)
+        for i, r in enumerate(recs):
+            flips[r] = _pack(((got >> (k - 1 - i)) & 1) ^ int(reference[r]))
+
+    @staticmethod
+    def _controlled_frames(program, row, step, reference, flips, fx, fz, start, count):
+        """A classically controlled Pauli: XOR it where the shot's condition differs from the
+        reference's (frame mode runs only programs whose controlled ops are Paulis)."""
+        cond = program.conditions[int(row[COND])]
+        refs = condition_refs(program, int(row[COND]), step)
+        ref_value = bool(cond.table[assignment_index(reference[refs])])
+        index = np.zeros(count * 64, dtype=np.int64)
+        for i, r in enumerate(refs):
+            index |= (_unpack(flips[r]) ^ int(reference[r])) << i
+        differs = _pack((cond.table[index] != ref_value).astype(np.int64))
+        pauli = _PAULI_OF_OP.get(int(row[OP]), 0)
+        q = int(row[A])
+        if pauli in (1, 2):
+            fx[q] ^= differs
+        if pauli in (2, 3):
+            fz[q] ^= differs
+
+
+def _spread_bits(bits: np.ndarray) -> np.ndarray:
+    return np.uint64(0) - bits.astype(np.uint64)
+
+
+def _unpack(words: np.ndarray) -> np.ndarray:
+    return np.unpackbits(words.view(np.uint8), bitorder="little").astype(np.int64)
+
+
+def _pack(bits: np.ndarray) -> np.ndarray:
+    return np.packbits(bits.astype(np.uint8), bitorder="little").view(np.uint64)
