@@ -96,7 +96,7 @@ class Annotation:
     index: int = 0  # observable index
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # identity semantics: simulators cache per Program object
 class Program:
     num_qubits: int
     instructions: np.ndarray  # int32 [N, NUM_FIELDS]

@@ -1,0 +1,29 @@
+"""Shared fixtures: every engine test runs on each engine; CUDA skips cleanly without a GPU."""
+
+import pytest
+
+from cirq_quasarq.engines import NumpyEngine, cuda_available
+
+
+def _make_engine(name):
+    if name == "numpy":
+        return NumpyEngine()
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    return CudaEngine()
+
+
+@pytest.fixture(params=["numpy", pytest.param("cuda", marks=pytest.mark.gpu)])
+def engine(request):
+    """Each engine in turn (the CUDA one only where a GPU is usable)."""
+    return _make_engine(request.param)
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request):
+    """Simulator device strings, GPU only where usable."""
+    if request.param == "gpu" and not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    return request.param

@@ -1,0 +1,53 @@
+"""Random Programs built twice: as our Program and as the equivalent stim.Circuit (test oracle)."""
+
+import random
+
+import stim
+
+from cirq_quasarq import opcodes
+from cirq_quasarq.program import ProgramBuilder
+
+UNITARY_1 = [o.name for o in opcodes.OPCODES if o.kind == opcodes.Kind.UNITARY and o.arity == 1]
+UNITARY_2 = [o.name for o in opcodes.OPCODES if o.kind == opcodes.Kind.UNITARY and o.arity == 2]
+
+
+def random_program(n: int, depth: int, seed: int, *, collapse: float = 0.5, noise: bool = False):
+    """A random layered program on n qubits; returns (Program, stim.Circuit of the same ops)."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    sc = stim.Circuit()
+    for _ in range(depth):
+        b.next_step()
+        qs = list(range(n))
+        r.shuffle(qs)
+        while qs:
+            if len(qs) >= 2 and r.random() < 0.5:
+                a, c = qs.pop(), qs.pop()
+                g = r.choice(UNITARY_2)
+                b.gate(g, a, c)
+                sc.append(g, [a, c])
+            else:
+                a = qs.pop()
+                g = r.choice(UNITARY_1)
+                b.gate(g, a)
+                sc.append(g, [a])
+        if noise:
+            b.next_step()
+            for q in r.sample(range(n), max(1, n // 4)):
+                p = r.choice([0.01, 0.2])
+                b.noise("X_ERROR", [q], b.channel_id(1, [p], [[1]]))
+                sc.append("X_ERROR", [q], p)
+        if r.random() < collapse:
+            b.next_step()
+            for q in r.sample(range(n), r.randint(1, max(1, n // 3))):
+                k = r.random()
+                if k < 0.6:
+                    b.measure(q)
+                    sc.append("M", [q])
+                elif k < 0.8:
+                    b.reset(q)
+                    sc.append("R", [q])
+                else:
+                    b.measure(q, reset=True)
+                    sc.append("MR", [q])
+    return b.build(), sc

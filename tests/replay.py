@@ -1,0 +1,39 @@
+"""Replaying our tableau-mode outcomes in stim (postselection forces stim's collapses to ours)."""
+
+import stim
+
+from cirq_quasarq import opcodes
+from cirq_quasarq.engines.numpy.tableau import coin
+from cirq_quasarq.engines.walk import walk
+from cirq_quasarq.program import A, B, OP, RAND, REC
+
+
+def replay_in_stim(program, schedule, key, records, repetition=0) -> stim.TableauSimulator:
+    """Run the scheduled program in stim, forcing each random collapse to the value we drew."""
+    sim = stim.TableauSimulator()
+    sim.set_num_qubits(program.num_qubits)
+    for step in walk(program, schedule):
+        for row in schedule.instructions[step.start : step.end]:
+            name = opcodes.OPCODES[row[OP]].name
+            q = int(row[A])
+            if name in ("M", "MR"):
+                sim.postselect_z(q, desired_value=bool(records[row[REC] + step.rec_shift]))
+                sim.measure(q)
+                if name == "MR":
+                    sim.reset(q)
+            elif name == "R":
+                if sim.peek_z(q) == 0:
+                    sim.postselect_z(q, desired_value=bool(coin(key, int(row[RAND]) + step.rand_shift, repetition)))
+                sim.reset(q)
+            elif opcodes.KIND[row[OP]] == opcodes.Kind.UNITARY:
+                targets = [q] + ([int(row[B])] if row[B] >= 0 else [])
+                sim.do(stim.Circuit(f"{name} " + " ".join(map(str, targets))))
+            else:
+                raise NotImplementedError(name)
+    return sim
+
+
+def as_stim_inverse(tableau) -> stim.Tableau:
+    xx, xz, zx, zz = tableau.bits()
+    return stim.Tableau.from_numpy(x2x=xx, x2z=xz, z2x=zx, z2z=zz,
+                                   x_signs=tableau.xs.astype(bool), z_signs=tableau.zs.astype(bool))

@@ -1,0 +1,50 @@
+"""Philox4x32-10 known answers (Random123) and the exactness / chunk-independence of draws."""
+
+import numpy as np
+import pytest
+
+from cirq_quasarq import rng
+
+KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF, 0xFFFFFFFF), (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+@pytest.mark.parametrize("ctr,key,expected", KAT)
+def test_known_answers(ctr, key, expected):
+    out = rng.philox4x32(*[np.uint64(c) for c in ctr], key)
+    assert tuple(int(x) for x in out) == expected
+
+
+def test_word_ranges_equal_single_words():
+    key = rng.make_key(123)
+    a = rng.words_range(key, 4, np.array([3, 4]), 2, 5, 7)
+    b = rng.words(key, 4, np.array([3, 4])[:, None], 2, np.arange(5, 12)[None, :])
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("p", [1e-4, 1e-3, 0.004, 0.05, 0.5, 0.97])
+def test_bernoulli_rate_lanes_and_chunking(p):
+    key = rng.make_key(8)
+    slots = np.arange(200)
+    full = rng.bernoulli_words(key, slots, p, 0, 400)
+    part = rng.bernoulli_words(key, slots[50:60], p, 123, 31)
+    assert np.array_equal(part, full[50:60, 123:154])
+    bits = np.unpackbits(full.view(np.uint8), bitorder="little").reshape(200 * 400, 64)
+    n = bits.shape[0]
+    sd = np.sqrt(p * (1 - p) / n)
+    for lane_rate in bits.mean(axis=0):  # every lane has the right rate
+        assert abs(lane_rate - p) < 6 * sd
+    # Lanes are independent: pairs fire together at rate p^2.
+    both = (bits[:, 0] & bits[:, 1]).mean()
+    assert abs(both - p * p) < 6 * np.sqrt(p * p / n) + 1e-6
+
+
+def test_fixed_point_is_exact():
+    assert rng.fixed_point(0.5) == 1 << 63
+    assert rng.fixed_point(2.0**-40) == 1 << 24
+    assert rng.fixed_point(0) == 0
+    assert rng.fixed_point(1) == (1 << 64) - 1
