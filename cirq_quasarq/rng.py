@@ -52,20 +52,44 @@ def make_key(seed: Optional[int]) -> Tuple[int, int]:
     return seed & 0xFFFFFFFF, seed >> 32
 
 
+_BLOCK = 1 << 15  # elements per pass: keeps the ten rounds' temporaries in cache
+
+
 def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     """Philox4x32-10 on broadcastable uint32-valued arrays; returns four uint64 arrays < 2^32."""
-    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) & MASK32 for c in (c0, c1, c2, c3))
-    c0, c1, c2, c3 = np.broadcast_arrays(c0, c1, c2, c3)
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in (c0, c1, c2, c3))
+    shape = np.broadcast_shapes(c0.shape, c1.shape, c2.shape, c3.shape)
+    # Constants stay scalars; only real arrays are flattened to the common shape.
+    ins = [c.reshape(()) if c.size == 1 else np.broadcast_to(c, shape).reshape(-1)
+           for c in (c0, c1, c2, c3)]
+    total = int(np.prod(shape, dtype=np.int64))
+    outs = [np.empty(total, dtype=np.uint64) for _ in range(4)]
     k0, k1 = key
-    for _ in range(10):
-        p0 = M0 * c0
-        p1 = M1 * c2
-        hi0, lo0 = p0 >> np.uint64(32), p0 & MASK32
-        hi1, lo1 = p1 >> np.uint64(32), p1 & MASK32
-        c0, c1, c2, c3 = hi1 ^ c1 ^ np.uint64(k0), lo1, hi0 ^ c3 ^ np.uint64(k1), lo0
-        k0 = (k0 + W0) & 0xFFFFFFFF
-        k1 = (k1 + W1) & 0xFFFFFFFF
-    return c0, c1, c2, c3
+    shift = np.uint64(32)
+    for lo in range(0, total, _BLOCK):
+        hi = min(total, lo + _BLOCK)
+        a, b, c, d = (np.bitwise_and(x if x.ndim == 0 else x[lo:hi], MASK32)
+                      + np.zeros(hi - lo, dtype=np.uint64) for x in ins)
+        p0 = np.empty_like(a)
+        p1 = np.empty_like(a)
+        rk0, rk1 = k0, k1
+        for _ in range(10):
+            np.multiply(a, M0, out=p0)
+            np.multiply(c, M1, out=p1)
+            # (a, b, c, d) <- (hi(p1) ^ b ^ k0, lo(p1), hi(p0) ^ d ^ k1, lo(p0))
+            np.right_shift(p1, shift, out=a)
+            np.bitwise_xor(a, b, out=a)
+            np.bitwise_xor(a, np.uint64(rk0), out=a)
+            np.bitwise_and(p1, MASK32, out=b)
+            np.right_shift(p0, shift, out=c)
+            np.bitwise_xor(c, d, out=c)
+            np.bitwise_xor(c, np.uint64(rk1), out=c)
+            np.bitwise_and(p0, MASK32, out=d)
+            rk0 = (rk0 + W0) & 0xFFFFFFFF
+            rk1 = (rk1 + W1) & 0xFFFFFFFF
+        for out, val in zip(outs, (a, b, c, d)):
+            out[lo:hi] = val
+    return tuple(o.reshape(shape) for o in outs)
 
 
 def words(key, stream: int, a, b, index) -> np.ndarray:
@@ -99,6 +123,19 @@ def words_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
     return both[..., off : off + count]
 
 
+def words32_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
+    """32-bit draws: value i is output r[i & 3] of Philox(counter=(i >> 2, a, b, stream)), for
+    i in [start, start + count); a of shape [k] or scalar: returns [k, count] (as uint64)."""
+    a = np.asarray(a, dtype=np.uint64)
+    first, last = start >> 2, (start + count + 3) >> 2
+    calls = np.arange(first, last, dtype=np.uint64)
+    a2 = a.reshape(a.shape + (1,)) if a.ndim else a
+    outs = philox4x32(calls, a2, np.uint64(b), np.uint64(stream), key)
+    both = np.stack(outs, axis=-1).reshape(a.shape + (-1,))
+    off = start - 4 * first
+    return both[..., off : off + count]
+
+
 def fixed_point(p: float) -> int:
     """floor(p * 2^64) clamped to [0, 2^64 - 1]: the threshold a lane's uniform is compared to."""
     if p <= 0:
@@ -119,35 +156,48 @@ def bernoulli_words(key, slots, p: float, start: int, count: int) -> np.ndarray:
     shot 64*(start + w) + l and each random slot (stream NOISE). Exact to float64 rounding of p.
 
     p >= SPARSE_BELOW: bit-sliced comparison of each lane's uniform with p (planes b = j).
-    p <  SPARSE_BELOW: one uniform (b = 0) decides whether any of the 64 lanes fires
-    (probability 1 - (1-p)^64); a second (b = 1) picks the first firing lane from its truncated
+    p <  SPARSE_BELOW: a 32-bit uniform (`words32_range`, b = 0) decides whether any of the 64
+    lanes fires (probability 1 - (1-p)^64, to 2^-32); a 64-bit one (b = 1) picks the first firing
+    lane from its truncated
     geometric law; lanes above it are bit-sliced Bernoulli(p) on planes b = 2 + j. For small p
     that is one random word per 64 shots."""
     slots = np.asarray(slots, dtype=np.uint64).reshape(-1)
     out = np.zeros((len(slots), count), dtype=np.uint64)
+    rows, cols, masks = bernoulli_sparse(key, slots, p, start, count)
+    out[rows, cols] = masks
+    return out
+
+
+def bernoulli_sparse(key, slots, p: float, start: int, count: int):
+    """`bernoulli_words` as its nonzero entries: (slot index, word offset, mask), row-major order."""
+    slots = np.asarray(slots, dtype=np.uint64).reshape(-1)
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64))
     if p <= 0 or len(slots) == 0 or count == 0:
-        return out
+        return empty
     if p >= 1:
-        out[:] = ALL
-        return out
+        r, c = np.divmod(np.arange(len(slots) * count), count)
+        return r, c, np.full(len(r), ALL)
     if p >= SPARSE_BELOW:
-        return _bit_sliced(key, slots, p, start, count, np.zeros(out.shape, dtype=np.uint64), 0)
-    any_fire = words_range(key, Stream.NOISE, slots, 0, start, count) < np.uint64(_any_threshold(p))
+        r, c = np.divmod(np.arange(len(slots) * count), count)
+        masks = _bit_sliced_at(key, slots[r], p, np.uint64(start) + c.astype(np.uint64), 0)
+        keep = masks != 0
+        return r[keep], c[keep], masks[keep]
+    any_fire = words32_range(key, Stream.NOISE, slots, 0, start, count) < np.uint64(_any_threshold(p))
     r, c = np.nonzero(any_fire)
     if len(r) == 0:
-        return out
+        return empty
     cols = np.uint64(start) + c.astype(np.uint64)
     first = np.searchsorted(_first_lane_cuts(p), words(key, Stream.NOISE, slots[r], 1, cols),
                             side="right").astype(np.uint64)
     above = ~((np.uint64(2) << first) - np.uint64(1))  # lanes strictly above `first`
     above[first == 63] = 0
     rest = _bit_sliced_at(key, slots[r], p, cols, 2) & above
-    out[r, c] = (np.uint64(1) << first) | rest
-    return out
+    return r, c, (np.uint64(1) << first) | rest
 
 
 def _any_threshold(p: float) -> int:
-    return fixed_point(-np.expm1(64 * np.log1p(-p)))
+    """floor(P(some lane of 64 fires) * 2^32): compared with a 32-bit uniform."""
+    return fixed_point(-np.expm1(64 * np.log1p(-p))) >> 32
 
 
 _CUTS_CACHE: dict = {}
@@ -178,14 +228,6 @@ def _bit_sliced_at(key, slots, p, cols, plane0):
             undecided[live] = und & u
         else:
             undecided[live] = und & ~u
-    return out
-
-
-def _bit_sliced(key, slots, p, start, count, out, plane0):
-    rows, cols = np.meshgrid(np.arange(len(slots)), np.arange(count), indexing="ij")
-    flat = _bit_sliced_at(key, slots[rows.reshape(-1)], p,
-                          np.uint64(start) + cols.reshape(-1).astype(np.uint64), plane0)
-    out[:] = flat.reshape(out.shape)
     return out
 
 

@@ -36,6 +36,17 @@ class QuasarqTrialResult(cirq.SimulationTrialResult):
         return f"measurements: {super().__str__()}\noutput state:\n{self.final_state}"
 
 
+class QuasarqStepResult:
+    """One moment of `simulate_moment_steps`: that moment's `measurements` and the `state` after it."""
+
+    def __init__(self, measurements, state: QuasarqState):
+        self.measurements = measurements
+        self.state = state
+
+    def __str__(self) -> str:
+        return f"measurements: {self.measurements}\noutput state:\n{self.state}"
+
+
 class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
     """Stabilizer simulator: `run` / `run_sweep` / `sample` / `run_batch` / `simulate` /
     `simulate_sweep` as any Cirq simulator.
@@ -119,6 +130,33 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
             run = self.engine.run_tableau(compiled, sched, self._next_key())
             state = QuasarqState(run.tableau, compiled.qubits)
             yield QuasarqTrialResult(resolver, last_measurements(compiled, run.records), state)
+
+
+    def simulate_moment_steps(self, circuit: cirq.AbstractCircuit,
+                              param_resolver: cirq.ParamResolverOrSimilarType = None,
+                              qubit_order: cirq.QubitOrderOrList = cirq.QubitOrder.DEFAULT,
+                              initial_state: Any = None) -> Iterator[QuasarqStepResult]:
+        """Yields the state after each moment (as cirq.CliffordSimulator does), on the NumPy
+        tableau. Each moment is compiled on its own, so classical controls must read keys
+        measured in the same moment."""
+        from .compiler import compile_circuit
+        from .engines.numpy import NumpyEngine
+        from .engines.numpy.tableau import TableauState
+
+        circuit = _with_initial_state(circuit, qubit_order, initial_state)
+        qubits = cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit.all_qubits())
+        noise = cirq.NoiseModel.from_noise_model_like(self.noise)
+        if noise is not cirq.NO_NOISE:
+            circuit = cirq.Circuit(noise.noisy_moments(circuit, sorted(circuit.all_qubits())))
+        engine = NumpyEngine()
+        state = TableauState(len(qubits))
+        resolver = cirq.ParamResolver(param_resolver)
+        for moment in circuit:
+            program = compile_circuit(cirq.Circuit(moment), qubit_order=qubits, resolver=resolver)
+            # A fresh key per moment: each moment's program numbers its random slots from 0.
+            run = engine.run_tableau(program, schedule(program), self._next_key(), state=state)
+            measurements = {k: list(v) for k, v in last_measurements(program, run.records).items()}
+            yield QuasarqStepResult(measurements, QuasarqState(state.snapshot(), qubits))
 
 
 def _with_initial_state(circuit: cirq.AbstractCircuit, qubit_order, initial_state) -> cirq.AbstractCircuit:

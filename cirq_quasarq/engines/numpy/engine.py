@@ -12,20 +12,13 @@ from ...program import AUX, COND, FLAG_INVERT, FLAGS, A, B, OP, RAND, REC, Progr
 from ...schedule import Schedule
 from ..base import Engine, TableauRun
 from ..walk import Step, assignment_index, condition_refs, walk
-from .noise import channel_masks, confusion_values
+from .noise import NoisePlan, channel_masks, confusion_values, noise_targets
 from .tableau import TableauState, coin
 
 Kind = opcodes.Kind
 _ONE = np.uint64(1)
 _M, _R, _MR = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"]
 _PAULI_OF_OP = {opcodes.CODE["X"]: 1, opcodes.CODE["Y"]: 2, opcodes.CODE["Z"]: 3}
-
-
-def _targets(program: Program, row: np.ndarray):
-    """Qubits of a noise instruction (arity 1/2 in A, B; arity 0 from ext_qubits)."""
-    if opcodes.ARITY[row[OP]] == 0:
-        return program.ext_qubits[row[A] : row[A] + row[B]]
-    return row[A : B + 1] if row[B] >= 0 else row[A : A + 1]
 
 
 class NumpyEngine(Engine):
@@ -37,8 +30,9 @@ class NumpyEngine(Engine):
 
     # ------------------------------------------------------------------ tableau mode
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
-                    reference: bool = False) -> TableauRun:
-        state = TableauState(program.num_qubits)
+                    reference: bool = False, state: TableauState = None) -> TableauRun:
+        """Tableau mode; `state` (NumPy only) continues from an existing tableau, in place."""
+        state = TableauState(program.num_qubits) if state is None else state
         records = np.zeros(program.num_records, dtype=np.uint8)
         ins = schedule.instructions
         word, lane = repetition // 64, np.uint64(repetition % 64)
@@ -61,7 +55,7 @@ class NumpyEngine(Engine):
                     channel = program.channels[int(row[AUX])]
                     slot = np.array([row[RAND] + step.rand_shift])
                     xm, zm = channel_masks(key, channel, slot, word, 1)
-                    for j, q in enumerate(_targets(program, row)):
+                    for j, q in enumerate(noise_targets(program, row[None])[0]):
                         x = int((xm[j, 0, 0] >> lane) & _ONE)
                         z = int((zm[j, 0, 0] >> lane) & _ONE)
                         if x or z:
@@ -116,6 +110,7 @@ class NumpyEngine(Engine):
         fz = rng.words_range(key, rng.Stream.FRAME_INIT, np.arange(n, dtype=np.uint64), 0, start, count)
         fz = fz.reshape(n, count)
         flips = np.zeros((program.num_records, count), dtype=np.uint64)
+        noise = NoisePlan(key, program, schedule, start, count)
         ins = schedule.instructions
         for step in walk(program, schedule):
             rows = ins[step.start : step.end]
@@ -138,7 +133,7 @@ class NumpyEngine(Engine):
                 fz[qs[reset]] = fresh[reset]
                 fz[qs[~reset]] ^= fresh[~reset]
             elif kind == Kind.NOISE:
-                self._frames_noise(program, rows, step, key, fx, fz, start, count)
+                noise.apply(program, rows, step.rand_shift, fx, fz)
             elif kind == Kind.RECORD_NOISE:
                 for row in rows:
                     self._confuse_frames(program, row, step, key, reference, flips, start, count)
@@ -162,18 +157,6 @@ class NumpyEngine(Engine):
         fx[q0], fz[q0] = outs[0], outs[1]
         if arity == 2:
             fx[q1], fz[q1] = outs[2], outs[3]
-
-    @staticmethod
-    def _frames_noise(program, rows, step, key, fx, fz, start, count):
-        for aux in np.unique(rows[:, AUX]):
-            sel = rows[rows[:, AUX] == aux]
-            channel = program.channels[int(aux)]
-            slots = (sel[:, RAND] + step.rand_shift).astype(np.uint64)
-            xm, zm = channel_masks(key, channel, slots, start, count)
-            for i, row in enumerate(sel):
-                for j, q in enumerate(_targets(program, row)):
-                    fx[q] ^= xm[j, i]
-                    fz[q] ^= zm[j, i]
 
     @staticmethod
     def _confuse_frames(program, row, step, key, reference, flips, start, count):

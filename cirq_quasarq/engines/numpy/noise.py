@@ -1,24 +1,27 @@
-"""Sampling Pauli channels and confusion maps for 64-shot words (shared by both NumPy modes)."""
+"""Sampling Pauli channels and confusion maps for 64-shot words (shared by both NumPy modes).
+
+Noise draws depend only on (seed, random slot, shot word), never on the frames, so frame mode
+draws every noise instance of a chunk up front in a few large vectorised batches (`NoisePlan`)
+and only XORs the sparse results in while walking the program."""
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 
-from ... import rng
-from ...program import Channel
+from ... import opcodes, rng
+from ...program import AUX, RAND, Program
+from ..walk import walk
 
 _ONE = np.uint64(1)
 
 
-def channel_masks(key, channel: Channel, slots: np.ndarray, start: int, count: int
-                  ) -> Tuple[np.ndarray, np.ndarray]:
-    """X / Z masks uint64 [arity, len(slots), count] of the Paulis the channel applies to the
-    shots of words [start, start + count), for each instance's random slot."""
-    k = len(slots)
-    fire = rng.bernoulli_words(key, slots, channel.total, start, count)
-    xm = np.zeros((channel.arity, k, count), dtype=np.uint64)
+def sparse_channel(key, channel, slots: np.ndarray, start: int, count: int):
+    """The channel's Paulis on words [start, start + count) of each slot, as nonzero entries:
+    (slot index, word offset, X masks [arity, E], Z masks [arity, E])."""
+    r, c, fire = rng.bernoulli_sparse(key, slots, channel.total, start, count)
+    xm = np.zeros((channel.arity, len(r)), dtype=np.uint64)
     zm = np.zeros_like(xm)
     paulis = channel.paulis
     if len(channel.probs) == 1:
@@ -27,25 +30,79 @@ def channel_masks(key, channel: Channel, slots: np.ndarray, start: int, count: i
                 xm[j] = fire
             if paulis[0, j] in (2, 3):
                 zm[j] = fire
-        return xm, zm
-    inst, word = np.nonzero(fire)
-    if len(inst) == 0:
-        return xm, zm
-    lanes = np.unpackbits(fire[inst, word].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    hit_row, lane = np.nonzero(lanes)
-    inst, word = inst[hit_row], word[hit_row]
-    shots = (np.uint64(start) + word.astype(np.uint64)) * np.uint64(64) + lane.astype(np.uint64)
-    cut = rng.thresholds(channel.probs)
-    u = rng.words(key, rng.Stream.NOISE_CHOICE, slots[inst].astype(np.uint64), 0, shots)
-    outcome = np.searchsorted(cut, u, side="right")
+        return r, c, xm, zm
+    if len(r) == 0:
+        return r, c, xm, zm
+    lanes = np.unpackbits(fire.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    entry, lane = np.nonzero(lanes)
+    shots = (np.uint64(start) + c[entry].astype(np.uint64)) * np.uint64(64) + lane.astype(np.uint64)
+    u = rng.words(key, rng.Stream.NOISE_CHOICE, np.asarray(slots, dtype=np.uint64)[r[entry]], 0, shots)
+    outcome = np.searchsorted(rng.thresholds(channel.probs), u, side="right")
     lane_bit = _ONE << lane.astype(np.uint64)
     for j in range(channel.arity):
         letter = paulis[outcome, j]
         sel = (letter == 1) | (letter == 2)
-        np.bitwise_or.at(xm[j], (inst[sel], word[sel]), lane_bit[sel])
+        np.bitwise_or.at(xm[j], entry[sel], lane_bit[sel])
         sel = (letter == 2) | (letter == 3)
-        np.bitwise_or.at(zm[j], (inst[sel], word[sel]), lane_bit[sel])
+        np.bitwise_or.at(zm[j], entry[sel], lane_bit[sel])
+    return r, c, xm, zm
+
+
+def channel_masks(key, channel, slots: np.ndarray, start: int, count: int
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+    """Dense X / Z masks uint64 [arity, len(slots), count] (tableau mode's single-word draws)."""
+    r, c, xm_e, zm_e = sparse_channel(key, channel, slots, start, count)
+    xm = np.zeros((channel.arity, len(slots), count), dtype=np.uint64)
+    zm = np.zeros_like(xm)
+    xm[:, r, c] = xm_e
+    zm[:, r, c] = zm_e
     return xm, zm
+
+
+def noise_targets(program: Program, rows: np.ndarray) -> np.ndarray:
+    """int [k, arity] qubits of noise instructions of one channel arity."""
+    if opcodes.ARITY[rows[0, 0]] == 0:
+        return np.stack([program.ext_qubits[a : a + b] for a, b in zip(rows[:, 1], rows[:, 2])])
+    arity = opcodes.ARITY[rows[0, 0]]
+    return rows[:, 1 : 1 + arity]
+
+
+class NoisePlan:
+    """Every noise draw of one shot chunk, sampled per channel in one batch, applied on demand."""
+
+    def __init__(self, key, program: Program, schedule, start: int, count: int):
+        slots: Dict[int, list] = {}
+        kind = opcodes.KIND
+        for step in walk(program, schedule):
+            if kind[step.op] != opcodes.Kind.NOISE:
+                continue
+            rows = schedule.instructions[step.start : step.end]
+            for aux in np.unique(rows[:, AUX]):
+                slots.setdefault(int(aux), []).append(rows[rows[:, AUX] == aux, RAND] + step.rand_shift)
+        self.entries = {}
+        for aux, parts in slots.items():
+            unique = np.unique(np.concatenate(parts)).astype(np.int64)
+            r, c, xm, zm = sparse_channel(key, program.channels[aux], unique, start, count)
+            self.entries[aux] = (unique[r], c, xm, zm)  # sorted by slot (row-major nonzero)
+
+    def apply(self, program: Program, rows: np.ndarray, rand_shift: int, fx, fz) -> None:
+        for aux in np.unique(rows[:, AUX]):
+            sel = rows[rows[:, AUX] == aux]
+            slot_of_entry, word, xm, zm = self.entries[int(aux)]
+            slots = sel[:, RAND].astype(np.int64) + rand_shift
+            lo = np.searchsorted(slot_of_entry, slots, side="left")
+            hi = np.searchsorted(slot_of_entry, slots, side="right")
+            counts = hi - lo
+            if counts.sum() == 0:
+                continue
+            which = np.repeat(np.arange(len(sel)), counts)
+            idx = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + lo[which]
+            targets = noise_targets(program, sel)
+            w = word[idx]
+            for j in range(targets.shape[1]):
+                q = targets[which, j]
+                fx[q, w] ^= xm[j, idx]  # (qubit, word) pairs are distinct within a run
+                fz[q, w] ^= zm[j, idx]
 
 
 def confusion_values(key, matrix: np.ndarray, slot: int, shots: np.ndarray, true_values: np.ndarray
