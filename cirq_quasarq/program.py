@@ -133,6 +133,11 @@ class Program:
         return bool(np.any((kinds == opcodes.Kind.NOISE) | (kinds == opcodes.Kind.RECORD_NOISE)))
 
 
+def _coord_add(a: Tuple[float, ...], b: Tuple[float, ...]) -> Tuple[float, ...]:
+    n = max(len(a), len(b))
+    return tuple((a[i] if i < len(a) else 0.0) + (b[i] if i < len(b) else 0.0) for i in range(n))
+
+
 class ProgramBuilder:
     """Appends instructions while tracking record/random slots and loop nesting.
 
@@ -160,8 +165,14 @@ class ProgramBuilder:
         # (kind, iteration-0 records [k], open loop ids, coords, observable index, records so far)
         self._annotation_entries: List[Tuple[str, np.ndarray, Tuple[int, ...], Tuple[float, ...], int, int]] = []
         self.step = 0
-        # Multiplicity of the innermost open loop nest: an instruction at depth d runs this often.
-        self._repeat_factor = 1
+        # Per-iteration names of key entries (Cirq's repetition ids): entry index -> names.
+        self._key_names: Dict[int, List[str]] = {}
+        # Detector coordinate offset (stimcirq ShiftCoordsAnnotation) and, per loop, its offset
+        # at the loop's start and its growth per iteration.
+        self.coord_offset: Tuple[float, ...] = ()
+        self._coord_start: Dict[int, Tuple[float, ...]] = {}
+        self._coord_strides: Dict[int, Tuple[float, ...]] = {}
+        self._coord_shift_cache: Dict[Tuple[int, ...], np.ndarray] = {}
 
     # -- basic emission -------------------------------------------------------------------
     def _flush_rows(self):
@@ -248,6 +259,7 @@ class ProgramBuilder:
         self.loops.append(Loop(count=count, rec_stride=0, rand_stride=0, depth=self.depth + 1))
         self.emit(opcodes.CODE["REPEAT"], loop_id, -1, step=self.next_step())
         self._open_loops.append((loop_id, self.num_records, self.num_rand))
+        self._coord_start[loop_id] = self.coord_offset
         self.next_step()
         return loop_id
 
@@ -259,15 +271,30 @@ class ProgramBuilder:
         # Slots of later iterations follow iteration 0's.
         self.num_records = rec0 + loop.rec_stride * loop.count
         self.num_rand = rand0 + loop.rand_stride * loop.count
+        start = self._coord_start.pop(loop_id, ())
+        if self.coord_offset != start:
+            stride = _coord_add(self.coord_offset, tuple(-c for c in start))
+            self._coord_strides[loop_id] = stride
+            self.coord_offset = _coord_add(start, tuple(c * loop.count for c in stride))
         self.emit(opcodes.CODE["END_REPEAT"], loop_id, -1, step=self.next_step())
         self.next_step()
 
     def _open_ids(self) -> Tuple[int, ...]:
         return tuple(loop_id for loop_id, _, _ in self._open_loops)
 
-    def add_key(self, key: str, records: Sequence[int]) -> None:
-        """One measurement of a Cirq key on len(records) qubits (iteration-0 record slots)."""
+    def add_key(self, key: str, records: Sequence[int], names: Optional[Sequence[str]] = None) -> None:
+        """One measurement of a Cirq key on len(records) qubits (iteration-0 record slots).
+
+        `names`, when given, names the key per iteration of the open loops (execution order, as
+        `_shifts`), for keys that Cirq prefixes with repetition ids; `key` is then only a label."""
         self._key_entries.append((key, np.asarray(records, dtype=np.int64), self._open_ids()))
+        if names is not None:
+            self._key_names[len(self._key_entries) - 1] = list(names)
+
+    def shift_coords(self, shift: Sequence[float]) -> None:
+        """Add to the coordinate offset of later detectors (Stim's SHIFT_COORDS); inside a loop
+        the offset keeps growing per iteration."""
+        self.coord_offset = _coord_add(self.coord_offset, tuple(float(c) for c in shift))
 
     def add_annotation(self, kind: str, records: Sequence[int], coords: Tuple[float, ...] = (),
                        index: int = 0) -> None:
@@ -285,10 +312,39 @@ class ProgramBuilder:
             shifts = (shifts[:, None] + steps[None, :]).reshape(-1)
         return shifts
 
+    def _coord_shifts(self, loop_ids: Tuple[int, ...], coords: Tuple[float, ...]):
+        """Per iteration (execution order) coordinates when a loop shifts them, else None."""
+        if not coords or not any(self._coord_strides.get(i) for i in loop_ids):
+            return None
+        cache = self._coord_shift_cache
+        offsets = cache.get(loop_ids)
+        if offsets is None:
+            width = max(len(self._coord_strides.get(i, ())) for i in loop_ids)
+            offsets = np.zeros((1, width))
+            for loop_id in loop_ids:
+                stride = np.zeros(width)
+                got = self._coord_strides.get(loop_id, ())
+                stride[: len(got)] = got
+                steps = np.arange(self.loops[loop_id].count)[:, None] * stride[None, :]
+                offsets = (offsets[:, None, :] + steps[None, :, :]).reshape(-1, width)
+            cache[loop_ids] = offsets
+        k = len(coords)
+        block = np.zeros((offsets.shape[0], k))
+        w = min(k, offsets.shape[1])
+        block[:, :w] = offsets[:, :w]
+        block += np.asarray(coords, dtype=np.float64)[None, :]
+        return list(map(tuple, block.tolist()))
+
     def _expand_keys(self) -> List[MeasurementKey]:
         grouped: Dict[str, List[np.ndarray]] = {}
-        for key, records, loop_ids in self._key_entries:
-            grouped.setdefault(key, []).append(self._shifts(loop_ids)[:, None] + records[None, :])
+        for index, (key, records, loop_ids) in enumerate(self._key_entries):
+            block = self._shifts(loop_ids)[:, None] + records[None, :]
+            names = self._key_names.get(index)
+            if names is None:
+                grouped.setdefault(key, []).append(block)
+            else:
+                for name, row in zip(names, block):
+                    grouped.setdefault(name, []).append(row[None, :])
         keys = []
         for key, blocks in grouped.items():
             widths = {b.shape[1] for b in blocks}
@@ -304,8 +360,10 @@ class ProgramBuilder:
     def _expand_annotations(self) -> Tuple[List[Annotation], List[Annotation]]:
         detectors, observables = [], []
         for order, (kind, records, loop_ids, coords, index, at) in enumerate(self._annotation_entries):
-            for shift in self._shifts(loop_ids):
-                ann = Annotation(kind, records + shift, coords, index)
+            coord_shifts = self._coord_shifts(loop_ids, coords)
+            for it, shift in enumerate(self._shifts(loop_ids)):
+                ann = Annotation(kind, records + shift,
+                                 coords if coord_shifts is None else coord_shifts[it], index)
                 (detectors if kind == "detector" else observables).append((at + shift, order, ann))
         # Declaration order in time: records written before the declaration, then program order.
         detectors.sort(key=lambda t: (t[0], t[1]))

@@ -15,6 +15,7 @@ import cirq
 import numpy as np
 
 from . import rng
+from .compiler import compile_circuit, compile_template
 from .engines import Engine, select_engine
 from .program import Program
 from .results import last_measurements, records_from_packed
@@ -85,8 +86,6 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
 
     def _programs(self, circuit: cirq.AbstractCircuit, params: cirq.Sweepable,
                   qubit_order=cirq.QubitOrder.DEFAULT) -> Iterator:
-        from .compiler import compile_template
-
         template = compile_template(circuit, qubit_order=qubit_order, noise=self.noise)
         for resolver in cirq.to_resolvers(params):
             yield resolver, template.resolve(resolver)
@@ -139,7 +138,6 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
         """Yields the state after each moment (as cirq.CliffordSimulator does), on the NumPy
         tableau. Each moment is compiled on its own, so classical controls must read keys
         measured in the same moment."""
-        from .compiler import compile_circuit
         from .engines.numpy import NumpyEngine
         from .engines.numpy.tableau import TableauState
 

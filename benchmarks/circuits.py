@@ -1,0 +1,80 @@
+"""Benchmark circuits shared by the benchmark scripts.
+
+- `random_clifford_circuit(n, depth, seed)`: layers of random Clifford gates on random qubits,
+  then a few Z measurements.
+- `surface_code_cirq(d, rounds, p)`: Stim's rotated surface-code memory experiment with every
+  noise knob set to `p`, converted to Cirq by stimcirq; returns (cirq circuit, stim circuit).
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import cirq
+import numpy as np
+
+_ONE_QUBIT = (cirq.X, cirq.Y, cirq.Z, cirq.H, cirq.S, cirq.S**-1)
+_TWO_QUBIT = (cirq.CX, cirq.CY, cirq.CZ, cirq.SWAP, cirq.ISWAP)
+_GATES = _ONE_QUBIT + _TWO_QUBIT
+
+
+def random_clifford_circuit(n: int, depth: int, seed: int = 0, *, active: float = 0.7,
+                            num_measured: int = 8) -> cirq.Circuit:
+    """`depth` moments on `n` line qubits; per moment a fraction `active` of the qubits get one of
+    X, Y, Z, H, S, S†, CX, CY, CZ, SWAP, ISWAP (two-qubit gates on random disjoint pairs), then
+    one moment measuring `num_measured` random qubits in Z (one key each: "m0", "m1", ...).
+
+    About n * active * depth * 11/16 operations (two-qubit gates take two of the active qubits).
+    """
+    rng = np.random.default_rng(seed)
+    qubits = cirq.LineQubit.range(n)
+    n_active = max(1, int(round(active * n)))
+    moments = []
+    for _ in range(depth):
+        chosen = rng.permutation(n)[:n_active]
+        kinds = rng.integers(0, len(_GATES), size=n_active)
+        ops = []
+        i = 0
+        while i < n_active:
+            gate = _GATES[kinds[i]]
+            if gate in _TWO_QUBIT:
+                if i + 1 >= n_active:
+                    break
+                ops.append(gate(qubits[chosen[i]], qubits[chosen[i + 1]]))
+                i += 2
+            else:
+                ops.append(gate(qubits[chosen[i]]))
+                i += 1
+        moments.append(cirq.Moment(ops))
+    measured = rng.permutation(n)[: min(num_measured, n)]
+    moments.append(cirq.Moment(cirq.measure(qubits[q], key=f"m{k}") for k, q in enumerate(measured)))
+    return cirq.Circuit(moments)
+
+
+def random_clifford_circuit_ops(num_ops: int, n: int = 1000, seed: int = 0) -> cirq.Circuit:
+    """A `random_clifford_circuit` on `n` qubits with about `num_ops` operations."""
+    per_layer = max(1, int(round(0.7 * n * 11 / 16)))
+    depth = max(1, num_ops // per_layer)
+    return random_clifford_circuit(n, depth, seed)
+
+
+def surface_code_stim(d: int, rounds: int, p: float):
+    import stim
+
+    return stim.Circuit.generated(
+        "surface_code:rotated_memory_z",
+        distance=d,
+        rounds=rounds,
+        after_clifford_depolarization=p,
+        before_measure_flip_probability=p,
+        after_reset_flip_probability=p,
+        before_round_data_depolarization=p,
+    )
+
+
+def surface_code_cirq(d: int, rounds: int, p: float) -> Tuple[cirq.Circuit, "object"]:
+    """(cirq circuit, stim circuit) of the rotated surface-code Z memory experiment."""
+    import stimcirq
+
+    stim_circuit = surface_code_stim(d, rounds, p)
+    return stimcirq.stim_circuit_to_cirq_circuit(stim_circuit), stim_circuit

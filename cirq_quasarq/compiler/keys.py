@@ -1,0 +1,203 @@
+"""Measurement keys while compiling: scopes, the latest instance of each key, loops.
+
+Keys are tuples of path components and a name, as Cirq's `MeasurementKey` prints them joined by
+":". Inside a loop that uses repetition ids, the loop's component is a `RepVar` standing for
+"this iteration's id": the body is walked once, so its keys are symbolic until the loop closes,
+when they are expanded into one concrete key per iteration.
+
+Record slots are iteration-0 numbers (see `cirq_quasarq.program`). An entry remembers the loops
+that were open when it was measured (`nest`); a read from deeper inside a loop nest must add the
+record shift of only the shared loops. A read of a key whose latest instance lies before a loop
+that measures it again later in its body sees, from the second iteration on, the previous
+iteration's instance: that is expressible only when it is exactly one loop stride later than the
+instance before the loop (`PendingRead`, checked when the loop closes).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import cirq
+import numpy as np
+
+from .. import errors
+
+
+class RepVar:
+    """The repetition-id path component of a loop while its body is walked."""
+
+    __slots__ = ("loop_id", "ids")
+
+    def __init__(self, loop_id: int, ids: Sequence[str]):
+        self.loop_id = loop_id
+        self.ids = list(ids)
+
+    def __repr__(self) -> str:
+        return f"<repetition of loop {self.loop_id}>"
+
+
+def render(key: Tuple) -> str:
+    return ":".join(str(c) for c in key)
+
+
+class Scope:
+    """Where a (sub)circuit is walked: its qubit indices, key path, key maps and resolvers."""
+
+    __slots__ = ("qidx", "path", "kmaps", "resolvers", "starts")
+
+    def __init__(self, qidx: Dict, path: Tuple = (), kmaps: Tuple = (), resolvers: Tuple = (),
+                 starts: Tuple[int, ...] = ()):
+        self.qidx = qidx
+        self.path = path
+        self.kmaps = kmaps  # innermost first
+        self.resolvers = resolvers  # innermost first
+        self.starts = starts  # starts[i]: serial from which keys with an (i+1)-long path bind
+
+    def key_of(self, mkey: cirq.MeasurementKey, mapped: bool = True) -> Tuple:
+        name = mkey.name
+        if mapped:
+            for kmap in self.kmaps:
+                name = kmap.get(name, name)
+        return self.path + tuple(mkey.path) + (name,)
+
+
+class Entry:
+    __slots__ = ("slots", "nest", "serial")
+
+    def __init__(self, slots: np.ndarray, nest: Tuple[int, ...], serial: int):
+        self.slots = slots
+        self.nest = nest
+        self.serial = serial
+
+
+class PendingRead:
+    """A read (condition or annotation) of a key whose latest instance precedes open loops."""
+
+    def __init__(self, key: Tuple, slots: np.ndarray, depth: int, levels: int, where: str,
+                 finish: Callable[[int], None], all_levels: bool):
+        self.key = key
+        self.slots = slots.copy()
+        self.depth = depth  # loops shared with the instance read
+        self.levels = levels  # loops opened since
+        self.where = where
+        self.finish = finish  # called with the final depth
+        self.all_levels = all_levels  # annotations: every loop must re-measure the key
+        self.included: List[int] = []
+
+
+class LoopFrame:
+    __slots__ = ("loop_id", "count", "var", "measured", "pending")
+
+    def __init__(self, loop_id: int, count: int, var: Optional[RepVar]):
+        self.loop_id = loop_id
+        self.count = count
+        self.var = var
+        self.measured: List[Tuple] = []
+        self.pending: List[PendingRead] = []
+
+
+class KeyTable:
+    def __init__(self):
+        self.entries: Dict[Tuple, Entry] = {}
+        self.frames: List[LoopFrame] = []
+        self.serial = 0
+
+    # -- measurements -------------------------------------------------------------------------
+    def nest(self) -> Tuple[int, ...]:
+        return tuple(f.loop_id for f in self.frames)
+
+    def measured(self, key: Tuple, slots: np.ndarray) -> None:
+        self.serial += 1
+        self.entries[key] = Entry(slots, self.nest(), self.serial)
+        if self.frames:
+            self.frames[-1].measured.append(key)
+
+    def names(self, key: Tuple) -> Optional[List[str]]:
+        """Per-iteration names of a key with repetition components (None if it has none)."""
+        if not any(type(c) is RepVar for c in key):
+            return None
+        position = {f.var: i for i, f in enumerate(self.frames) if f.var is not None}
+        out = []
+        for combo in itertools.product(*[range(f.count) for f in self.frames]):
+            out.append(":".join(c.ids[combo[position[c]]] if type(c) is RepVar else str(c)
+                                for c in key))
+        return out
+
+    # -- reads --------------------------------------------------------------------------------
+    def bind(self, scope: Scope, tail: Tuple) -> Optional[Tuple]:
+        """Cirq's scoping: the longest scope-path prefix under which the key was measured in
+        reach (keys of sibling subcircuits do not bind), else the key as written."""
+        path = scope.path
+        for i in range(len(path), 0, -1):
+            cand = path[:i] + tail
+            e = self.entries.get(cand)
+            if e is not None and e.serial > scope.starts[i - 1]:
+                return cand
+        return tail if tail in self.entries else None
+
+    def read(self, key: Tuple, where: str, finish: Callable[[int], None],
+             all_levels: bool) -> Tuple[np.ndarray, int]:
+        """(iteration-0 slots, depth) of the key's latest instance. When the instance precedes
+        open loops, `finish(depth)` is called once they close with the final depth."""
+        e = self.entries[key]
+        d = len(e.nest)
+        c = len(self.frames)
+        if d < c:
+            pending = PendingRead(key, e.slots, d, c - d, where, finish, all_levels)
+            for f in self.frames[d:]:
+                f.pending.append(pending)
+        return e.slots, d
+
+    # -- loops --------------------------------------------------------------------------------
+    def open_loop(self, loop_id: int, count: int, ids: Optional[Sequence[str]]) -> Optional[RepVar]:
+        var = RepVar(loop_id, ids) if ids is not None else None
+        self.frames.append(LoopFrame(loop_id, count, var))
+        return var
+
+    def close_loop(self, stride: int) -> None:
+        frame = self.frames.pop()
+        level = len(self.frames)
+        for pending in frame.pending:
+            e = self.entries.get(pending.key)
+            inside = e is not None and len(e.nest) > level and e.nest[level] == frame.loop_id
+            if inside:
+                if e.slots.shape != pending.slots.shape or not np.array_equal(
+                        e.slots - stride, pending.slots):
+                    raise errors.UnsupportedOperationError(
+                        f"{pending.where} reads key {render(pending.key)!r} inside a loop that "
+                        "measures it again later in its body; from the second iteration on it "
+                        "would read the previous iteration's instance, which is not a fixed "
+                        "record shift from the first one")
+                pending.included.append(level)
+            if level == pending.depth:  # outermost loop of the read: decide its depth
+                t = len(pending.included)
+                if sorted(pending.included) != list(range(pending.depth, pending.depth + t)):
+                    raise errors.UnsupportedOperationError(
+                        f"{pending.where} reads key {render(pending.key)!r} across loops that "
+                        "re-measure it in a way no fixed record shift expresses")
+                if pending.all_levels and t != pending.levels:
+                    raise errors.UnsupportedOperationError(
+                        f"{pending.where} (inside a loop) reads key {render(pending.key)!r} "
+                        "measured before the loop and not again inside it; annotations in a "
+                        "loop can only read records that shift with the loop")
+                pending.finish(pending.depth + t)
+        parent = self.frames[-1] if self.frames else None
+        count = frame.count
+        for key in dict.fromkeys(frame.measured):
+            e = self.entries.get(key)
+            if e is None or len(e.nest) <= level or e.nest[level] != frame.loop_id:
+                continue
+            nest = e.nest[:level] + e.nest[level + 1:]
+            if frame.var is not None and frame.var in key:
+                del self.entries[key]
+                for i, rep_id in enumerate(frame.var.ids):
+                    new_key = tuple(rep_id if c is frame.var else c for c in key)
+                    self.entries[new_key] = Entry(e.slots + i * stride, nest, e.serial)
+                    if parent is not None:
+                        parent.measured.append(new_key)
+            else:
+                e.slots = e.slots + (count - 1) * stride
+                e.nest = nest
+                if parent is not None:
+                    parent.measured.append(key)
