@@ -5,8 +5,11 @@ class QuasarqError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
-class UnsupportedOperationError(QuasarqError, ValueError):
-    """An operation has no stabilizer effect the compiler can reach (names the op and its moment)."""
+class UnsupportedOperationError(QuasarqError, ValueError, TypeError):
+    """An operation has no stabilizer effect the compiler can reach (names the op and its moment).
+
+    Also a TypeError, as cirq.CliffordSimulator raises for unsupported gates, so code written for
+    it catches ours too."""
 
 
 class NonCliffordError(UnsupportedOperationError):

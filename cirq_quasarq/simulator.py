@@ -40,9 +40,23 @@ class QuasarqTrialResult(cirq.SimulationTrialResult):
 class QuasarqStepResult:
     """One moment of `simulate_moment_steps`: that moment's `measurements` and the `state` after it."""
 
-    def __init__(self, measurements, state: QuasarqState):
+    def __init__(self, measurements, state: QuasarqState, seed):
         self.measurements = measurements
         self.state = state
+        self._prng = cirq.value.parse_random_state(seed)
+
+    def sample(self, qubits, repetitions: int = 1, seed: Any = None) -> np.ndarray:
+        """Z-basis samples of `qubits` from this state, bool [repetitions, len(qubits)]; the state
+        itself is left as it is."""
+        circuit = cirq.Circuit(cirq.measure(*qubits, key="sample"))
+        sim = QuasarqSimulator(seed=self._prng if seed is None else seed, device="cpu")
+        program = compile_circuit(circuit, qubit_order=self.state.qubits)
+        out = np.zeros((repetitions, len(qubits)), dtype=bool)
+        for r in range(repetitions):
+            state = self.state.tableau_state()
+            run = sim.engine.run_tableau(program, schedule(program), sim._next_key(), state=state)
+            out[r] = run.records[program.keys[0].records[0]].astype(bool)
+        return out
 
     def __str__(self) -> str:
         return f"measurements: {self.measurements}\noutput state:\n{self.state}"
@@ -66,6 +80,15 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
         self._prng = cirq.value.parse_random_state(seed)
         # Per compiled Program: its schedule and its reference sample (both seed-independent).
         self._prepared: "weakref.WeakKeyDictionary[Program, list]" = weakref.WeakKeyDictionary()
+
+    @staticmethod
+    def is_supported_operation(op: cirq.Operation) -> bool:
+        """Whether `op` compiles (as cirq.CliffordSimulator.is_supported_operation)."""
+        try:
+            compile_circuit(cirq.Circuit(op))
+        except (ValueError, TypeError):
+            return False
+        return True
 
     # ---------------------------------------------------------------------------- plumbing
     def _next_key(self):
@@ -154,7 +177,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
             # A fresh key per moment: each moment's program numbers its random slots from 0.
             run = engine.run_tableau(program, schedule(program), self._next_key(), state=state)
             measurements = {k: list(v) for k, v in last_measurements(program, run.records).items()}
-            yield QuasarqStepResult(measurements, QuasarqState(state.snapshot(), qubits))
+            yield QuasarqStepResult(measurements, QuasarqState(state.snapshot(), qubits), self._prng)
 
 
 def _with_initial_state(circuit: cirq.AbstractCircuit, qubit_order, initial_state) -> cirq.AbstractCircuit:

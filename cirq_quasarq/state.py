@@ -105,6 +105,17 @@ class QuasarqState:
     def to_numpy(self) -> np.ndarray:
         return self.state_vector()
 
+    def tableau_state(self):
+        """A fresh NumPy TableauState holding this state (to continue simulating from it)."""
+        from .engines.numpy.tableau import TableauState
+
+        inv = self.inverse_tableau
+        state = TableauState(self.n)
+        state.X = np.concatenate([inv.xx, inv.zx]).copy()
+        state.Z = np.concatenate([inv.xz, inv.zz]).copy()
+        state.S = np.concatenate([inv.xs, inv.zs]).copy()
+        return state
+
     def copy(self) -> "QuasarqState":
         return QuasarqState(self.inverse_tableau, self.qubits)
 

@@ -303,7 +303,8 @@ class Walker(LoweringMixin):
             resolved = resolve_chain(op, scope.resolvers, self.resolver)
             if cirq.is_parameterized(resolved):
                 self.fail(errors.UnsupportedOperationError, op,
-                          f"unresolved parameters {sorted(cirq.parameter_names(resolved))}")
+                          f"unresolved parameters {sorted(cirq.parameter_names(resolved))} "
+                          "(symbols were not specified in the resolver)")
             return self._emit_op(resolved, scope, fr, base)
         info = probe_slot(op, scope.resolvers)
         if info is None:

@@ -151,7 +151,7 @@ class Template:
             if cirq.is_parameterized(op):
                 raise errors.UnsupportedOperationError(
                     f"cannot compile {slot.op!r} at {slot.where}: unresolved parameters "
-                    f"{sorted(cirq.parameter_names(op))}")
+                    f"{sorted(cirq.parameter_names(op))} (symbols were not specified in the resolver)")
             if slot.kind == "noise":
                 try:
                     spec = channels.noise_spec(op.gate)
