@@ -14,22 +14,22 @@ from .program import Program
 
 def unpack_records(packed: np.ndarray, shots: int) -> np.ndarray:
     """uint64 [R, W] -> uint8 [shots, R] (shot-major, as Cirq's arrays)."""
+    return np.ascontiguousarray(_record_major(packed, shots).T)
+
+
+def _record_major(packed: np.ndarray, shots: int) -> np.ndarray:
+    """uint64 [R, W] -> uint8 [R, shots], one contiguous row of shots per record."""
     if packed.shape[0] == 0:
-        return np.zeros((shots, 0), dtype=np.uint8)
+        return np.zeros((0, shots), dtype=np.uint8)
     bits = np.unpackbits(np.ascontiguousarray(packed).view(np.uint8), axis=1, bitorder="little")
-    return np.ascontiguousarray(bits[:, :shots].T)
-
-
-def key_arrays(program: Program, bits: np.ndarray) -> Dict[str, np.ndarray]:
-    """{key: int8 [shots, instances, qubits]} from shot-major record bits (Cirq's `records`)."""
-    out = {}
-    for entry in program.keys:
-        out[entry.key] = bits[:, entry.records].astype(np.int8, copy=False)
-    return out
+    return bits[:, :shots]
 
 
 def records_from_packed(program: Program, packed: np.ndarray, shots: int) -> Dict[str, np.ndarray]:
-    return key_arrays(program, unpack_records(packed, shots))
+    """{key: int8 [shots, instances, qubits]} (Cirq's `records`), gathered record-major so each
+    key costs one contiguous copy of its own bits."""
+    bits = _record_major(packed, shots).view(np.int8)
+    return {entry.key: bits[entry.records].transpose(2, 0, 1) for entry in program.keys}
 
 
 def last_measurements(program: Program, records: np.ndarray) -> Dict[str, np.ndarray]:

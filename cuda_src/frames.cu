@@ -1,0 +1,227 @@
+// frames.cu: frame mode (paper section 6, "Sampling on GPU", with the reference XOR it lacks).
+//
+// Semantics: docs/engine-semantics.md, "Frame mode". Shots are packed 64 to a word; one kernel
+// launch runs the WHOLE scheduled program (loops included) for a chunk of shot words: block b owns
+// chunk words [b*S, b*S + S) and keeps their Pauli frames of all n qubits in a slab
+//   fx[q*S + j], fz[q*S + j]   bit l: X / Z part of the frame of shot 64*(word0 + b*S + j) + l on q
+// streaming the instruction array; blocks never talk to each other, so only windows need a
+// __syncthreads (instructions of one window act on disjoint qubits and records).
+//   frames_program_shared  slab in shared memory (2*n*S words of dynamic shared memory): global
+//                          traffic is the records (and the program); for n up to ~14k qubits.
+//   frames_program_global  the same program walk with the slab in global memory (gslab, 2*n*S
+//                          words per block): any n.
+// Records: out[r*out_stride + (b*S + j)] = measured bits (reference XOR frame flip) of record r
+// for the chunk's words; ref[r] is the reference sample's record bit.
+// Launch contract: 1-D grid of ceil(chunk_words / S) blocks, blockDim.x == QQ_FRAME_BLOCK (any
+// multiple of 32 up to 1024 works); word0 is the chunk's first absolute shot word, so every random
+// word depends on absolute (slot, word, shot) only and results do not depend on S or chunking.
+#include "paulis.cuh"
+#include "tables.cuh"
+
+#define QQ_FRAME_BLOCK 512
+#define QQ_MAX_CONFUSION_BITS 16
+
+struct QQFrameRun {
+    int rec_shift, rand_shift;
+    const int* depth_rec;
+};
+
+__device__ __forceinline__ void qq_xor_pauli(qq_u64* fx, qq_u64* fz, size_t at, int pauli, qq_u64 mask) {
+    if (pauli == 1 || pauli == 2) fx[at] ^= mask;
+    if (pauli == 2 || pauli == 3) fz[at] ^= mask;
+}
+
+// One instruction on one shot word (chunk-relative word oj, absolute word w, slab column j).
+__device__ __forceinline__ void qq_frame_step(const QQTables* T, const int* row, int kind, qq_u64* fx,
+                                             qq_u64* fz, int S, int j, int oj, qq_u64 w, const QQFrameRun& ctx,
+                                             const unsigned char* ref, qq_u64* out, int out_stride, qq_key key) {
+    const int op = row[QQ_F_OP];
+    if (row[QQ_F_COND] >= 0) {
+        // A classically controlled Pauli: XOR it where the shot's condition differs from the
+        // reference's (frame mode only runs programs whose controlled ops are Paulis).
+        const int c = row[QQ_F_COND];
+        const int k = T->cd_info[3 * c], ref0 = T->cd_info[3 * c + 1];
+        const unsigned char* table = T->cd_table + T->cd_info[3 * c + 2];
+        int aref = 0;
+        for (int t = 0; t < k; ++t) aref |= (ref[qq_ref_slot(T, ref0 + t, ctx.depth_rec)] & 1) << t;
+        const unsigned char ref_value = table[aref];
+        qq_u64 differs = 0;
+        for (int l = 0; l < 64; ++l) {
+            int a = 0;
+            for (int t = 0; t < k; ++t) {
+                const size_t slot = qq_ref_slot(T, ref0 + t, ctx.depth_rec);
+                a |= (int)((out[slot * out_stride + oj] >> l) & 1) << t;
+            }
+            if (table[a] != ref_value) differs |= 1ull << l;
+        }
+        const int pauli = op == QQ_OP_X ? 1 : op == QQ_OP_Y ? 2 : op == QQ_OP_Z ? 3 : 0;
+        qq_xor_pauli(fx, fz, (size_t)row[QQ_F_A] * S + j, pauli, differs);
+        return;
+    }
+    if (kind == QQ_KIND_UNITARY) {
+        if (op == QQ_OP_I) return;
+        const int arity = qq_arity[op];
+        const size_t a0 = (size_t)row[QQ_F_A] * S + j;
+        const size_t a1 = arity == 2 ? (size_t)row[QQ_F_B] * S + j : a0;
+        const qq_u64 in[4] = {fx[a0], fz[a0], arity == 2 ? fx[a1] : 0ull, arity == 2 ? fz[a1] : 0ull};
+        qq_u64 res[4];
+#pragma unroll
+        for (int o = 0; o < 4; ++o) {
+            const int mask = qq_frame_maps[op][o];
+            qq_u64 acc = 0;
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+                if ((mask >> b) & 1) acc ^= in[b];
+            res[o] = acc;
+        }
+        fx[a0] = res[0];
+        fz[a0] = res[1];
+        if (arity == 2) {
+            fx[a1] = res[2];
+            fz[a1] = res[3];
+        }
+    } else if (kind == QQ_KIND_MEASURE || kind == QQ_KIND_RESET || kind == QQ_KIND_MEASURE_RESET) {
+        const size_t a = (size_t)row[QQ_F_A] * S + j;
+        const qq_u64 fresh = qq_word(key, QQ_STREAM_FRAME_MEASURE, (qq_u32)(row[QQ_F_RAND] + ctx.rand_shift), 0, w);
+        if (op != QQ_OP_R) {
+            const int r = row[QQ_F_REC] + ctx.rec_shift;
+            out[(size_t)r * out_stride + oj] = fx[a] ^ qq_spread(ref[r] & 1);
+        }
+        if (op == QQ_OP_M) {
+            fz[a] ^= fresh;
+        } else {
+            fx[a] = 0ull;
+            fz[a] = fresh;
+        }
+    } else if (kind == QQ_KIND_NOISE) {
+        const int c = row[QQ_F_AUX];
+        const qq_u32 slot = (qq_u32)(row[QQ_F_RAND] + ctx.rand_shift);
+        const qq_u64 fire = qq_channel_fire(T, key, c, slot, w);
+        if (!fire) return;
+        const int nt = qq_num_targets(row);
+        if (T->ch_info[QQ_CH_STRIDE * c + QQ_CH_M] <= 1) {
+            for (int t = 0; t < nt; ++t)
+                qq_xor_pauli(fx, fz, (size_t)qq_target(T, row, t) * S + j, qq_channel_pauli(T, c, 0, t), fire);
+            return;
+        }
+        for (qq_u64 left = fire; left; left &= left - 1) {
+            const int l = qq_ctz(left);
+            const int k = qq_channel_outcome(T, key, c, slot, w * 64 + l);
+            for (int t = 0; t < nt; ++t)
+                qq_xor_pauli(fx, fz, (size_t)qq_target(T, row, t) * S + j, qq_channel_pauli(T, c, k, t), 1ull << l);
+        }
+    } else if (kind == QQ_KIND_RECORD_NOISE) {
+        // CONFUSION: per shot, the true value of the k records (first most significant) picks a row
+        // of the matrix, whose cumulative thresholds turn the shot's uniform into the recorded value.
+        const int f = row[QQ_F_AUX];
+        const int k = T->cf_info[2 * f], off = T->cf_info[2 * f + 1];
+        const int cuts = (1 << k) - 1;
+        const int first = row[QQ_F_REC] + ctx.rec_shift;
+        const qq_u32 slot = (qq_u32)(row[QQ_F_RAND] + ctx.rand_shift);
+        qq_u64 old[QQ_MAX_CONFUSION_BITS], neu[QQ_MAX_CONFUSION_BITS];
+        for (int t = 0; t < k; ++t) {
+            old[t] = out[(size_t)(first + t) * out_stride + oj];
+            neu[t] = 0ull;
+        }
+        for (int l = 0; l < 64; l += 2) {
+            qq_u64 u[2];
+            qq_word_pair(key, QQ_STREAM_CONFUSION, slot, 0, (w * 64 + l) >> 1, &u[0], &u[1]);
+            for (int h = 0; h < 2; ++h) {
+                int truth = 0;
+                for (int t = 0; t < k; ++t) truth = (truth << 1) | (int)((old[t] >> (l + h)) & 1);
+                const int got = qq_choose(T->thr + off + (size_t)truth * cuts, cuts, u[h]);
+                for (int t = 0; t < k; ++t) neu[t] |= (qq_u64)((got >> (k - 1 - t)) & 1) << (l + h);
+            }
+        }
+        for (int t = 0; t < k; ++t) out[(size_t)(first + t) * out_stride + oj] = neu[t];
+    }
+}
+
+template <bool SHARED>
+__device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsigned char* ref, qq_u64* out,
+                                                  int out_stride, long long word0, int chunk_words, int S,
+                                                  qq_u64* gslab, qq_u32 k0, qq_u32 k1) {
+    extern __shared__ qq_u64 qq_slab[];
+    const size_t n = (size_t)T->n;
+    const int b0 = blockIdx.x * S;
+    const int SE = min(S, chunk_words - b0);  // this block's words (the last block may have fewer)
+    if (SE <= 0) return;
+    qq_u64* fx = SHARED ? qq_slab : gslab + (size_t)blockIdx.x * 2 * n * S;
+    qq_u64* fz = fx + n * S;
+    const qq_key key = {k0, k1};
+    const int tid = threadIdx.x, bd = blockDim.x;
+    // Frames start with x = 0 and random z (stream FRAME_INIT, a = qubit, i = absolute word).
+    for (size_t item = tid; item < n * SE; item += bd) {
+        const size_t q = item / SE;
+        const int j = (int)(item - q * SE);
+        fx[q * S + j] = 0ull;
+        fz[q * S + j] = qq_word(key, QQ_STREAM_FRAME_INIT, (qq_u32)q, 0, (qq_u64)(word0 + b0 + j));
+    }
+    // The loop stack (uniform across the block): iteration, loop id and slot shifts per depth.
+    int iter[QQ_MAX_DEPTH + 1], lid[QQ_MAX_DEPTH + 1], drec[QQ_MAX_DEPTH + 1], drand[QQ_MAX_DEPTH + 1];
+    int depth = 0;
+    drec[0] = drand[0] = 0;
+    int prev_window = -1;
+    bool need_sync = true;
+    const int num_runs = (int)T->num_runs;
+    for (int r = 0; r < num_runs;) {
+        const int* run = T->runs + 4 * r;
+        const int start = run[QQ_RUN_START], end = run[QQ_RUN_END], op = run[QQ_RUN_OP], window = run[QQ_RUN_WINDOW];
+        if (op == QQ_OP_REPEAT) {
+            const int id = T->ins[(size_t)start * QQ_NF + QQ_F_A];
+            const int* L = T->loops + QQ_LOOP_STRIDE * id;
+            if (L[QQ_LOOP_COUNT] == 0) {
+                r = L[QQ_LOOP_END] + 1;
+                continue;
+            }
+            ++depth;
+            iter[depth] = 0;
+            lid[depth] = id;
+            drec[depth] = drec[depth - 1];
+            drand[depth] = drand[depth - 1];
+            ++r;
+            continue;
+        }
+        if (op == QQ_OP_END_REPEAT) {
+            const int* L = T->loops + QQ_LOOP_STRIDE * lid[depth];
+            if (++iter[depth] < L[QQ_LOOP_COUNT]) {
+                drec[depth] += L[QQ_LOOP_REC];
+                drand[depth] += L[QQ_LOOP_RAND];
+                r = L[QQ_LOOP_BEGIN] + 1;
+            } else {
+                --depth;
+                ++r;
+            }
+            need_sync = true;
+            continue;
+        }
+        if (need_sync || window != prev_window) {
+            __syncthreads();  // the previous window's frames and records are complete
+            need_sync = false;
+            prev_window = window;
+        }
+        const QQFrameRun ctx = {drec[depth], drand[depth], drec};
+        const int kind = qq_kind[op];
+        const int* rows = T->ins + (size_t)start * QQ_NF;
+        const int items = (end - start) * SE;
+        for (int item = tid; item < items; item += bd) {
+            const int k = item / SE;
+            const int j = item - k * SE;
+            qq_frame_step(T, rows + (size_t)k * QQ_NF, kind, fx, fz, S, j, b0 + j, (qq_u64)(word0 + b0 + j), ctx,
+                          ref, out, out_stride, key);
+        }
+        ++r;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK)
+frames_program_shared(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
+                      int chunk_words, int S, qq_u32 k0, qq_u32 k1) {
+    qq_frames_program<true>(T, ref, out, out_stride, word0, chunk_words, S, nullptr, k0, k1);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK)
+frames_program_global(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
+                      int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1) {
+    qq_frames_program<false>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1);
+}

@@ -1,0 +1,400 @@
+"""The CUDA engine against the NumPy engine, bit for bit: same key -> identical records, final
+inverse tableau and frame samples (noise included), independent of chunk sizes and of where the
+frames live. Programs are built directly with ProgramBuilder: every opcode, M / R / MR, Pauli
+channels (dense and sparse Bernoulli), confusion maps, classical control and nested loops."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from cirq_quasarq import opcodes, rng
+from cirq_quasarq.engines import NumpyEngine, cuda_available
+from cirq_quasarq.errors import OutOfMemoryError
+from cirq_quasarq.program import ProgramBuilder
+from cirq_quasarq.schedule import schedule
+
+pytestmark = pytest.mark.gpu
+
+Kind = opcodes.Kind
+UNITARY_1 = [o.name for o in opcodes.OPCODES if o.kind == Kind.UNITARY and o.arity == 1]
+UNITARY_2 = [o.name for o in opcodes.OPCODES if o.kind == Kind.UNITARY and o.arity == 2]
+PAULIS = ["I", "X", "Y", "Z"]
+PROBS = [0.0, 1e-4, 1e-3, 0.003, 0.01, 1 / 128, 0.05, 0.2, 0.5, 1.0]
+
+
+@pytest.fixture(scope="module")
+def cuda_engine():
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    return CudaEngine()
+
+
+@pytest.fixture(scope="module", params=["no-sync", "sync"])
+def cuda_engines(request):
+    """The engine with and without the per-window host read of deterministic / random flags."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    return CudaEngine(window_sync=request.param == "sync")
+
+
+@pytest.fixture(scope="module")
+def numpy_engine():
+    return NumpyEngine()
+
+
+# ---------------------------------------------------------------------------------- programs
+class _Gen:
+    """Random programs over the whole instruction set, built with ProgramBuilder."""
+
+    def __init__(self, n: int, seed: int, frames: bool):
+        self.r = random.Random(seed)
+        self.b = ProgramBuilder(n)
+        self.n = n
+        self.frames = frames  # classically controlled ops limited to Paulis (frame mode can run it)
+        self.scopes = [[]]  # per open loop depth: (iteration-0 record slot) measured in that scope
+
+    def layer_unitaries(self, fill=0.8):
+        b, r = self.b, self.r
+        b.next_step()
+        qs = list(range(self.n))
+        r.shuffle(qs)
+        qs = qs[: max(1, int(len(qs) * fill))]
+        while qs:
+            if len(qs) >= 2 and r.random() < 0.5:
+                b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
+            else:
+                b.gate(r.choice(UNITARY_1), qs.pop())
+
+    def channel(self, name, arity):
+        b, r = self.b, self.r
+        p = r.choice(PROBS)
+        if name in ("X_ERROR", "Y_ERROR", "Z_ERROR"):
+            return b.channel_id(1, [p], [["XYZ".index(name[0]) + 1]])
+        if name == "DEPOLARIZE1":
+            return b.channel_id(1, [p / 3] * 3, [[1], [2], [3]])
+        if name == "DEPOLARIZE2":
+            paulis = [[a, c] for a in range(4) for c in range(4)][1:]
+            return b.channel_id(2, [p / 15] * 15, paulis)
+        if name == "PAULI_CHANNEL_1":
+            w = [r.random() for _ in range(3)]
+            return b.channel_id(1, [p * x / sum(w) for x in w], [[1], [2], [3]])
+        if name == "PAULI_CHANNEL_2":
+            paulis = [[a, c] for a in range(4) for c in range(4)][1:]
+            w = [r.random() * (r.random() < 0.5) for _ in range(15)]
+            w[r.randrange(15)] += 0.1
+            return b.channel_id(2, [p * x / sum(w) for x in w], paulis)
+        # E: one Pauli product on `arity` qubits
+        return b.channel_id(arity, [p], [[r.randrange(1, 4) for _ in range(arity)]])
+
+    def layer_noise(self):
+        b, r = self.b, self.r
+        b.next_step()
+        qs = list(range(self.n))
+        r.shuffle(qs)
+        qs = qs[: max(1, len(qs) // 2)]
+        while qs:
+            name = r.choice(["X_ERROR", "Y_ERROR", "Z_ERROR", "DEPOLARIZE1", "DEPOLARIZE2", "PAULI_CHANNEL_1",
+                             "PAULI_CHANNEL_2", "E"])
+            if name == "E":
+                k = min(len(qs), r.randint(1, 3))
+                targets = [qs.pop() for _ in range(k)]
+                b.noise("E", targets, self.channel("E", k))
+            elif opcodes.BY_NAME[name].arity == 2:
+                if len(qs) < 2:
+                    break
+                targets = [qs.pop(), qs.pop()]
+                b.noise(name, targets, self.channel(name, 2))
+            else:
+                q = qs.pop()
+                b.noise(name, [q], self.channel(name, 1))
+
+    def layer_collapse(self):
+        b, r = self.b, self.r
+        b.next_step()
+        qs = r.sample(range(self.n), r.randint(1, max(1, self.n // 3)))
+        for q in qs:
+            k = r.random()
+            if k < 0.55:
+                self.scopes[-1].append(b.measure(q, invert=r.random() < 0.3))
+            elif k < 0.75:
+                b.reset(q)
+            else:
+                self.scopes[-1].append(b.measure(q, invert=r.random() < 0.3, reset=True))
+
+    def confusion(self):
+        recs = self.scopes[-1]
+        if not recs:
+            return
+        k = self.r.randint(1, min(2, len(recs)))
+        first = recs[-1] - k + 1
+        if first not in recs or any(f not in recs for f in range(first, first + k)):
+            return
+        m = np.array([[self.r.random() ** 3 for _ in range(2**k)] for _ in range(2**k)])
+        m += np.eye(2**k) * self.r.random() * 4
+        self.b.next_step()
+        self.b.confusion(first, m / m.sum(axis=1, keepdims=True))
+
+    def controlled(self):
+        b, r = self.b, self.r
+        avail = [(slot, d) for d, scope in enumerate(self.scopes) for slot in scope]
+        if not avail:
+            return
+        refs = r.sample(avail, r.randint(1, min(2, len(avail))))
+        table = [r.random() < 0.5 for _ in range(2 ** len(refs))]
+        cond = b.condition(refs, table)
+        b.next_step()
+        q = r.randrange(self.n)
+        if self.frames or r.random() < 0.4:
+            b.gate(r.choice(PAULIS), q, cond=cond)
+        else:
+            kind = r.random()
+            if kind < 0.5:
+                if r.random() < 0.5 and self.n >= 2:
+                    q1 = r.choice([x for x in range(self.n) if x != q])
+                    b.gate(r.choice(UNITARY_2), q, q1, cond=cond)
+                else:
+                    b.gate(r.choice(UNITARY_1), q, cond=cond)
+            elif kind < 0.8:
+                b.measure(q, cond=cond)  # its record is only compared, never referenced
+            else:
+                b.noise("DEPOLARIZE1", [q], self.channel("DEPOLARIZE1", 1), cond=cond)
+        b.next_step()
+
+    def body(self, depth, layers):
+        for _ in range(layers):
+            k = self.r.random()
+            if k < 0.35:
+                self.layer_unitaries()
+            elif k < 0.5:
+                self.layer_noise()
+            elif k < 0.75:
+                self.layer_collapse()
+            elif k < 0.82:
+                self.confusion()
+            elif k < 0.9:
+                self.controlled()
+            elif depth < 2:
+                self.b.begin_loop(self.r.choice([0, 1, 2, 3]))
+                self.scopes.append([])
+                if self.r.random() < 0.6:
+                    self.layer_collapse()
+                    self.controlled()
+                self.body(depth + 1, self.r.randint(1, 4))
+                self.scopes.pop()
+                self.b.end_loop()
+                self.b.next_step()
+            else:
+                self.layer_unitaries()
+
+
+def rich_program(n: int, layers: int, seed: int, *, frames: bool = True):
+    g = _Gen(n, seed, frames)
+    g.layer_unitaries(1.0)
+    g.body(0, layers)
+    g.layer_collapse()
+    return g.b.build()
+
+
+def assert_same_tableau_run(cuda_engine, numpy_engine, program, key, repetition=0, reference=False, ctx=""):
+    sched = schedule(program)
+    got = cuda_engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+    want = numpy_engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+    bad = np.flatnonzero(got.records != want.records)
+    assert len(bad) == 0, f"{ctx}: records differ at {bad[:10]} (of {len(want.records)})"
+    t, u = got.tableau, want.tableau
+    for name in ("xx", "xz", "zx", "zz", "xs", "zs"):
+        a, b = getattr(t, name), getattr(u, name)
+        assert a.shape == b.shape and np.array_equal(a, b), (
+            f"{ctx}: tableau part {name} differs at rows {np.flatnonzero((a != b).reshape(len(a), -1).any(axis=1))[:10]}")
+    assert t.equals(u), ctx
+
+
+def frames_of(engine, program, seed, shots):
+    sched = schedule(program)
+    ref = NumpyEngine().run_tableau(program, sched, rng.make_key(seed), reference=True).records
+    return engine.sample_frames(program, sched, rng.make_key(seed + 1), ref, shots)
+
+
+def assert_same_frames(got, want, shots, ctx=""):
+    mask = np.full(got.shape[1] if got.ndim == 2 else 0, ~np.uint64(0), dtype=np.uint64)
+    if shots % 64 and len(mask):
+        mask[-1] = np.uint64((1 << (shots % 64)) - 1)
+    diff = (got ^ want) & mask
+    bad = np.argwhere(diff != 0)
+    assert got.shape == want.shape and len(bad) == 0, f"{ctx}: frame bits differ at (record, word) {bad[:8].tolist()}"
+
+
+# ---------------------------------------------------------------------------------- tableau mode
+@pytest.mark.parametrize("seed", range(24))
+def test_random_programs_tableau(cuda_engines, numpy_engine, seed):
+    n = [1, 2, 5, 17, 64, 65, 130, 200][seed % 8]
+    program = rich_program(n, 14, seed, frames=seed % 2 == 0)
+    key = rng.make_key(1000 + seed)
+    for repetition, reference in ((0, False), (77, False), (0, True)):
+        assert_same_tableau_run(cuda_engines, numpy_engine, program, key, repetition, reference,
+                                ctx=f"seed={seed} n={n} rep={repetition} ref={reference}")
+
+
+@pytest.mark.parametrize("n", [700, 2500])
+def test_large_random_clifford_tableau(cuda_engines, numpy_engine, n):
+    """A few thousand qubits: dense tableau, many words per row, several random collapses per window."""
+    r = random.Random(n)
+    b = ProgramBuilder(n)
+    for layer in range(12):
+        b.next_step()
+        qs = list(range(n))
+        r.shuffle(qs)
+        qs = qs[: int(0.7 * n)]
+        while qs:
+            if len(qs) >= 2 and r.random() < 0.4:
+                b.gate(r.choice(["CX", "CY", "CZ", "SWAP", "ISWAP"]), qs.pop(), qs.pop())
+            else:
+                b.gate(r.choice(["X", "Y", "Z", "H", "S", "S_DAG"]), qs.pop())
+        if layer % 3 == 2:
+            b.next_step()
+            for q in r.sample(range(n), 6):
+                if r.random() < 0.7:
+                    b.measure(q)
+                else:
+                    b.reset(q)
+    program = b.build()
+    assert_same_tableau_run(cuda_engines, numpy_engine, program, rng.make_key(n), ctx=f"n={n}")
+
+
+def test_every_opcode(cuda_engine, numpy_engine):
+    """Each entry of opcodes.OPCODES, in tableau and frame mode, on entangled random states."""
+    for op in opcodes.OPCODES:
+        for seed in range(3):
+            r = random.Random(seed * 1000 + op.code)
+            n = 5
+            b = ProgramBuilder(n)
+            g = _Gen(n, seed, frames=True)
+            g.b = b
+            g.layer_unitaries(1.0)
+            g.layer_unitaries(1.0)
+            b.next_step()
+            qs = r.sample(range(n), 3)
+            if op.kind == Kind.UNITARY:
+                b.gate(op.name, qs[0], qs[1] if op.arity == 2 else -1)
+            elif op.kind in (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET):
+                b.emit(op.code, qs[0], -1, rec=b.take_records(1) if op.kind != Kind.RESET else -1,
+                       rand=b.take_rand(), flags=seed % 2)
+            elif op.kind == Kind.NOISE:
+                k = op.arity or 3
+                ch = g.channel(op.name, k)
+                b.noise(op.name, qs[:k], ch)
+            elif op.kind == Kind.RECORD_NOISE:
+                first = b.measure(qs[0])
+                b.measure(qs[1])
+                b.next_step()
+                b.confusion(first, np.array([[0.7, 0.1, 0.1, 0.1], [0.2, 0.5, 0.2, 0.1],
+                                             [0.0, 0.0, 1.0, 0.0], [0.25, 0.25, 0.25, 0.25]]))
+            elif op.kind == Kind.LOOP:
+                b.begin_loop(3)
+                g.layer_unitaries(0.5)
+                b.next_step()
+                b.measure(qs[0])
+                b.end_loop()
+            b.next_step()
+            for q in range(n):
+                b.measure(q)
+            program = b.build()
+            key = rng.make_key(seed)
+            for repetition in (0, 3):
+                assert_same_tableau_run(cuda_engine, numpy_engine, program, key, repetition,
+                                        ctx=f"opcode {op.name} seed={seed}")
+            shots = 200
+            assert_same_frames(frames_of(cuda_engine, program, seed, shots),
+                               frames_of(numpy_engine, program, seed, shots), shots, ctx=f"opcode {op.name}")
+
+
+def test_lazy_tableau_survives_the_next_run(cuda_engine, numpy_engine):
+    """A run's tableau is downloaded lazily; a later run must not overwrite an unread one."""
+    p1, p2 = rich_program(70, 10, 1, frames=False), rich_program(33, 10, 2, frames=False)
+    key = rng.make_key(9)
+    first = cuda_engine.run_tableau(p1, schedule(p1), key)
+    second = cuda_engine.run_tableau(p2, schedule(p2), key)
+    assert first.tableau.equals(numpy_engine.run_tableau(p1, schedule(p1), key).tableau)
+    assert second.tableau.equals(numpy_engine.run_tableau(p2, schedule(p2), key).tableau)
+
+
+def test_sample_tableau_shots(cuda_engine, numpy_engine):
+    program = rich_program(9, 10, 5, frames=False)
+    sched = schedule(program)
+    key = rng.make_key(5)
+    got = cuda_engine.sample_tableau_shots(program, sched, key, 70)
+    want = numpy_engine.sample_tableau_shots(program, sched, key, 70)
+    assert_same_frames(got, want, 70)
+
+
+# ---------------------------------------------------------------------------------- frame mode
+@pytest.mark.parametrize("seed", range(16))
+def test_random_programs_frames(cuda_engine, numpy_engine, seed):
+    n = [3, 12, 40, 100][seed % 4]
+    program = rich_program(n, 16, 500 + seed, frames=True)
+    shots = [1, 64, 300, 64 * 37 + 5][seed % 4]
+    assert_same_frames(frames_of(cuda_engine, program, seed, shots), frames_of(numpy_engine, program, seed, shots),
+                       shots, ctx=f"seed={seed} n={n}")
+
+
+def test_frames_independent_of_chunks_and_slab(numpy_engine):
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    program = rich_program(30, 20, 77, frames=True)
+    shots = 64 * 23 + 17
+    want = frames_of(numpy_engine, program, 3, shots)
+    for kwargs in ({"max_shot_words": 1}, {"max_shot_words": 5}, {}, {"frame_memory": "global"},
+                   {"frame_memory": "global", "max_shot_words": 4}):
+        got = frames_of(CudaEngine(**kwargs), program, 3, shots)
+        assert_same_frames(got, want, shots, ctx=str(kwargs))
+
+
+def test_frames_many_qubits_use_global_memory(cuda_engine, numpy_engine):
+    """n = 16k qubits: the frames of one shot word (16 n bytes) exceed shared memory."""
+    n = 16000
+    r = random.Random(1)
+    b = ProgramBuilder(n)
+    for _ in range(3):
+        b.next_step()
+        qs = list(range(n))
+        r.shuffle(qs)
+        while len(qs) >= 2:
+            b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
+        b.next_step()
+        for q in r.sample(range(n), 50):
+            b.noise("DEPOLARIZE1", [q], b.channel_id(1, [0.01] * 3, [[1], [2], [3]]))
+        b.next_step()
+        for q in r.sample(range(n), 40):
+            b.measure(q, reset=r.random() < 0.5)
+    program = b.build()
+    shots = 200
+    assert_same_frames(frames_of(cuda_engine, program, 2, shots), frames_of(numpy_engine, program, 2, shots), shots)
+
+
+def test_out_of_memory_is_reported():
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    engine = CudaEngine(memory_fraction=1e-9)
+    program = rich_program(50, 5, 1)
+    sched = schedule(program)
+    with pytest.raises(OutOfMemoryError, match="GPU memory"):
+        engine.run_tableau(program, sched, rng.make_key(1))
+    with pytest.raises(OutOfMemoryError, match="GPU memory"):
+        engine.sample_frames(program, sched, rng.make_key(1), np.zeros(program.num_records, np.uint8), 1000)
+
+
+def test_generated_program_header_is_current():
+    from cirq_quasarq.engines.cuda import loader
+
+    assert loader.check_program_header(), "run: python -m cirq_quasarq.engines.cuda.loader"
