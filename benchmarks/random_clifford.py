@@ -65,6 +65,20 @@ def paper_random_circuit(n: int, depth: int, seed: int = 0) -> Tuple[cirq.Circui
     return cirq.Circuit(moments), stim.Circuit("\n".join(text))
 
 
+def paper_random_circuit_stim(n: int, depth: int, seed: int = 0):
+    """The same circuit as a stim.Circuit only (no Cirq objects: cheap at 100k qubits)."""
+    import stim
+
+    text = []
+    for ops, measured in layers(n, depth, seed):
+        by_gate = {}
+        for g, qs in ops:
+            by_gate.setdefault(g, []).extend(qs)
+        text.extend(f"{g} " + " ".join(map(str, qs)) for g, qs in by_gate.items())
+        text.append("M " + " ".join(map(str, measured)))
+    return stim.Circuit("\n".join(text))
+
+
 def count_ops(n: int, depth: int, seed: int = 0) -> Tuple[int, int]:
     gates = measurements = 0
     for ops, measured in layers(n, depth, seed):

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import sys
 import weakref
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -298,8 +299,33 @@ class CudaEngine(Engine):
         self._generation = 0  # counts tableau runs; a lazy result holds the one it came from
         self._pending = None  # weak reference to the last lazy result not yet downloaded
         self.last_frame_kernel_s = 0.0  # device time of the last sample_frames' kernels (events)
+        # profile=True: run_tableau records CUDA events around each launch and sums them per
+        # stage into stage_seconds (gates, transpose, pivot+compaction, elimination).
+        self.profile = False
+        self._pinned: Optional[np.ndarray] = None
+        self.stage_seconds: Dict[str, float] = {}
+        self._events: List[Tuple[str, object, object]] = []
 
     # ------------------------------------------------------------------ shared
+    def _launch(self, stage: str, name: str, grid, block, *args) -> None:
+        if not self.profile:
+            self._fn[name].prepared_call(grid, block, *args)
+            return
+        start, end = self.cuda.Event(), self.cuda.Event()
+        start.record()
+        self._fn[name].prepared_call(grid, block, *args)
+        end.record()
+        self._events.append((stage, start, end))
+
+    def _collect_stage_times(self) -> None:
+        if not self.profile:
+            return
+        self.cuda.Context.synchronize()
+        self.stage_seconds = {}
+        for stage, start, end in self._events:
+            self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + end.time_since(start) / 1e3
+        self._events = []
+
     def _device_program(self, program: Program, schedule: Schedule) -> _DeviceProgram:
         for dp in self._programs:
             if dp.program is program and dp.schedule is schedule:
@@ -359,7 +385,8 @@ class CudaEngine(Engine):
             ctx = ctx_base + 4 * CTX_STRIDE * ctx_id
             if kind == "G":
                 threads = (end - start) << gshift
-                fn["tableau_gates_window"].prepared_call(
+                self._launch(
+                    "gates", "tableau_gates_window",
                     ((threads + GATE_BLOCK - 1) // GATE_BLOCK, 1), (GATE_BLOCK, 1, 1), T, ctx, start, end,
                     int(X), int(Z), int(ws.S), int(ws.rec), W, k0, k1, rep, ref_flag, gshift)
             elif kind == "F":
@@ -373,6 +400,7 @@ class CudaEngine(Engine):
             cuda.memcpy_dtoh(records, ws.rec)
         else:
             cuda.Context.synchronize()
+        self._collect_stage_times()
         # Keep the buffers in gate layout order for the next run (and the lazy download).
         ws.X, ws.Z, ws.X2, ws.Z2 = X, Z, X2, Z2
         run = _LazyTableauRun(records, self, self._generation)
@@ -410,8 +438,8 @@ class CudaEngine(Engine):
         if sync is None:
             sync = 2 * rows * W * 8 > (1 << 30)
         if sync:
-            fn["measure_window_scan"].prepared_call(
-                ((count * 32 + SCAN_BLOCK - 1) // SCAN_BLOCK, 1), (SCAN_BLOCK, 1, 1), T, ctx, cstart, cend,
+            self._launch(
+                "pivot search + compaction", "measure_window_scan", ((count * 32 + SCAN_BLOCK - 1) // SCAN_BLOCK, 1), (SCAN_BLOCK, 1, 1), T, ctx, cstart, cend,
                 int(X), int(ws.S), int(ws.rec), int(ws.flags), W)
             flags = ws.host_flags[:count]
             cuda.memcpy_dtoh(flags, ws.flags)  # the window's one host read: which collapses are random
@@ -436,7 +464,7 @@ class CudaEngine(Engine):
         for j in randoms:
             i = cstart + int(j)
             self._pivot(ws, T, ctx, i, prev if sync else i, i, cstart, X, Z, k0, k1, rep, ref_flag)
-            fn["measure_eliminate"].prepared_call(elim_grid, (ELIM_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
+            self._launch("elimination", "measure_eliminate", elim_grid, (ELIM_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
                                                   int(ws.ms), int(ws.vw), int(ws.vmask), n, seg_shift)
             prev = i + 1
         self._transpose(X, X2, Z, Z2, W, rows)  # word-major -> gate layout
@@ -446,13 +474,13 @@ class CudaEngine(Engine):
         return X, Z, X2, Z2
 
     def _pivot(self, ws, T, ctx, i, pend_start, pend_end, cstart, X, Z, k0, k1, rep, ref_flag):
-        self._fn["measure_pivot"].prepared_call(
-            (1, 1), (PIVOT_BLOCK, 1, 1), T, ctx, i, pend_start, pend_end, int(ws.flags), cstart, int(X), int(Z),
+        self._launch(
+            "pivot search + compaction", "measure_pivot", (1, 1), (PIVOT_BLOCK, 1, 1), T, ctx, i, pend_start, pend_end, int(ws.flags), cstart, int(X), int(Z),
             int(ws.S), int(ws.rec), int(ws.ms), int(ws.vw), int(ws.vmask), ws.W, k0, k1, rep, ref_flag)
 
     def _transpose(self, src_x, dst_x, src_z, dst_z, rows, cols):
         grid = ((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE, 2)
-        self._fn["transpose_words"].prepared_call(grid, (TILE, 8, 1), int(src_x), int(dst_x), int(src_z),
+        self._launch("transpose", "transpose_words", grid, (TILE, 8, 1), int(src_x), int(dst_x), int(src_z),
                                                   int(dst_z), rows, cols)
 
     # ------------------------------------------------------------------ frame mode
@@ -463,7 +491,7 @@ class CudaEngine(Engine):
         num_records = program.num_records
         if num_records == 0 or words == 0:
             return np.zeros((num_records, words), dtype=np.uint64)
-        out = np.empty((num_records, words), dtype=np.uint64)
+        out = self._host_records(num_records * words).reshape(num_records, words)
         dp = self._device_program(program, schedule)
         ref = cuda.to_device(_pad(np.asarray(reference, dtype=np.uint8) & 1, np.uint8))
         n = program.num_qubits
@@ -528,6 +556,14 @@ class CudaEngine(Engine):
             kernel_s += end_evt.time_since(start_evt) / 1000.0
         self.last_frame_kernel_s = kernel_s
         return out
+
+    def _host_records(self, count: int) -> np.ndarray:
+        """Page-locked host memory for the records (a DMA copy at full link speed). The buffer is
+        reused only when nobody holds a result from it any more; otherwise a new one is made."""
+        pinned = self._pinned
+        if pinned is None or pinned.size < count or sys.getrefcount(pinned) > 2:
+            pinned = self._pinned = self.cuda.pagelocked_empty(max(count, 1), np.uint64)
+        return pinned[:count]
 
     def _scratch(self, name: str, nbytes: int):
         """A device buffer reused across calls (grown when too small)."""
