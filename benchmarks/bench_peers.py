@@ -106,6 +106,45 @@ def case_stim_tableau(n, depth):
     return {"seconds": timed(run, 1)}
 
 
+def _impossible_outcomes(circuit, outcomes) -> int:
+    """Replays a single-shot run's outcomes in stim with postselection; counts the impossible."""
+    import stim
+
+    sim = stim.TableauSimulator()
+    sim.set_num_qubits(circuit.num_qubits)
+    k = bad = 0
+    for inst in circuit:
+        if inst.name == "M":
+            for t in inst.targets_copy():
+                try:
+                    sim.postselect_z(t.value, desired_value=bool(outcomes[k]))
+                except ValueError:
+                    bad += 1
+                sim.measure(t.value)
+                k += 1
+        else:
+            sim.do(stim.Circuit(str(inst)))
+    return bad
+
+
+def case_validity(n, depth):
+    """Are each tool's single-shot outcomes possible at all? (stim replay with postselection)"""
+    import numpy as np
+    import quasarq
+
+    from cirq_quasarq import rng
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.schedule import schedule
+
+    circuit = _stim_random(n, depth)
+    theirs = np.asarray(quasarq.simulate(circuit).measurements()).reshape(-1).astype(int)
+    program = _ours_tableau_program(n, depth)
+    ours = CudaEngine().run_tableau(program, schedule(program), rng.make_key(3)).records
+    return {"measurements": circuit.num_measurements,
+            "quasarq_impossible": _impossible_outcomes(circuit, theirs),
+            "ours_impossible": _impossible_outcomes(circuit, ours)}
+
+
 def _surface(d):
     from .circuits import surface_code_stim
 
@@ -247,7 +286,8 @@ def plan(quick):
     for d, shots in frames:
         jobs += [("ours_frames", d, shots), ("custab_frames", d, shots), ("quasarq_frames", d, shots),
                  ("stim_frames", d, shots)]
-    jobs += [("cirq_end_to_end", 11, 100_000), ("cirq_end_to_end", 25, 10_000), ("reference", 25)]
+    jobs += [("cirq_end_to_end", 11, 100_000), ("cirq_end_to_end", 25, 10_000), ("reference", 25),
+             ("validity", 3000, 60)]
     return jobs
 
 

@@ -41,6 +41,7 @@ _COLLAPSE = (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET)
 GATE_BLOCK = loader.source_define("gates.cu", "QQ_GATE_BLOCK")
 PIVOT_BLOCK = loader.source_define("measure.cu", "QQ_PIVOT_BLOCK")
 ELIM_BLOCK = loader.source_define("measure.cu", "QQ_ELIM_BLOCK")
+SYNC_WINDOW = 16  # collapses in a window above which its flags are read back
 FRAME_BLOCK = loader.source_define("frames.cu", "QQ_FRAME_BLOCK")
 MAX_DEPTH = loader.source_define("tables.cuh", "QQ_MAX_DEPTH")
 MAX_CONFUSION_BITS = loader.source_define("frames.cu", "QQ_MAX_CONFUSION_BITS")
@@ -260,8 +261,9 @@ class CudaEngine(Engine):
     the device's free memory the engine plans to use. frame_memory: where frame mode keeps the
     frames: "auto" (shared memory when one shot word of all qubits fits), "shared" or "global".
     window_sync: read each measurement window's deterministic / random flags back to the host
-    (one small copy per window) so that windows without random collapses skip the transposes;
-    None: only for tableaux over 1 GiB, where a transpose costs more than the round trip."""
+    (one small copy per window) so that only random collapses are launched and windows without
+    any skip the transposes; None: for windows of more than SYNC_WINDOW collapses and for
+    tableaux over 1 GiB, where that saves more than the round trip costs."""
 
     name = "cuda"
 
@@ -436,7 +438,10 @@ class CudaEngine(Engine):
         count = cend - cstart
         sync = self.window_sync
         if sync is None:
-            sync = 2 * rows * W * 8 > (1 << 30)
+            # Read the window's random/deterministic flags back when that saves launches: big
+            # windows (QEC rounds: mostly deterministic) or a tableau so big that skipping the
+            # transposes of an all-deterministic window outweighs one round trip.
+            sync = count > SYNC_WINDOW or 2 * rows * W * 8 > (1 << 30)
         if sync:
             self._launch(
                 "pivot search + compaction", "measure_window_scan", ((count * 32 + SCAN_BLOCK - 1) // SCAN_BLOCK, 1), (SCAN_BLOCK, 1, 1), T, ctx, cstart, cend,
