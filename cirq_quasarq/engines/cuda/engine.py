@@ -27,11 +27,10 @@ import numpy as np
 
 from ... import opcodes, rng
 from ...errors import OutOfMemoryError, UnsupportedOperationError
-from ...program import A, COND, FLAG_INVERT, FLAGS, OP, RAND, REC, Program
+from ...program import COND, OP, Program
 from ...schedule import Schedule
 from ...schedule.windows import RUN_START, RUN_WINDOW
 from ..base import Engine, InverseTableau, TableauRun
-from ..numpy.tableau import plan_window
 from ..walk import walk
 from . import loader
 
@@ -42,7 +41,7 @@ _COLLAPSE = (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET)
 GATE_BLOCK = loader.source_define("gates.cu", "QQ_GATE_BLOCK")
 PIVOT_BLOCK = loader.source_define("measure.cu", "QQ_PIVOT_BLOCK")
 ELIM_BLOCK = loader.source_define("measure.cu", "QQ_ELIM_BLOCK")
-SYNC_WINDOW = 16  # windows of more collapses are settled on the host and applied in one pass
+SYNC_WINDOW = 16  # collapses in a window above which its flags are read back
 FRAME_BLOCK = loader.source_define("frames.cu", "QQ_FRAME_BLOCK")
 MAX_DEPTH = loader.source_define("tables.cuh", "QQ_MAX_DEPTH")
 MAX_CONFUSION_BITS = loader.source_define("frames.cu", "QQ_MAX_CONFUSION_BITS")
@@ -57,7 +56,6 @@ _SIGNATURES = {
     "measure.cu": {"measure_window_scan": "PPiiPPPPi", "measure_pivot": "PPiiiPiPPPPPPPiIIii",
                    "measure_eliminate": "PPPPPPii"},
     "frames.cu": {"frames_program_shared": "PPPiqiiII", "frames_program_global": "PPPiqiiPII"},
-    "window.cu": {"window_gather": "PPPPiiPP", "window_apply": "PPPiiPiPPPPiP"},
 }
 
 
@@ -264,9 +262,8 @@ class CudaEngine(Engine):
     frames: "auto" (shared memory when one shot word of all qubits fits), "shared" or "global".
     window_sync: read each measurement window's deterministic / random flags back to the host
     (one small copy per window) so that only random collapses are launched and windows without
-    any skip the transposes; None: only for tableaux over 1 GiB, where that saves more than the
-    round trip costs. Windows of more than SYNC_WINDOW collapses take the batched path instead
-    (window.cu): one pass over the tableau for the whole window."""
+    any skip the transposes; None: for windows of more than SYNC_WINDOW collapses and for
+    tableaux over 1 GiB, where that saves more than the round trip costs."""
 
     name = "cuda"
 
@@ -298,7 +295,6 @@ class CudaEngine(Engine):
             for name, sig in funcs.items():
                 self._fn[name] = module.function(name, sig)
         self._smem_set = 48 * 1024
-        self._window_smem = 48 * 1024
         self._programs: List[_DeviceProgram] = []
         self._ws: Optional[_Workspace] = None
         self._buffers = {}
@@ -399,10 +395,6 @@ class CudaEngine(Engine):
                 if not reference:
                     fn["tableau_confusion"].prepared_call((1, 1), (1, 1, 1), T, ctx, start, int(ws.rec), k0, k1, rep)
             else:
-                if end - start > SYNC_WINDOW:
-                    self._collapse_window_batched(ws, start, end, ins, X, Z, plan.ctx[ctx_id], key, rep,
-                                                  reference)
-                    continue
                 X, Z, X2, Z2 = self._collapse_window(ws, T, ctx, start, end, ins, X, Z, X2, Z2, k0, k1, rep,
                                                      ref_flag)
         records = np.empty(program.num_records, dtype=np.uint8)
@@ -446,9 +438,10 @@ class CudaEngine(Engine):
         count = cend - cstart
         sync = self.window_sync
         if sync is None:
-            # Read the window's flags back only for a tableau so big that skipping the transposes
-            # of an all-deterministic window outweighs one round trip (big windows are batched).
-            sync = 2 * rows * W * 8 > (1 << 30)
+            # Read the window's random/deterministic flags back when that saves launches: big
+            # windows (QEC rounds: mostly deterministic) or a tableau so big that skipping the
+            # transposes of an all-deterministic window outweighs one round trip.
+            sync = count > SYNC_WINDOW or 2 * rows * W * 8 > (1 << 30)
         if sync:
             self._launch(
                 "pivot search + compaction", "measure_window_scan", ((count * 32 + SCAN_BLOCK - 1) // SCAN_BLOCK, 1), (SCAN_BLOCK, 1, 1), T, ctx, cstart, cend,
@@ -484,69 +477,6 @@ class CudaEngine(Engine):
         if prev < cend:
             clear_resets(prev, cend)
         return X, Z, X2, Z2
-
-    def _collapse_window_batched(self, ws, cstart, cend, ins, X, Z, ctx_row, key, rep, reference):
-        """A big window in one pass (window.cu): settle it on its measured rows on the host (one
-        small copy each way), then replay the events on every row with the row held on chip."""
-        cuda, fn = self.cuda, self._fn
-        n, W = ws.n, ws.W
-        rows = ins[cstart:cend]
-        k = len(rows)
-        rec_shift, rand_shift = int(ctx_row[0]), int(ctx_row[1])
-        measured_rows = self._upload_ints("window_rows", n + rows[:, A])
-        host = np.empty(2 * W * k + (k + 7) // 8, dtype=np.uint64)
-        gathered = self._scratch("window_gathered", host.nbytes)
-        fn["window_gather"].prepared_call((min(1024, (k * W + 255) // 256), 1), (256, 1, 1), int(X), int(Z),
-                                          int(ws.S), int(measured_rows), k, W, int(gathered),
-                                          int(gathered) + 8 * 2 * W * k)
-        cuda.memcpy_dtoh(host, gathered)
-        words = host[: 2 * W * k].reshape(k, 2 * W)
-        signs = host[2 * W * k :].view(np.uint8)[:k].copy()
-        ops = rows[:, OP]
-        if reference:
-            coins = np.zeros(k, dtype=np.int64)
-        else:
-            slots = (rows[:, RAND] + rand_shift).astype(np.uint64)
-            coins = (rng.words(key, rng.Stream.COIN, slots, 0, np.uint64(rep)) & np.uint64(1)).astype(np.int64)
-        outcomes, events = plan_window(words[:, :W].copy(), words[:, W:].copy(), signs, ops != _M, coins)
-        measured = ops != _R
-        rec_slot = (rows[measured, REC] + rec_shift).astype(np.int32)
-        rec_val = (outcomes[measured] ^ (rows[measured, FLAGS] & FLAG_INVERT)).astype(np.uint8)
-        ev = np.zeros((len(events), 4), dtype=np.int32)
-        vw_parts, vm_parts, at = [], [], 0
-        for e, event in enumerate(events):
-            if event.p < 0:
-                ev[e] = (-1, int(rows[event.q, A]), 0, 0)
-                continue
-            cols = np.flatnonzero(event.victims)
-            ev[e] = (event.p, at, len(cols), int(event.y_type) | (int(event.flip) << 1))
-            vw_parts.append(cols.astype(np.int32))
-            vm_parts.append(event.victims[cols])
-            at += len(cols)
-        vw = self._upload_ints("window_vw", np.concatenate(vw_parts) if vw_parts else np.zeros(1, np.int32))
-        vm = self._upload("window_vm", np.concatenate(vm_parts) if vm_parts else np.zeros(1, np.uint64))
-        ev_dev = self._upload_ints("window_ev", ev.reshape(-1))
-        slot_dev = self._upload_ints("window_rec_slot", rec_slot)
-        val_dev = self._upload("window_rec_val", rec_val)
-        warps = int(max(1, min(8, min(self.smem_optin, 200 * 1024) // (16 * W))))
-        smem = warps * 16 * W
-        apply = fn["window_apply"]
-        if smem > self._window_smem:
-            apply.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-            self._window_smem = smem
-        grid = (int(min(-(-2 * n // warps), self.sm_count * 16)), 1)
-        apply.prepared_call(grid, (32 * warps, 1, 1), int(X), int(Z), int(ws.S), n, W, int(ev_dev), len(events),
-                            int(vw), int(vm), int(slot_dev), int(val_dev), len(rec_slot), int(ws.rec),
-                            shared_size=smem)
-
-    def _upload(self, name: str, a: np.ndarray):
-        a = _pad(a, a.dtype)
-        buf = self._scratch(name, a.nbytes)
-        self.cuda.memcpy_htod(buf, a)
-        return buf
-
-    def _upload_ints(self, name: str, a: np.ndarray):
-        return self._upload(name, np.asarray(a, dtype=np.int32))
 
     def _pivot(self, ws, T, ctx, i, pend_start, pend_end, cstart, X, Z, k0, k1, rep, ref_flag):
         self._launch(
@@ -635,10 +565,10 @@ class CudaEngine(Engine):
     def _host_records(self, count: int) -> np.ndarray:
         """Page-locked host memory for the records (a DMA copy at full link speed). The buffer is
         reused only when nobody holds a result from it any more; otherwise a new one is made."""
-        # getrefcount(self._pinned) is 2 (the attribute and the argument) when no result is alive.
-        if self._pinned is None or self._pinned.size < count or sys.getrefcount(self._pinned) > 2:
-            self._pinned = self.cuda.pagelocked_empty(max(count, 1), np.uint64)
-        return self._pinned[:count]
+        pinned = self._pinned
+        if pinned is None or pinned.size < count or sys.getrefcount(pinned) > 2:
+            pinned = self._pinned = self.cuda.pagelocked_empty(max(count, 1), np.uint64)
+        return pinned[:count]
 
     def _scratch(self, name: str, nbytes: int):
         """A device buffer reused across calls (grown when too small)."""

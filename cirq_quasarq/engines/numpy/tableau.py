@@ -7,7 +7,6 @@ Every gate and collapse follows docs/engine-semantics.md, so the CUDA engine mat
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Tuple
 
 import numpy as np
@@ -72,13 +71,54 @@ class TableauState:
 
     def collapse(self, q: int, coin: int) -> int:
         """Z-measure qubit q (docs/engine-semantics.md, steps 1-4); returns the outcome."""
-        row = self.n + q
-        pivot = find_pivot(self.X[row])
-        if pivot is None:
-            return int(self.S[row])
-        p, victims = pivot
-        collapse_rows(self.X, self.Z, self.S, row, p, victims, coin)
+        n = self.n
+        zx_q = self.X[n + q]
+        nonzero = np.flatnonzero(zx_q)
+        if len(nonzero) == 0:
+            return int(self.S[n + q])
+        w0 = int(nonzero[0])
+        word = int(zx_q[w0])
+        low = word & -word  # the minimum pivot: lowest set bit
+        p = 64 * w0 + low.bit_length() - 1
+        victims = zx_q.copy()
+        victims[w0] ^= np.uint64(low)
+        self._inject_cx(p, victims)
+        wp, bp = p >> 6, np.uint64(p & 63)
+        xp = (self.X[:, wp] >> bp) & _ONE
+        zp = (self.Z[:, wp] >> bp) & _ONE
+        if zp[n + q]:  # Y-type pivot: H_YZ at p
+            self.S ^= (xp & (zp ^ _ONE)).astype(np.uint8)
+            xp = xp ^ zp
+        else:  # X-type pivot: H at p
+            self.S ^= (xp & zp).astype(np.uint8)
+            xp, zp = zp, xp
+        self.X[:, wp] = (self.X[:, wp] & ~(_ONE << bp)) | (xp << bp)
+        self.Z[:, wp] = (self.Z[:, wp] & ~(_ONE << bp)) | (zp << bp)
+        if int(self.S[n + q]) != coin:  # X at p flips every row with a Z part there
+            self.S ^= zp.astype(np.uint8)
         return coin
+
+    def _inject_cx(self, p: int, victims: np.ndarray) -> None:
+        """CX(p, t) for every victim t in increasing order, on every row (eq. CXSign/zc)."""
+        cols = np.flatnonzero(victims)
+        if len(cols) == 0:
+            return
+        v = victims[cols]
+        xs = self.X[:, cols]
+        zv = self.Z[:, cols] & v
+        xp = bit(self.X, p)
+        zp = bit(self.Z, p)
+        # c_t: parity of zv strictly below t (within the word, then the words before it).
+        within = inclusive_prefix_xor(zv) ^ zv
+        word_parity = (np.bitwise_count(zv) & np.uint8(1)).astype(np.uint64)
+        before = np.cumsum(word_parity, axis=1, dtype=np.uint64) - word_parity
+        c = within ^ spread(before & _ONE)
+        term = zv & ~(xs ^ spread(zp)[:, None] ^ c)
+        flip = xp & (popcount_rows(term).astype(np.uint64) & _ONE)
+        self.S ^= flip.astype(np.uint8)
+        self.X[:, cols] = xs ^ (spread(xp)[:, None] & v)
+        total = popcount_rows(zv).astype(np.uint64) & _ONE
+        self.Z[:, p >> 6] ^= total << np.uint64(p & 63)
 
     def force_zero(self, q: int) -> None:
         """After a collapse of q: reset it to |0> (both of its rows' signs to +)."""
@@ -89,122 +129,6 @@ class TableauState:
         n = self.n
         return InverseTableau(n, self.X[:n].copy(), self.Z[:n].copy(), self.X[n:].copy(),
                               self.Z[n:].copy(), self.S[:n].copy(), self.S[n:].copy())
-
-
-def find_pivot(zx_row: np.ndarray):
-    """(p, victim mask) of a zrow's X part: p its lowest set bit, the victims the others; None
-    when the part is zero (the measurement is deterministic)."""
-    nonzero = np.flatnonzero(zx_row)
-    if len(nonzero) == 0:
-        return None
-    w0 = int(nonzero[0])
-    word = int(zx_row[w0])
-    low = word & -word  # the minimum pivot: lowest set bit
-    victims = zx_row.copy()
-    victims[w0] ^= np.uint64(low)
-    return 64 * w0 + low.bit_length() - 1, victims
-
-
-def inject_cx(X, Z, S, p: int, victims: np.ndarray) -> None:
-    """CX(p, t) for every victim t in increasing order, on every row (eq. CXSign/zc)."""
-    cols = np.flatnonzero(victims)
-    if len(cols) == 0:
-        return
-    v = victims[cols]
-    xs = X[:, cols]
-    zv = Z[:, cols] & v
-    xp = bit(X, p)
-    zp = bit(Z, p)
-    # c_t: parity of zv strictly below t (within the word, then the words before it).
-    within = inclusive_prefix_xor(zv) ^ zv
-    word_parity = (np.bitwise_count(zv) & np.uint8(1)).astype(np.uint64)
-    before = np.cumsum(word_parity, axis=1, dtype=np.uint64) - word_parity
-    c = within ^ spread(before & _ONE)
-    term = zv & ~(xs ^ spread(zp)[:, None] ^ c)
-    flip = xp & (popcount_rows(term).astype(np.uint64) & _ONE)
-    S ^= flip.astype(np.uint8)
-    X[:, cols] = xs ^ (spread(xp)[:, None] & v)
-    total = popcount_rows(zv).astype(np.uint64) & _ONE
-    Z[:, p >> 6] ^= total << np.uint64(p & 63)
-
-
-def swap_at(X, Z, S, p: int, y_type: bool) -> None:
-    """Alg. 8's swap on every row: H_YZ (Y-type pivot) or H at generator p."""
-    wp, bp = p >> 6, np.uint64(p & 63)
-    xp = (X[:, wp] >> bp) & _ONE
-    zp = (Z[:, wp] >> bp) & _ONE
-    if y_type:
-        S ^= (xp & (zp ^ _ONE)).astype(np.uint8)
-        xp = xp ^ zp
-    else:
-        S ^= (xp & zp).astype(np.uint8)
-        xp, zp = zp, xp
-    X[:, wp] = (X[:, wp] & ~(_ONE << bp)) | (xp << bp)
-    Z[:, wp] = (Z[:, wp] & ~(_ONE << bp)) | (zp << bp)
-
-
-def inject_x(Z, S, p: int) -> None:
-    """X at generator p: flips the sign of every row with a Z part there."""
-    S ^= ((Z[:, p >> 6] >> np.uint64(p & 63)) & _ONE).astype(np.uint8)
-
-
-def collapse_rows(X, Z, S, row: int, p: int, victims: np.ndarray, coin: int):
-    """The collapse of measured row `row` onto pivot p, applied to all given rows; returns the
-    decisions (Y-type pivot?, X injected?) that, with p and the victims, describe it fully."""
-    inject_cx(X, Z, S, p, victims)
-    y_type = bool((Z[row, p >> 6] >> np.uint64(p & 63)) & _ONE)
-    swap_at(X, Z, S, p, y_type)
-    flip = int(S[row]) != coin
-    if flip:
-        inject_x(Z, S, p)
-    return y_type, flip
-
-
-def apply_collapse(X, Z, S, p: int, victims: np.ndarray, y_type: bool, flip: bool) -> None:
-    """A collapse whose decisions are known, applied to all given rows."""
-    inject_cx(X, Z, S, p, victims)
-    swap_at(X, Z, S, p, y_type)
-    if flip:
-        inject_x(Z, S, p)
-
-
-@dataclasses.dataclass
-class WindowEvent:
-    """One step of a measurement window, the same for every row: a collapse (p, victims,
-    y_type, flip), or a reset (`q` >= 0, p < 0) forcing the signs of rows q and n + q to +."""
-
-    q: int = -1
-    p: int = -1
-    victims: np.ndarray = None
-    y_type: bool = False
-    flip: bool = False
-
-
-def plan_window(zx, zz, zs, resets: np.ndarray, coins: np.ndarray):
-    """Settle a window's collapses on the measured rows alone (zrow[q_i], program order).
-
-    zx / zz / zs: X, Z words and signs of those k rows (modified in place); resets[i]: whether
-    instruction i resets; coins[i]: its coin. A collapse updates each row from that row's own
-    bits, so the decisions taken here are those the whole tableau would take, and applying the
-    returned events in order to every row reproduces the one-by-one semantics exactly.
-    Returns (outcomes [k], events); a reset event's q is the instruction's index i."""
-    k = len(zs)
-    outcomes = np.zeros(k, dtype=np.uint8)
-    events = []
-    for i in range(k):
-        pivot = find_pivot(zx[i])
-        if pivot is None:
-            outcomes[i] = zs[i]
-        else:
-            p, victims = pivot
-            rows = slice(i, k)  # earlier rows are settled already
-            y_type, flip = collapse_rows(zx[rows], zz[rows], zs[rows], 0, p, victims, int(coins[i]))
-            events.append(WindowEvent(p=p, victims=victims, y_type=y_type, flip=flip))
-            outcomes[i] = coins[i]
-        if resets[i]:
-            zs[i] = 0
-            events.append(WindowEvent(q=i))
-    return outcomes, events
 
 
 def coin(key: Tuple[int, int], slot: int, repetition: int) -> int:
