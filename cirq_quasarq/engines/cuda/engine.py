@@ -565,10 +565,10 @@ class CudaEngine(Engine):
     def _host_records(self, count: int) -> np.ndarray:
         """Page-locked host memory for the records (a DMA copy at full link speed). The buffer is
         reused only when nobody holds a result from it any more; otherwise a new one is made."""
-        pinned = self._pinned
-        if pinned is None or pinned.size < count or sys.getrefcount(pinned) > 2:
-            pinned = self._pinned = self.cuda.pagelocked_empty(max(count, 1), np.uint64)
-        return pinned[:count]
+        # getrefcount(self._pinned) is 2 (the attribute and the argument) when no result is alive.
+        if self._pinned is None or self._pinned.size < count or sys.getrefcount(self._pinned) > 2:
+            self._pinned = self.cuda.pagelocked_empty(max(count, 1), np.uint64)
+        return self._pinned[:count]
 
     def _scratch(self, name: str, nbytes: int):
         """A device buffer reused across calls (grown when too small)."""
