@@ -34,14 +34,17 @@ def cuda_engine():
     return CudaEngine()
 
 
-@pytest.fixture(scope="module", params=["no-sync", "sync"])
+@pytest.fixture(scope="module", params=["block", "no-sync", "sync"])
 def cuda_engines(request):
-    """The engine with and without the per-window host read of deterministic / random flags."""
+    """Each measurement path: small windows in one block; per collapse with and without the
+    per-window host read of deterministic / random flags."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
 
-    return CudaEngine(window_sync=request.param == "sync")
+    if request.param == "block":
+        return CudaEngine()
+    return CudaEngine(window_sync=request.param == "sync", block_windows=False)
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,8 @@ _COLLAPSE = (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET)
 GATE_BLOCK = loader.source_define("gates.cu", "QQ_GATE_BLOCK")
 PIVOT_BLOCK = loader.source_define("measure.cu", "QQ_PIVOT_BLOCK")
 ELIM_BLOCK = loader.source_define("measure.cu", "QQ_ELIM_BLOCK")
+WINDOW_BLOCK = loader.source_define("measure.cu", "QQ_WINDOW_BLOCK")
+BLOCK_MAX_W = loader.source_define("measure.cu", "QQ_BLOCK_MAX_W")  # words a row: n <= 4096
 SYNC_WINDOW = 16  # collapses in a window above which its flags are read back
 FRAME_BLOCK = loader.source_define("frames.cu", "QQ_FRAME_BLOCK")
 MAX_DEPTH = loader.source_define("tables.cuh", "QQ_MAX_DEPTH")
@@ -54,7 +56,7 @@ _SIGNATURES = {
                  "tableau_confusion": "PPiPIIi"},
     "transpose.cu": {"transpose_words": "PPPPii"},
     "measure.cu": {"measure_window_scan": "PPiiPPPPi", "measure_pivot": "PPiiiPiPPPPPPPiIIii",
-                   "measure_eliminate": "PPPPPPii"},
+                   "measure_eliminate": "PPPPPPii", "measure_window_block": "PPiiPPPPiIIii"},
     "frames.cu": {"frames_program_shared": "PPPiqiiII", "frames_program_global": "PPPiqiiPII"},
 }
 
@@ -263,18 +265,21 @@ class CudaEngine(Engine):
     window_sync: read each measurement window's deterministic / random flags back to the host
     (one small copy per window) so that only random collapses are launched and windows without
     any skip the transposes; None: for windows of more than SYNC_WINDOW collapses and for
-    tableaux over 1 GiB, where that saves more than the round trip costs."""
+    tableaux over 1 GiB, where that saves more than the round trip costs.
+    block_windows: for tableaux of at most BLOCK_MAX_W words a row (n <= 4096), run each
+    measurement window in one block (measure_window_block): one launch a window, no transposes."""
 
     name = "cuda"
 
     def __init__(self, max_shot_words: Optional[int] = None, device: int = 0, memory_fraction: float = 0.85,
-                 frame_memory: str = "auto", window_sync: Optional[bool] = None):
+                 frame_memory: str = "auto", window_sync: Optional[bool] = None, block_windows: bool = True):
         import pycuda.driver as cuda
 
         if frame_memory not in ("auto", "shared", "global"):
             raise ValueError(f'frame_memory must be "auto", "shared" or "global", got {frame_memory!r}')
         self.frame_memory = frame_memory
         self.window_sync = window_sync
+        self.block_windows = block_windows
 
         self.cuda = cuda
         self.max_shot_words = max_shot_words
@@ -434,6 +439,10 @@ class CudaEngine(Engine):
     def _collapse_window(self, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1, rep, ref_flag):
         cuda, fn = self.cuda, self._fn
         n, W = ws.n, ws.W
+        if self.block_windows and W <= BLOCK_MAX_W:  # small tableau: the whole window in one launch
+            self._launch("collapse window (one block)", "measure_window_block", (1, 1), (WINDOW_BLOCK, 1, 1),
+                         T, ctx, cstart, cend, int(X), int(Z), int(ws.S), int(ws.rec), W, k0, k1, rep, ref_flag)
+            return X, Z, X2, Z2
         rows = 2 * n
         count = cend - cstart
         sync = self.window_sync
