@@ -215,15 +215,7 @@ measure_eliminate(qq_u64* X, qq_u64* Z, unsigned char* S, const int* ms, const i
     int s = S[r] ^ (xp & acc);
     zp ^= cin;
     // Alg. 8: swap in a generator that commutes with Z_q (H, or H_YZ for a Y-type pivot) ...
-    if (ms[QQ_MS_YZ]) {
-        s ^= xp & (zp ^ 1);
-        xp ^= zp;
-    } else {
-        s ^= xp & zp;
-        const int t = xp;
-        xp = zp;
-        zp = t;
-    }
+    qq_swap_pivot(ms[QQ_MS_YZ], &xp, &zp, &s);
     // ... and inject X at p when the coin disagrees with zrow[q]'s sign.
     if (ms[QQ_MS_INJECT]) s ^= zp;
     const int q = ms[QQ_MS_Q];
@@ -331,15 +323,7 @@ measure_window_block(const QQTables* T, const int* ctx, int cstart, int cend, qq
                     qq_u64 xpw = X[r * W + pw], zpw = Z[r * W + pw];
                     int xp = (int)((xpw >> pb) & 1), zp = (int)((zpw >> pb) & 1);
                     int s = S[r];
-                    if (y_type) {
-                        s ^= xp & (zp ^ 1);
-                        xp ^= zp;
-                    } else {
-                        s ^= xp & zp;
-                        const int t = xp;
-                        xp = zp;
-                        zp = t;
-                    }
+                    qq_swap_pivot(y_type, &xp, &zp, &s);
                     X[r * W + pw] = (xpw & ~bit) | (xp ? bit : 0ull);
                     Z[r * W + pw] = (zpw & ~bit) | (zp ? bit : 0ull);
                     S[r] = (unsigned char)s;
