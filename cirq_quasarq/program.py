@@ -128,10 +128,6 @@ class Program:
         pauli = {opcodes.CODE[n] for n in ("I", "X", "Y", "Z")}
         return any(int(op) not in pauli for op in controlled)
 
-    def has_noise(self) -> bool:
-        kinds = opcodes.KIND[self.instructions[:, OP]]
-        return bool(np.any((kinds == opcodes.Kind.NOISE) | (kinds == opcodes.Kind.RECORD_NOISE)))
-
 
 def _coord_add(a: Tuple[float, ...], b: Tuple[float, ...]) -> Tuple[float, ...]:
     n = max(len(a), len(b))

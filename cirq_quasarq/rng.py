@@ -236,11 +236,3 @@ def thresholds(probs: np.ndarray) -> np.ndarray:
     probs = np.asarray(probs, dtype=np.float64)
     cum = np.cumsum(probs / probs.sum())[:-1]
     return np.array([fixed_point(c) for c in cum], dtype=np.uint64)
-
-
-def choose(key, stream: int, slot: int, shots: np.ndarray, cut: np.ndarray, b: int = 0) -> np.ndarray:
-    """Outcome index per shot: the number of thresholds <= the shot's uniform word."""
-    if len(cut) == 0:
-        return np.zeros(len(shots), dtype=np.int64)
-    u = words(key, stream, np.uint64(slot), np.uint64(b), np.asarray(shots, dtype=np.uint64))
-    return np.searchsorted(cut, u, side="right").astype(np.int64)

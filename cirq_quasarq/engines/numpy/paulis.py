@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _SHIFTS = [np.uint64(s) for s in (1, 2, 4, 8, 16, 32)]
 
 

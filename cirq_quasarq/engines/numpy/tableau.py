@@ -13,7 +13,7 @@ import numpy as np
 
 from ... import opcodes, rng
 from ..base import InverseTableau
-from .paulis import ONES, bit, inclusive_prefix_xor, popcount_rows, product_phase, spread
+from .paulis import bit, inclusive_prefix_xor, popcount_rows, product_phase, spread
 
 _ONE = np.uint64(1)
 
