@@ -9,7 +9,7 @@ operations) run tableau mode once per repetition. `simulate` runs tableau mode o
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import cirq
 import numpy as np
@@ -51,10 +51,11 @@ class QuasarqStepResult:
         circuit = cirq.Circuit(cirq.measure(*qubits, key="sample"))
         sim = QuasarqSimulator(seed=self._prng if seed is None else seed, device="cpu")
         program = compile_circuit(circuit, qubit_order=self.state.qubits)
+        sched = schedule(program)
         out = np.zeros((repetitions, len(qubits)), dtype=bool)
         for r in range(repetitions):
             state = self.state.tableau_state()
-            run = sim.engine.run_tableau(program, schedule(program), sim._next_key(), state=state)
+            run = sim.engine.run_tableau(program, sched, sim._next_key(), state=state)
             out[r] = run.records[program.keys[0].records[0]].astype(bool)
         return out
 

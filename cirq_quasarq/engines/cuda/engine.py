@@ -437,7 +437,7 @@ class CudaEngine(Engine):
         return InverseTableau(n, Xh[:n], Zh[:n], Xh[n:], Zh[n:], S[:n], S[n:])
 
     def _collapse_window(self, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1, rep, ref_flag):
-        cuda, fn = self.cuda, self._fn
+        cuda = self.cuda
         n, W = ws.n, ws.W
         if self.block_windows and W <= BLOCK_MAX_W:  # small tableau: the whole window in one launch
             self._launch("collapse window (one block)", "measure_window_block", (1, 1), (WINDOW_BLOCK, 1, 1),

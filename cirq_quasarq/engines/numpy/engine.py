@@ -11,7 +11,7 @@ from ... import opcodes, rng
 from ...program import AUX, COND, FLAG_INVERT, FLAGS, A, B, OP, RAND, REC, Program
 from ...schedule import Schedule
 from ..base import Engine, TableauRun
-from ..walk import Step, assignment_index, condition_refs, walk
+from ..walk import assignment_index, condition_refs, walk
 from .noise import NoisePlan, channel_masks, confusion_values, noise_targets
 from .tableau import TableauState, coin
 
