@@ -116,3 +116,16 @@ def test_noisy_rates_match_stim(engine):
     theirs = circuit.compile_sampler(seed=2).sample(shots).mean(axis=0)
     for a, b in zip(ours, theirs):
         assert abs(a - b) < SIGMAS * np.sqrt(0.5 / shots)
+
+
+def test_numpy_engine_reports_memory_it_lacks():
+    from cirq_quasarq import OutOfMemoryError
+
+    program, _ = random_program(30, 3, 1)
+    tiny = NumpyEngine(memory_fraction=1e-12)
+    sched = schedule(program)
+    with pytest.raises(OutOfMemoryError, match="30 qubits"):
+        tiny.run_tableau(program, sched, rng.make_key(0))
+    ref = NumpyEngine().run_tableau(program, sched, rng.make_key(0), reference=True).records
+    with pytest.raises(OutOfMemoryError, match="1000 shots of 30 qubits"):
+        tiny.sample_frames(program, sched, rng.make_key(0), ref, 1000)

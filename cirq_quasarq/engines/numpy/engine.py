@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+import os
+
 from ... import opcodes, rng
+from ...errors import OutOfMemoryError
 from ...program import AUX, COND, FLAG_INVERT, FLAGS, A, B, OP, RAND, REC, Program
 from ...schedule import Schedule
 from ..base import Engine, TableauRun
@@ -21,18 +24,49 @@ _M, _R, _MR = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"]
 _PAULI_OF_OP = {opcodes.CODE["X"]: 1, opcodes.CODE["Y"]: 2, opcodes.CODE["Z"]: 3}
 
 
+def available_memory() -> int:
+    """Bytes the host can still give (MemAvailable), or a large number where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.2f} GiB"
+
+
 class NumpyEngine(Engine):
     name = "numpy"
 
-    def __init__(self, max_shot_words: int = 1 << 14):
-        # Frame mode processes shots in chunks of this many 64-shot words; results do not depend on it.
+    def __init__(self, max_shot_words: int = 1 << 14, memory_fraction: float = 0.5):
+        # Frame mode processes shots in chunks of at most this many 64-shot words, fewer when
+        # memory is short; results do not depend on it.
         self.max_shot_words = max_shot_words
+        self.memory_fraction = memory_fraction
+
+    def _budget(self) -> int:
+        return int(available_memory() * self.memory_fraction)
 
     # ------------------------------------------------------------------ tableau mode
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
                     reference: bool = False, state: TableauState = None) -> TableauRun:
         """Tableau mode; `state` (NumPy only) continues from an existing tableau, in place."""
-        state = TableauState(program.num_qubits) if state is None else state
+        if state is None:
+            n = program.num_qubits
+            need = 3 * 2 * (2 * n) * max(1, (n + 63) // 64) * 8  # X and Z, and a collapse's temporaries
+            if need > self._budget():
+                raise OutOfMemoryError(
+                    f"tableau mode on {n} qubits needs about {_gib(need)} of host memory; "
+                    f"{_gib(self._budget())} is available to the NumPy engine")
+            state = TableauState(n)
         records = np.zeros(program.num_records, dtype=np.uint8)
         ins = schedule.instructions
         word, lane = repetition // 64, np.uint64(repetition % 64)
@@ -97,9 +131,19 @@ class NumpyEngine(Engine):
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
                       shots: int) -> np.ndarray:
         words = (shots + 63) // 64
-        out = np.zeros((program.num_records, words), dtype=np.uint64)
-        for start in range(0, words, self.max_shot_words):
-            count = min(self.max_shot_words, words - start)
+        n, records = program.num_qubits, program.num_records
+        budget = self._budget() - 8 * records * words  # the packed result itself
+        # Per 64-shot word of a chunk: frames (2n words), flips (records), noise and temporaries.
+        per_word = 8 * (4 * n + 2 * records + 64)
+        chunk = min(self.max_shot_words, budget // per_word) if budget > 0 else 0
+        if chunk < 1:
+            raise OutOfMemoryError(
+                f"sampling {shots} shots of {n} qubits and {records} records needs at least "
+                f"{_gib(8 * records * words + per_word)} of host memory; {_gib(self._budget())} "
+                "is available to the NumPy engine (use fewer repetitions per call)")
+        out = np.zeros((records, words), dtype=np.uint64)
+        for start in range(0, words, chunk):
+            count = min(chunk, words - start)
             out[:, start : start + count] = self._frames_chunk(program, schedule, key, reference,
                                                                start, count)
         return out
