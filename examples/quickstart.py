@@ -45,7 +45,7 @@ def main():
     ghz = cirq.Circuit(cirq.H(q[0]), [cirq.CNOT(q[i], q[i + 1]) for i in range(3)])
     final = sim.simulate(ghz).final_state
     print("GHZ stabilizers:", ", ".join(str(s) for s in final.stabilizers()))
-    print("GHZ state vector:", np.round(final.state_vector(), 3))
+    print("GHZ state vector:", np.round(final.state_vector(), 3) + 0j)  # + 0j: no "-0j"
     counts = sim.run(ghz + cirq.measure(*q, key="m"), repetitions=1000).histogram(key="m")
     print("GHZ outcomes (0000 and 1111 only):", dict(counts))
 
