@@ -16,6 +16,11 @@ from ..program import Program
 from ..schedule import Schedule
 
 
+def gib(nbytes: float) -> str:
+    """Bytes as GiB for memory error messages."""
+    return f"{nbytes / 2**30:.2f} GiB"
+
+
 @dataclasses.dataclass
 class InverseTableau:
     """Stim-convention inverse tableau. Rows k: xrow = T⁻¹X_kT, zrow = T⁻¹Z_kT.

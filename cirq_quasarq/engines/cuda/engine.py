@@ -30,7 +30,7 @@ from ...errors import OutOfMemoryError, UnsupportedOperationError
 from ...program import COND, OP, Program
 from ...schedule import Schedule
 from ...schedule.windows import RUN_START, RUN_WINDOW
-from ..base import Engine, InverseTableau, TableauRun
+from ..base import Engine, InverseTableau, TableauRun, gib
 from ..walk import walk
 from . import loader
 
@@ -59,10 +59,6 @@ _SIGNATURES = {
                    "measure_eliminate": "PPPPPPii", "measure_window_block": "PPiiPPPPiIIii"},
     "frames.cu": {"frames_program_shared": "PPPiqiiII", "frames_program_global": "PPPiqiiPII"},
 }
-
-
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.2f} GiB"
 
 
 def _pad(a: np.ndarray, dtype) -> np.ndarray:
@@ -365,9 +361,9 @@ class CudaEngine(Engine):
             need = _Workspace.bytes_needed(n, program.num_records, need_scratch)
             if need > self._free_bytes():
                 raise OutOfMemoryError(
-                    f"tableau mode on {n} qubits needs {_gib(need)} of GPU memory (the 2n x n-bit X and Z "
+                    f"tableau mode on {n} qubits needs {gib(need)} of GPU memory (the 2n x n-bit X and Z "
                     f"parts{' twice, for the measurement transpose' if need_scratch else ''}); "
-                    f"{_gib(self._free_bytes())} is available to the engine")
+                    f"{gib(self._free_bytes())} is available to the engine")
             ws = self._ws = _Workspace(cuda, n, program.num_records, plan.max_collapses, need_scratch)
             # Threads per row in measure_eliminate: enough rows x segments to fill the device.
             want = max(1, (self.sm_count * 2048) // max(1, 2 * n))
@@ -524,7 +520,7 @@ class CudaEngine(Engine):
         if chunk < 1:
             raise OutOfMemoryError(
                 f"frame mode needs {per_word} bytes of GPU memory per 64 shots ({num_records} records"
-                f"{'' if shared else f', frames of {n} qubits'}); {_gib(max(budget, 0))} is available")
+                f"{'' if shared else f', frames of {n} qubits'}); {gib(max(budget, 0))} is available")
         if shared:
             cap = max(1, min(self.smem_optin, 112 * 1024) // slab_word) if slab_word else 64
             spread = -(-chunk // (2 * self.sm_count))  # aim for two blocks per multiprocessor

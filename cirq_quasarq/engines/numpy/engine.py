@@ -5,17 +5,18 @@ frames for many shots at once. Both follow docs/engine-semantics.md."""
 
 from __future__ import annotations
 
-import numpy as np
-
 import os
+
+import numpy as np
 
 from ... import opcodes, rng
 from ...errors import OutOfMemoryError
 from ...program import AUX, COND, FLAG_INVERT, FLAGS, A, B, OP, RAND, REC, Program
 from ...schedule import Schedule
-from ..base import Engine, TableauRun
+from ..base import Engine, TableauRun, gib
 from ..walk import assignment_index, condition_refs, walk
 from .noise import NoisePlan, channel_masks, confusion_values, noise_targets
+from .paulis import spread
 from .tableau import TableauState, coin
 
 Kind = opcodes.Kind
@@ -39,10 +40,6 @@ def available_memory() -> int:
         return 1 << 62
 
 
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.2f} GiB"
-
-
 class NumpyEngine(Engine):
     name = "numpy"
 
@@ -64,8 +61,8 @@ class NumpyEngine(Engine):
             need = 3 * 2 * (2 * n) * max(1, (n + 63) // 64) * 8  # X and Z, and a collapse's temporaries
             if need > self._budget():
                 raise OutOfMemoryError(
-                    f"tableau mode on {n} qubits needs about {_gib(need)} of host memory; "
-                    f"{_gib(self._budget())} is available to the NumPy engine")
+                    f"tableau mode on {n} qubits needs about {gib(need)} of host memory; "
+                    f"{gib(self._budget())} is available to the NumPy engine")
             state = TableauState(n)
         records = np.zeros(program.num_records, dtype=np.uint8)
         ins = schedule.instructions
@@ -139,7 +136,7 @@ class NumpyEngine(Engine):
         if chunk < 1:
             raise OutOfMemoryError(
                 f"sampling {shots} shots of {n} qubits and {records} records needs at least "
-                f"{_gib(8 * records * words + per_word)} of host memory; {_gib(self._budget())} "
+                f"{gib(8 * records * words + per_word)} of host memory; {gib(self._budget())} "
                 "is available to the NumPy engine (use fewer repetitions per call)")
         out = np.zeros((records, words), dtype=np.uint64)
         for start in range(0, words, chunk):
@@ -181,7 +178,7 @@ class NumpyEngine(Engine):
             elif kind == Kind.RECORD_NOISE:
                 for row in rows:
                     self._confuse_frames(program, row, step, key, reference, flips, start, count)
-        return flips ^ _spread_bits(reference)[:, None]
+        return flips ^ spread(reference)[:, None]
 
     @staticmethod
     def _frames_unitary(code, rows, fx, fz):
@@ -234,10 +231,6 @@ class NumpyEngine(Engine):
             fx[q] ^= differs
         if pauli in (2, 3):
             fz[q] ^= differs
-
-
-def _spread_bits(bits: np.ndarray) -> np.ndarray:
-    return np.uint64(0) - bits.astype(np.uint64)
 
 
 def _unpack(words: np.ndarray) -> np.ndarray:
