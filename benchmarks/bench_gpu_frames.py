@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from cirq_quasarq import rng
+from cirq_quasarq.core import rng
 from cirq_quasarq.compiler import compile_circuit
 from cirq_quasarq.schedule import schedule
 

@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from cirq_quasarq import opcodes, rng
-from cirq_quasarq.program import NUM_FIELDS, ProgramBuilder
+from cirq_quasarq.core import opcodes, rng
+from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
 from .random_clifford import layers
@@ -28,14 +28,8 @@ TARGETS = {5000: 0.028, 10000: 0.060, 100000: 0.45}
 def random_clifford_program(n: int, depth: int, seed: int = 0):
     b = ProgramBuilder(n)
     for ops, measured in layers(n, depth, seed):
-        step = b.next_step()
-        block = np.full((len(ops), NUM_FIELDS), -1, dtype=np.int32)
-        block[:, 0] = [opcodes.CODE[g] for g, _ in ops]
-        block[:, 1] = [qs[0] for _, qs in ops]
-        block[:, 2] = [qs[1] if len(qs) == 2 else -1 for _, qs in ops]
-        block[:, 7] = 0
-        block[:, 8] = step
-        b.emit_block(block)
+        b.gate_layer(np.array([opcodes.CODE[g] for g, _ in ops]), np.array([qs[0] for _, qs in ops]),
+                     np.array([qs[1] if len(qs) == 2 else -1 for _, qs in ops]))
         b.next_step()
         for q in measured:
             b.measure(q)

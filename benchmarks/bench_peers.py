@@ -62,7 +62,7 @@ def _ours_tableau_program(n, depth):
 def case_ours_tableau(n, depth):
     import numpy as np
 
-    from cirq_quasarq import opcodes, rng
+    from cirq_quasarq.core import opcodes, rng
     from cirq_quasarq.engines.cuda import CudaEngine
     from cirq_quasarq.schedule import schedule
 
@@ -132,7 +132,7 @@ def case_validity(n, depth):
     import numpy as np
     import quasarq
 
-    from cirq_quasarq import rng
+    from cirq_quasarq.core import rng
     from cirq_quasarq.engines.cuda import CudaEngine
     from cirq_quasarq.schedule import schedule
 
@@ -152,7 +152,7 @@ def _surface(d):
 
 
 def case_ours_frames(d, shots):
-    from cirq_quasarq import rng
+    from cirq_quasarq.core import rng
     from cirq_quasarq.compiler import compile_circuit
     from cirq_quasarq.engines.cuda import CudaEngine
     from cirq_quasarq.schedule import schedule
@@ -237,7 +237,7 @@ def case_cirq_end_to_end(d, shots):
 
 
 def case_reference(d):
-    from cirq_quasarq import rng
+    from cirq_quasarq.core import rng
     from cirq_quasarq.compiler import compile_circuit
     from cirq_quasarq.engines import NumpyEngine
     from cirq_quasarq.engines.cuda import CudaEngine

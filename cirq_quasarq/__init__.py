@@ -14,8 +14,8 @@ from .errors import (
     UnsupportedNoiseError,
     UnsupportedOperationError,
 )
+from .results import QuasarqState
 from .simulator import QuasarqSimulator, QuasarqTrialResult
-from .state import QuasarqState
 
 __version__ = "0.1.0"
 

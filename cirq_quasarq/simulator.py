@@ -14,13 +14,12 @@ from typing import Any, Iterator
 import cirq
 import numpy as np
 
-from . import rng
 from .compiler import compile_circuit, compile_template
+from .core import rng
+from .core.program import Program
 from .engines import Engine, select_engine
-from .program import Program
-from .results import last_measurements, records_from_packed
+from .results import QuasarqState, last_measurements, records_from_packed
 from .schedule import Schedule, schedule
-from .state import QuasarqState
 
 
 class QuasarqTrialResult(cirq.SimulationTrialResult):
@@ -54,8 +53,7 @@ class QuasarqStepResult:
         sched = schedule(program)
         out = np.zeros((repetitions, len(qubits)), dtype=bool)
         for r in range(repetitions):
-            state = self.state.tableau_state()
-            run = sim.engine.run_tableau(program, sched, sim._next_key(), state=state)
+            run = sim.engine.run_tableau(program, sched, sim._next_key(), initial=self.state.inverse_tableau)
             out[r] = run.records[program.keys[0].records[0]].astype(bool)
         return out
 
@@ -159,26 +157,22 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
                               param_resolver: cirq.ParamResolverOrSimilarType = None,
                               qubit_order: cirq.QubitOrderOrList = cirq.QubitOrder.DEFAULT,
                               initial_state: Any = None) -> Iterator[QuasarqStepResult]:
-        """Yields the state after each moment (as cirq.CliffordSimulator does), on the NumPy
-        tableau. Each moment is compiled on its own, so classical controls must read keys
-        measured in the same moment."""
-        from .engines.numpy import NumpyEngine
-        from .engines.numpy.tableau import TableauState
-
+        """Yields the state after each moment (as cirq.CliffordSimulator does). Each moment is
+        compiled on its own, so classical controls must read keys measured in the same moment."""
         circuit = _with_initial_state(circuit, qubit_order, initial_state)
         qubits = cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit.all_qubits())
         noise = cirq.NoiseModel.from_noise_model_like(self.noise)
         if noise is not cirq.NO_NOISE:
             circuit = cirq.Circuit(noise.noisy_moments(circuit, sorted(circuit.all_qubits())))
-        engine = NumpyEngine()
-        state = TableauState(len(qubits))
+        tableau = None
         resolver = cirq.ParamResolver(param_resolver)
         for moment in circuit:
             program = compile_circuit(cirq.Circuit(moment), qubit_order=qubits, resolver=resolver)
             # A fresh key per moment: each moment's program numbers its random slots from 0.
-            run = engine.run_tableau(program, schedule(program), self._next_key(), state=state)
+            run = self.engine.run_tableau(program, schedule(program), self._next_key(), initial=tableau)
+            tableau = run.tableau
             measurements = {k: list(v) for k, v in last_measurements(program, run.records).items()}
-            yield QuasarqStepResult(measurements, QuasarqState(state.snapshot(), qubits), self._prng)
+            yield QuasarqStepResult(measurements, QuasarqState(tableau, qubits), self._prng)
 
 
 def _with_initial_state(circuit: cirq.AbstractCircuit, qubit_order, initial_state) -> cirq.AbstractCircuit:

@@ -7,7 +7,8 @@
 // phase, which is summed over the row's words by a warp-shuffle / shared-memory reduction.
 //
 // Kernels:
-//   tableau_init          grid-stride over 2n*W words; any launch shape.
+//   tableau_init          grid-stride over 2n*W words; any launch shape (the engine uses blockDim.x ==
+//                         QQ_INIT_BLOCK). The engine skips it when a run starts from a given tableau.
 //   tableau_gates_window  instructions [start, end) of one window (unitaries and Pauli noise, no
 //                         collapses): a group of 2^group_shift threads per instruction (8..256),
 //                         blockDim.x == QQ_GATE_BLOCK; lanes stride over the W words; the group's
@@ -17,6 +18,7 @@
 #include "tables.cuh"
 
 #define QQ_GATE_BLOCK 256
+#define QQ_INIT_BLOCK 256
 
 extern "C" __global__ void tableau_init(qq_u64* X, qq_u64* Z, unsigned char* S, int n, int W) {
     const size_t total = (size_t)2 * n * W;

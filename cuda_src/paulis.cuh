@@ -99,17 +99,3 @@ QQ_HD int qq_cx_victims_word(qq_u64 xw, qq_u64 zw, qq_u64 v, int zp, int* carry)
     *carry ^= qq_popc(zv) & 1;
     return term;
 }
-
-// Alg. 8's swap at the pivot on one row's bits (x_p, z_p) and sign: H_YZ for a Y-type pivot
-// (X -> -X, Y <-> Z), else H (X <-> Z, Y -> -Y).
-QQ_HD void qq_swap_pivot(int y_type, int* xp, int* zp, int* s) {
-    if (y_type) {
-        *s ^= *xp & (*zp ^ 1);
-        *xp ^= *zp;
-    } else {
-        *s ^= *xp & *zp;
-        const int t = *xp;
-        *xp = *zp;
-        *zp = t;
-    }
-}

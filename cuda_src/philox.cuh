@@ -1,4 +1,4 @@
-// philox.cuh: Philox4x32-10 counter-based random words, bit-identical to cirq_quasarq/rng.py.
+// philox.cuh: Philox4x32-10 counter-based random words, bit-identical to cirq_quasarq/core/rng.py.
 //
 //   qq_word(key, stream, a, b, i) = 64 bits: Philox(key, counter = (i >> 1, a, b, stream)) gives
 //   r0..r3; even i takes r0 | r1 << 32, odd i takes r2 | r3 << 32.

@@ -1,7 +1,7 @@
 // tables.cuh: the scheduled Program as the kernels see it (uploaded once per program).
 //
 // QQTables holds device pointers to int32 / uint64 / uint8 arrays built by
-// cirq_quasarq/engines/cuda/engine.py (every field 8 bytes, in this order):
+// cirq_quasarq/engines/cuda/device_program.py (every field 8 bytes, in this order):
 //   ins[i*QQ_NF + f]       scheduled instruction i, field f (program.py's OP, A, B, REC, ...)
 //   runs[r*4 + f]          schedule run r: start, end, opcode, window
 //   loops[l*5 + f]         loop l: count, rec_stride, rand_stride, REPEAT run, END_REPEAT run

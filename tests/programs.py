@@ -4,8 +4,8 @@ import random
 
 import stim
 
-from cirq_quasarq import opcodes
-from cirq_quasarq.program import ProgramBuilder
+from cirq_quasarq.core import opcodes
+from cirq_quasarq.core.program import ProgramBuilder
 
 UNITARY_1 = [o.name for o in opcodes.OPCODES if o.kind == opcodes.Kind.UNITARY and o.arity == 1]
 UNITARY_2 = [o.name for o in opcodes.OPCODES if o.kind == opcodes.Kind.UNITARY and o.arity == 2]

@@ -16,10 +16,11 @@ import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cirq_quasarq import errors, opcodes
+from cirq_quasarq import errors
+from cirq_quasarq.core import opcodes
 from cirq_quasarq.compiler import clear_cache, compile_circuit, compile_template
-from cirq_quasarq.compiler import compile as compile_module
-from cirq_quasarq.program import A, AUX, B, COND, FLAGS, OP, REC, STEP
+from cirq_quasarq.compiler import walker as walker_module
+from cirq_quasarq.core.program import A, AUX, B, COND, FLAGS, OP, REC, STEP
 
 stimcirq = pytest.importorskip("stimcirq")
 stim = pytest.importorskip("stim")
@@ -717,7 +718,7 @@ def test_template_resolves_without_rewalking(monkeypatch):
     slot_rows = np.zeros(len(base), dtype=bool)
     slot_rows[template._row_index] = True
     calls = []
-    monkeypatch.setattr(compile_module.Walker, "run", lambda *args: calls.append(1))
+    monkeypatch.setattr(walker_module.Walker, "run", lambda *args: calls.append(1))
     for tv in (0, 0.5, 1, 1.5):
         for sv, pv in ((0, 0.125), (1, 0.25)):
             r = {"t": tv, "s": sv, "pr": pv}

@@ -10,10 +10,10 @@ import random
 import numpy as np
 import pytest
 
-from cirq_quasarq import opcodes, rng
+from cirq_quasarq.core import opcodes, rng
 from cirq_quasarq.engines import NumpyEngine, cuda_available
 from cirq_quasarq.errors import OutOfMemoryError
-from cirq_quasarq.program import ProgramBuilder
+from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
 pytestmark = pytest.mark.gpu
@@ -337,6 +337,72 @@ def test_sample_tableau_shots(cuda_engine, numpy_engine):
     assert_same_frames(got, want, 70)
 
 
+TABLEAU_PARTS = ("xx", "xz", "zx", "zz", "xs", "zs")
+
+
+def tableau_copy(t):
+    return {name: np.array(getattr(t, name), copy=True) for name in TABLEAU_PARTS}
+
+
+def assert_same_parts(t, u, ctx=""):
+    for name in TABLEAU_PARTS:
+        a, b = getattr(t, name), getattr(u, name)
+        assert a.shape == b.shape and np.array_equal(a, b), f"{ctx}: tableau part {name} differs"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_run_from_initial_tableau(cuda_engines, numpy_engine, seed):
+    """Program B run from program A's final tableau: same records and tableau as the NumPy engine
+    doing the same, on every measurement path; the `initial` arrays are left as they were."""
+    n = [1, 5, 17, 64, 65, 130, 200, 700][seed]
+    a, b = rich_program(n, 10, 2000 + seed, frames=False), rich_program(n, 10, 3000 + seed, frames=False)
+    key_a, key_b = rng.make_key(40 + seed), rng.make_key(80 + seed)
+    got_a = cuda_engines.run_tableau(a, schedule(a), key_a, repetition=seed)
+    want_a = numpy_engine.run_tableau(a, schedule(a), key_a, repetition=seed)
+    assert np.array_equal(got_a.records, want_a.records), f"seed={seed}: records of A differ"
+    start = got_a.tableau
+    assert_same_parts(start, want_a.tableau, f"seed={seed} A")
+    before = tableau_copy(start)
+    for repetition, reference in ((0, False), (5, False), (0, True)):
+        got = cuda_engines.run_tableau(b, schedule(b), key_b, repetition=repetition, reference=reference,
+                                       initial=start)
+        want = numpy_engine.run_tableau(b, schedule(b), key_b, repetition=repetition, reference=reference,
+                                        initial=want_a.tableau)
+        ctx = f"seed={seed} n={n} rep={repetition} ref={reference}"
+        bad = np.flatnonzero(got.records != want.records)
+        assert len(bad) == 0, f"{ctx}: records differ at {bad[:10]} (of {len(want.records)})"
+        assert_same_parts(got.tableau, want.tableau, ctx)
+        assert got.tableau.equals(want.tableau), ctx
+        for name in TABLEAU_PARTS:
+            assert np.array_equal(getattr(start, name), before[name]), f"{ctx}: initial.{name} was modified"
+            assert not np.shares_memory(getattr(got.tableau, name), getattr(start, name)), ctx
+
+
+def test_run_from_initial_tableau_chain(cuda_engine, numpy_engine):
+    """A chain of runs, each from the last one's (lazily downloaded) tableau, with a program of
+    another size in between (a new device workspace), equals the NumPy engine's chain."""
+    n = 70
+    programs = [rich_program(n, 8, 4000 + i, frames=False) for i in range(4)]
+    other = rich_program(33, 8, 4100, frames=False)
+    got_t = want_t = None
+    for i, p in enumerate(programs):
+        key = rng.make_key(500 + i)
+        got = cuda_engine.run_tableau(p, schedule(p), key, initial=got_t)
+        want = numpy_engine.run_tableau(p, schedule(p), key, initial=want_t)
+        assert np.array_equal(got.records, want.records), f"step {i}: records differ"
+        cuda_engine.run_tableau(other, schedule(other), key)  # another shape: the workspace is replaced
+        got_t, want_t = got.tableau, want.tableau
+        assert_same_parts(got_t, want_t, f"step {i}")
+
+
+def test_initial_tableau_of_the_wrong_size_is_refused(cuda_engine):
+    from cirq_quasarq.core.tableau import InverseTableau
+
+    program = rich_program(10, 4, 1, frames=False)
+    with pytest.raises(ValueError, match="initial tableau"):
+        cuda_engine.run_tableau(program, schedule(program), rng.make_key(1), initial=InverseTableau.identity(11))
+
+
 # ---------------------------------------------------------------------------------- frame mode
 @pytest.mark.parametrize("seed", range(16))
 def test_random_programs_frames(cuda_engine, numpy_engine, seed):
@@ -396,8 +462,3 @@ def test_out_of_memory_is_reported():
     with pytest.raises(OutOfMemoryError, match="GPU memory"):
         engine.sample_frames(program, sched, rng.make_key(1), np.zeros(program.num_records, np.uint8), 1000)
 
-
-def test_generated_program_header_is_current():
-    from cirq_quasarq.engines.cuda import loader
-
-    assert loader.check_program_header(), "run: python -m cirq_quasarq.engines.cuda.loader"

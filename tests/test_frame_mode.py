@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import stim
 
-from cirq_quasarq import rng
+from cirq_quasarq.core import rng
 from cirq_quasarq.engines import NumpyEngine
-from cirq_quasarq.program import ProgramBuilder
+from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.results import unpack_records
 from cirq_quasarq.schedule import schedule
 

@@ -9,9 +9,11 @@ import pytest
 import stim
 import stimcirq
 
-from cirq_quasarq import opcodes
-from cirq_quasarq.compiler import gate_table
-from cirq_quasarq.compiler.gate_table import clifford_opcodes, lower_gate, single_qubit_opcode
+from cirq_quasarq.core import opcodes
+from cirq_quasarq.compiler import registry
+from cirq_quasarq.compiler.cliffords import clifford_opcodes, single_qubit_opcode
+from cirq_quasarq.compiler.registry import lower_gate
+from cirq_quasarq.core import paulis
 from cirq_quasarq.errors import NonCliffordError
 
 UNITARY_NAMES = [op.name for op in opcodes.OPCODES if op.kind == opcodes.Kind.UNITARY]
@@ -115,11 +117,11 @@ def test_frame_maps_match_stim(name):
 def test_conjugation_tables_match_unitaries(name):
     arity = opcodes.BY_NAME[name].arity
     u = opcodes.unitary_of(name)
-    signs, letters = gate_table._CONJUGATION[name]
+    signs, letters = opcodes.CONJUGATION[opcodes.CODE[name]]
     for index in range(4**arity):
         p = [(index >> (2 * q)) & 3 for q in range(arity)]
-        got = (-1) ** int(signs[index]) * gate_table._pauli_matrix(list(letters[index]))
-        np.testing.assert_allclose(u @ gate_table._pauli_matrix(p) @ u.conj().T, got, atol=1e-9)
+        got = (-1) ** int(signs[index]) * paulis.pauli_matrix(list(letters[index]), endian="little")
+        np.testing.assert_allclose(u @ paulis.pauli_matrix(p, endian="little") @ u.conj().T, got, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,14 +212,12 @@ def test_identity_like_gates():
 
 
 def test_fast_table_entries():
-    for gate, ops in gate_table.FAST_TABLE.items():
+    for gate, lowering in registry.EXACT.items():
+        ops = lowering.ops
         assert lower_gate(gate, cirq.num_qubits(gate)) == ops
         assert_lowers(gate)
-        gate_table._CACHE.pop(gate)  # the slow path must agree with the fast table
-        try:
-            assert gate_table._lower_uncached(gate, cirq.num_qubits(gate)) == ops, gate
-        finally:
-            gate_table._CACHE[gate] = ops
+        # The slow path (every step after the exact table) must agree with the fast table.
+        assert registry._lower_after_exact(gate, cirq.num_qubits(gate)).ops == ops, gate
 
 
 QUARTERS = [x / 4 for x in range(-4, 5)]
@@ -267,7 +267,7 @@ def test_non_clifford_gates_raise_naming_the_gate(gate):
         with pytest.raises(NonCliffordError) as info:
             lower_gate(gate, cirq.num_qubits(gate))
         assert repr(gate) in str(info.value)
-        assert gate in gate_table._CACHE
+        assert (type(gate), gate) in registry._CACHE
 
 
 def test_cached_verdict_names_the_gate_asked_about():

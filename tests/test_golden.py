@@ -19,8 +19,8 @@ import stimcirq
 import sympy
 
 from cirq_quasarq import QuasarqSimulator
+from cirq_quasarq.core import rng
 from cirq_quasarq.schedule import schedule
-from cirq_quasarq import rng
 
 from .programs import random_program
 

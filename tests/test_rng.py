@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cirq_quasarq import rng
+from cirq_quasarq.core import rng
 
 KAT = [
     ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),

@@ -6,9 +6,9 @@ import stim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cirq_quasarq import opcodes, rng
+from cirq_quasarq.core import opcodes, rng
 from cirq_quasarq.engines import NumpyEngine
-from cirq_quasarq.program import A, B, COND, OP, ProgramBuilder
+from cirq_quasarq.core.program import A, B, COND, OP, ProgramBuilder
 from cirq_quasarq.schedule import schedule
 from cirq_quasarq.schedule.windows import RUN_END, RUN_START, RUN_WINDOW
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import stim
 
-from cirq_quasarq import opcodes, rng
+from cirq_quasarq.core import opcodes, rng
 from cirq_quasarq.engines import NumpyEngine
-from cirq_quasarq.program import ProgramBuilder
+from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
 from .programs import UNITARY_1, UNITARY_2, random_program

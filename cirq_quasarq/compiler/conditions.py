@@ -52,7 +52,3 @@ def condition_table(conditions: Sequence[cirq.Condition],
         _CACHE[cache_key] = table
     return table
 
-
-def single_bit_table() -> np.ndarray:
-    """The table of "the one record bit is 1"."""
-    return np.array([False, True])

@@ -12,44 +12,24 @@ makes the template fall back to a full walk with the resolver (`rewalk`).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import cirq
 import numpy as np
 import sympy
 
-from .. import errors, opcodes
-from ..program import AUX, A, B, OP, Channel, Program
+from .. import errors
+from ..core import opcodes
+from ..core.program import AUX, Channel, Program
 from . import channels
-from .gate_table import lower_gate
+from .emitter import Slot
+from .lowerings import sweep_opcode
+from .params import resolve_chain
+from .registry import Lowering, lower
 
 PROBE_VALUES = (0.0, 0.5, 1.0, 1.5, -0.5, 0.25, 2.0)
 MAX_PROBES = 200
-_I = opcodes.CODE["I"]
-_PAULI = {cirq.X: opcodes.CODE["X"], cirq.Y: opcodes.CODE["Y"], cirq.Z: opcodes.CODE["Z"]}
-
-
-@dataclasses.dataclass
-class Slot:
-    kind: str  # "unitary" | "noise" | "sweep"
-    op: Any  # the operation as written (parametrized)
-    resolvers: Tuple  # its CircuitOperations' resolvers, innermost first
-    qubits: Sequence[int]  # program qubit index per op qubit
-    rows: Tuple[int, ...]  # slot row ids (see Template._row_index)
-    where: str
-    channel: int  # noise: the channel id to patch
-
-
-def resolve_chain(value, resolvers, final=None):
-    """Resolve through enclosing CircuitOperations' resolvers (innermost first), then `final`."""
-    for r in resolvers:
-        value = cirq.resolve_parameters(value, r, recursive=False)
-    if final is not None:
-        value = cirq.resolve_parameters(value, final)
-    return value
-
 
 _PROBE_CACHE: dict = {}
 
@@ -85,39 +65,53 @@ def _probe(op, resolvers) -> Optional[Tuple[str, int]]:
     for combo in combos:
         try:
             resolved = cirq.resolve_parameters(partial, dict(zip(names, combo)))
-            gate = resolved.gate
-            if gate is None or cirq.is_parameterized(resolved):
-                continue
-            if channels.is_noise_gate(gate):
-                channels.noise_spec(gate)
-                kinds.add("noise")
-                continue
-            lowered = lower_gate(gate, n)
-        except errors.NonCliffordError:
-            continue
         except Exception:  # invalid probe values (e.g. a probability above 1)
             continue
-        if lowered is None:
+        gate = resolved.gate
+        if gate is None or cirq.is_parameterized(resolved):
+            continue
+        try:
+            lowering = lower(gate, n)
+        except Exception:  # a value the gate's own code rejects
+            continue
+        if lowering.kind == Lowering.ERROR:  # this probe value is not Clifford / not a channel
+            continue
+        if lowering.kind == Lowering.NOISE:
+            kinds.add("noise")
+            continue
+        if lowering.kind != Lowering.OPS:
             return None
         kinds.add("unitary")
-        size = max(size, len(lowered))
+        size = max(size, len(lowering.ops))
     if len(kinds) != 1:
         return None
     kind = kinds.pop()
     return (kind, 1) if kind == "noise" else (kind, max(size, 1))
 
 
-class Template:
-    """A compiled circuit whose parametrized operations are resolved by `resolve`."""
+def _noise_spec(gate, n: int, lowering: Optional[Lowering]):
+    """The channel a noise slot resolved to (a Pauli gate left by with_probability(1) included)."""
+    if lowering is not None and lowering.kind == Lowering.NOISE:
+        return lowering.spec
+    if lowering is not None and lowering.kind == Lowering.ERROR:
+        error = lowering.error_for(gate)
+        if isinstance(error, errors.UnsupportedNoiseError):
+            raise error
+    return channels.from_channel(gate, n)
 
-    def __init__(self, program: Optional[Program], slots: List[Slot], circuit, qubit_order, noise,
-                 rewalk: bool = False):
+
+class Template:
+    """A compiled circuit whose parametrized operations are resolved by `resolve`.
+
+    `rewalk(resolver)` compiles the circuit from scratch for values the slots cannot take (the
+    compiler passes it in, so this module never imports the walk)."""
+
+    def __init__(self, program: Optional[Program], slots: List[Slot], rewalk: Callable[[object], Program],
+                 needs_rewalk: bool = False):
         self.program = program
         self.slots = slots
-        self.circuit = circuit
-        self.qubit_order = qubit_order
-        self.noise = noise
         self.rewalk = rewalk
+        self.needs_rewalk = needs_rewalk
         self._row_index = None
         if program is not None and slots:
             aux = program.instructions[:, AUX]
@@ -129,72 +123,73 @@ class Template:
 
     @property
     def is_parametrized(self) -> bool:
-        return self.rewalk or bool(self.slots)
+        return self.needs_rewalk or bool(self.slots)
 
     def resolve(self, resolver=None) -> Program:
         """The Program for these parameter values (the shared base Program when there are no
         parametrized operations)."""
-        if self.rewalk:
-            from .compile import compile_resolved
-
-            return compile_resolved(self.circuit, self.qubit_order, self.noise, resolver)
+        if self.needs_rewalk:
+            return self.rewalk(resolver)
         if not self.slots:
             return self.program
         r = cirq.ParamResolver(resolver)
-        ins = self.program.instructions.copy()
+        rows: List[int] = []
+        ops: List[str] = []
+        a: List[int] = []
+        b: List[int] = []
         chans = list(self.program.channels)
         for slot in self.slots:
             if slot.kind == "sweep":
-                self._fill_sweep(slot, r, ins)
+                gate = slot.op.gate
+                value = resolve_chain(sympy.Symbol(str(gate.cirq_sweep_symbol)), slot.resolvers, r)
+                if isinstance(value, sympy.Basic) and value.free_symbols:
+                    raise errors.UnsupportedOperationError(
+                        f"cannot compile {slot.op!r} at {slot.where}: unresolved sweep symbol "
+                        f"{gate.cirq_sweep_symbol}")
+                rows.append(self._row_index[slot.rows[0]])
+                ops.append(sweep_opcode(gate, value))
+                a.append(slot.qubits[0])
+                b.append(-1)
                 continue
             op = resolve_chain(slot.op, slot.resolvers, r)
             if cirq.is_parameterized(op):
                 raise errors.UnsupportedOperationError(
                     f"cannot compile {slot.op!r} at {slot.where}: unresolved parameters "
                     f"{sorted(cirq.parameter_names(op))} (symbols were not specified in the resolver)")
+            n = len(slot.qubits)
+            lowering = lower(op.gate, n) if op.gate is not None else None
             if slot.kind == "noise":
                 try:
-                    spec = channels.noise_spec(op.gate)
+                    spec = _noise_spec(op.gate, n, lowering)
                 except errors.UnsupportedNoiseError as error:
                     raise errors.UnsupportedNoiseError(
                         f"cannot compile {slot.op!r} at {slot.where}: {error}") from None
-                n = len(slot.qubits)
                 if spec is None:
                     chans[slot.channel] = Channel(n, np.zeros(0), np.zeros((0, n), dtype=np.uint8))
                 else:
                     probs = np.asarray(spec.probs, dtype=np.float64)
-                    paulis = np.asarray(spec.paulis, dtype=np.uint8).reshape(len(probs), n)
+                    letters = np.asarray(spec.paulis, dtype=np.uint8).reshape(len(probs), n)
                     keep = probs > 0
-                    chans[slot.channel] = Channel(n, probs[keep], paulis[keep])
+                    chans[slot.channel] = Channel(n, probs[keep], letters[keep])
                 continue
-            try:
-                lowered = lower_gate(op.gate, len(slot.qubits)) if op.gate is not None else None
-            except errors.NonCliffordError as error:
-                raise errors.NonCliffordError(
-                    f"cannot compile {slot.op!r} at {slot.where}: resolved to {op!r}, which is "
-                    f"not Clifford ({error})") from None
-            if lowered is None or len(lowered) > len(slot.rows):
-                from .compile import compile_resolved
-
-                return compile_resolved(self.circuit, self.qubit_order, self.noise, resolver)
+            if lowering is not None and lowering.kind == Lowering.ERROR:
+                error = lowering.error_for(op.gate)
+                raise type(error)(f"cannot compile {slot.op!r} at {slot.where}: resolved to {op!r}, "
+                                  f"which is not Clifford ({error})") from None
+            if lowering is None or lowering.kind != Lowering.OPS or len(lowering.ops) > len(slot.rows):
+                return self.rewalk(resolver)
             qs = slot.qubits
             for i, rid in enumerate(slot.rows):
-                idx = self._row_index[rid]
-                if i < len(lowered):
-                    name, targets = lowered[i]
-                    ins[idx, OP] = opcodes.CODE[name]
-                    ins[idx, A] = qs[targets[0]]
-                    ins[idx, B] = qs[targets[1]] if len(targets) > 1 else -1
+                rows.append(self._row_index[rid])
+                if i < len(lowering.ops):
+                    name, targets = lowering.ops[i]
+                    ops.append(name)
+                    a.append(qs[targets[0]])
+                    b.append(qs[targets[1]] if len(targets) > 1 else -1)
                 else:
-                    ins[idx, OP], ins[idx, A], ins[idx, B] = _I, qs[0], -1
-        return dataclasses.replace(self.program, instructions=ins, channels=chans)
-
-    def _fill_sweep(self, slot: Slot, r, ins) -> None:
-        gate = slot.op.gate
-        value = resolve_chain(sympy.Symbol(str(gate.cirq_sweep_symbol)), slot.resolvers, r)
-        if isinstance(value, sympy.Basic) and value.free_symbols:
-            raise errors.UnsupportedOperationError(
-                f"cannot compile {slot.op!r} at {slot.where}: unresolved sweep symbol "
-                f"{gate.cirq_sweep_symbol}")
-        idx = self._row_index[slot.rows[0]]
-        ins[idx, OP] = _PAULI[gate.pauli] if bool(value) else _I
+                    ops.append("I")
+                    a.append(qs[0])
+                    b.append(-1)
+        codes = np.array([opcodes.CODE[name] for name in ops], dtype=np.int32)
+        return self.program.patched(np.asarray(rows, dtype=np.int64), codes, np.asarray(a, dtype=np.int32),
+                                    np.asarray(b, dtype=np.int32), chans)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import DeviceUnavailableError
-from .base import Engine, InverseTableau, TableauRun
+from .base import Engine, TableauRun
 from .numpy import NumpyEngine
 
 DEVICES = ("auto", "gpu", "cpu")
@@ -40,4 +40,4 @@ def select_engine(device: str) -> Engine:
     return NumpyEngine()
 
 
-__all__ = ["Engine", "InverseTableau", "TableauRun", "NumpyEngine", "select_engine", "cuda_available"]
+__all__ = ["Engine", "TableauRun", "NumpyEngine", "select_engine", "cuda_available"]

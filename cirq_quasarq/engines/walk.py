@@ -7,8 +7,8 @@ from typing import Iterator, List
 
 import numpy as np
 
-from .. import opcodes
-from ..program import Program
+from ..core import opcodes
+from ..core.program import Program
 from ..schedule.windows import RUN_END, RUN_OP, RUN_START, Schedule
 
 

@@ -17,8 +17,8 @@ import dataclasses
 
 import numpy as np
 
-from .. import opcodes
-from ..program import A, B, COND, NUM_FIELDS, OP, STEP, Program
+from ..core import opcodes
+from ..core.program import COND, NUM_FIELDS, OP, STEP, A, B, Program
 
 Kind = opcodes.Kind
 
@@ -37,10 +37,6 @@ class Schedule:
     instructions: np.ndarray
     runs: np.ndarray
     loop_runs: np.ndarray
-
-    @property
-    def num_windows(self) -> int:
-        return int(self.runs[-1, RUN_WINDOW]) + 1 if len(self.runs) else 0
 
 
 _COLLAPSE = {opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"]}

@@ -1,33 +1,61 @@
-"""The one kernel loader of the CUDA engine: cuda_src/*.cu -> prepared PyCUDA functions.
+"""The one kernel loader of the CUDA engine: cuda_src/*.cu -> prepared PyCUDA functions, launched
+through one `Launcher`.
 
 Sources are read from ``<package>/cuda_src`` (an installed wheel ships them as package data) or,
 in a checkout, from ``<repo>/cuda_src``. Our own ``#include "x.cuh"`` lines are inlined here, in
-Python, together with two generated headers: ``opcodes.cuh`` from ``opcodes.cuda_header()`` (never
-stored; CI writes it too) and ``program.cuh`` from program.py / rng.py (instruction fields, run
-fields, random streams). ``cuda_src/program.cuh`` is a generated copy kept only so that plain
-``nvcc -I cuda_src -I <dir with opcodes.cuh>`` compiles every file (CI); the loader always inlines
-the freshly generated text and `check_program_header()` says whether the copy is stale
-(regenerate it with ``python -m cirq_quasarq.engines.cuda.loader``). PyCUDA then only
-preprocesses sources that still include system headers (CUB). One compiled module is
-kept per (source hash, options, device); each function is ``prepare()``-d once.
+Python, together with the generated headers (`generated_headers()`: ``opcodes.cuh`` from
+``core.opcodes.cuda_header()`` and ``program.cuh`` from core/program.py, core/rng.py and
+schedule/windows.py). Generated headers are never stored in cuda_src; `write_generated_headers()`
+is the one way to put them on disk (``python -m cirq_quasarq.engines.cuda.loader --write-headers
+DIR``), after which plain ``nvcc -I cuda_src -I DIR`` compiles every .cu (CI does). PyCUDA then
+only preprocesses sources that still include system headers (CUB). One compiled module is kept
+per (source hash, options, device); each function is ``prepare()``-d once.
+
+The .cu sources are the single source of every launch contract the host needs: `kernel_table()`
+parses each ``extern "C" __global__`` prototype into PyCUDA's argument string (`KERNEL_ARG_TYPES`;
+an unknown C type fails loudly), and `source_define()` reads block sizes and tile shapes from the
+sources' ``#define`` lines.
 
 Importing this module never imports PyCUDA: that happens on the first `load_module` call.
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
+import functools
 import hashlib
 import importlib.resources
 import re
 import threading
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from ... import opcodes, program, rng
+from ...core import opcodes, program, rng
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\s*$")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*)?'
+                     r"([A-Za-z_]\w*)\s*\(([^)]*)\)")
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?!\()[ \t]+([^\n]*?)[ \t]*$", re.MULTILINE)
 BASE_OPTIONS: Tuple[str, ...] = ("-std=c++17",)
+
+# C parameter type (qualifiers removed) -> PyCUDA prepare() character; every pointer is "P".
+KERNEL_ARG_TYPES: Dict[str, str] = {
+    "int": "i",
+    "unsigned int": "I",
+    "unsigned": "I",
+    "qq_u32": "I",
+    "long long": "q",
+    "long long int": "q",
+    "unsigned long long": "Q",
+    "unsigned long long int": "Q",
+    "qq_u64": "Q",
+    "float": "f",
+    "double": "d",
+}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "struct"}
 
 
 class KernelCompileError(RuntimeError):
@@ -48,9 +76,11 @@ def source_dir() -> Path:
     raise FileNotFoundError("cuda_src not found in the cirq_quasarq package nor beside it")
 
 
+# ---------------------------------------------------------------------------- generated headers
 def program_header() -> str:
     """Instruction fields, run fields, flags and random streams for the kernels (generated)."""
-    lines = ["// Generated from cirq_quasarq/program.py and rng.py by loader.program_header(); do not edit.",
+    lines = ["// Generated from cirq_quasarq/core/program.py, core/rng.py and schedule/windows.py by "
+             "loader.program_header(); do not edit.",
              "#pragma once", f"#define QQ_NF {program.NUM_FIELDS}"]
     for name in ("OP", "A", "B", "REC", "RAND", "AUX", "COND", "FLAGS", "STEP"):
         lines.append(f"#define QQ_F_{name} {getattr(program, name)}")
@@ -65,13 +95,20 @@ def program_header() -> str:
 
 
 def generated_headers() -> Dict[str, str]:
+    """Every generated header by file name (never stored in cuda_src)."""
     return {"opcodes.cuh": opcodes.cuda_header(), "program.cuh": program_header()}
 
 
-def check_program_header() -> bool:
-    """True when cuda_src/program.cuh equals what program.py / rng.py generate now."""
-    path = source_dir() / "program.cuh"
-    return path.is_file() and path.read_text() == program_header()
+def write_generated_headers(directory: Path) -> List[Path]:
+    """Write the generated headers into `directory` (for compiling cuda_src with plain nvcc)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in generated_headers().items():
+        path = directory / name
+        path.write_text(text)
+        written.append(path)
+    return written
 
 
 def inline_source(filename: str, directory: Optional[Path] = None) -> str:
@@ -107,16 +144,96 @@ def inline_source(filename: str, directory: Optional[Path] = None) -> str:
     return expand(filename, (directory / filename).read_text()) + "\n"
 
 
+# ---------------------------------------------------------------------------- launch contracts
+def kernel_signature(params: str, where: str = "kernel") -> str:
+    """PyCUDA's prepare() string for a C parameter list ("const int* a, qq_u32 k" -> "PI")."""
+    out = []
+    for param in (p.strip() for p in params.split(",")):
+        if not param or param == "void":
+            continue
+        if "*" in param or "[" in param:
+            out.append("P")
+            continue
+        words = [w for w in param.split() if w not in _QUALIFIERS]
+        ctype = " ".join(words[:-1])  # the last word is the parameter's name
+        if ctype not in KERNEL_ARG_TYPES:
+            raise ValueError(f"{where}: parameter {param!r} has a C type ({ctype!r}) with no PyCUDA argument "
+                             f"character; add it to loader.KERNEL_ARG_TYPES")
+        out.append(KERNEL_ARG_TYPES[ctype])
+    return "".join(out)
+
+
+def kernel_signatures(source: str, where: str = "source") -> Dict[str, str]:
+    """Every ``extern "C" __global__`` kernel of a source text: name -> prepare() string."""
+    table: Dict[str, str] = {}
+    for m in _KERNEL.finditer(_COMMENT.sub(" ", source)):
+        name = m.group(1)
+        if name in table:
+            raise ValueError(f"{where}: kernel {name} defined twice")
+        table[name] = kernel_signature(m.group(2), f"{where}: {name}")
+    return table
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_table() -> Dict[str, Dict[str, str]]:
+    """cuda_src/*.cu -> {kernel name -> prepare() string}, parsed from the sources' prototypes."""
+    table: Dict[str, Dict[str, str]] = {}
+    owner: Dict[str, str] = {}
+    for path in sorted(source_dir().glob("*.cu")):
+        kernels = kernel_signatures(path.read_text(), f"cuda_src/{path.name}")
+        if not kernels:
+            raise ValueError(f'cuda_src/{path.name} has no extern "C" __global__ kernel')
+        for name in kernels:
+            if name in owner:
+                raise ValueError(f"kernel {name} is defined in cuda_src/{owner[name]} and cuda_src/{path.name}")
+            owner[name] = path.name
+        table[path.name] = kernels
+    return table
+
+
+_EVAL_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+             ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.BitAnd: lambda a, b: a & b,
+             ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b}
+
+
+@functools.lru_cache(maxsize=None)
+def _defines(filename: str) -> Dict[str, str]:
+    text = _COMMENT.sub(" ", inline_source(filename))
+    return {m.group(1): m.group(2).strip() for m in _DEFINE.finditer(text)}
+
+
 def source_define(filename: str, name: str) -> int:
-    """The integer value of `#define name value` in cuda_src/<filename> (launch contracts such as
-    block sizes live in the kernel source only; the engine reads them from there)."""
-    text = (source_dir() / filename).read_text()
-    m = re.search(rf"^\s*#\s*define\s+{re.escape(name)}\s+\(?\s*(\d+)\s*\)?\s*$", text, re.MULTILINE)
-    if m is None:
-        raise KeyError(f"#define {name} not found in cuda_src/{filename}")
-    return int(m.group(1))
+    """The integer value of ``#define name value`` as cuda_src/<filename> sees it (its own lines and
+    those of the headers it includes; the value may be an integer expression of other defines).
+    Launch contracts such as block sizes live in the kernel sources only; the engine reads them here."""
+    defines = _defines(filename)
+
+    def value(macro: str, depth: int = 0) -> int:
+        if macro not in defines:
+            raise KeyError(f"#define {macro} not found in cuda_src/{filename} nor its headers")
+        if depth > 16:
+            raise ValueError(f"#define {macro} in cuda_src/{filename}: too deeply nested")
+        text = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", r"\1", defines[macro])
+        return evaluate(ast.parse(text, mode="eval").body, depth)
+
+    def evaluate(node, depth: int) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            return value(node.id, depth + 1)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -evaluate(node.operand, depth)
+        if isinstance(node, ast.BinOp) and type(node.op) in _EVAL_OPS:
+            return _EVAL_OPS[type(node.op)](evaluate(node.left, depth), evaluate(node.right, depth))
+        raise ValueError(f"#define {name} in cuda_src/{filename}: not an integer expression")
+
+    try:
+        return value(name)
+    except SyntaxError as exc:
+        raise ValueError(f"#define {name} in cuda_src/{filename}: not an integer expression") from exc
 
 
+# ---------------------------------------------------------------------------- compile and launch
 def _numbered(source: str) -> str:
     return "\n".join(f"{i:5d}  {line}" for i, line in enumerate(source.splitlines(), start=1))
 
@@ -171,13 +288,58 @@ def load_module(filename: str, options: Sequence[str] = ()) -> KernelModule:
         return module
 
 
-def write_generated_headers(directory: Path) -> None:
-    """Write the generated headers (for compiling cuda_src with plain nvcc)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, text in generated_headers().items():
-        (directory / name).write_text(text)
+class Launcher:
+    """Every kernel of `kernel_table()`, compiled for the current context and prepared from its own
+    prototype; every launch of the engine goes through `launch`. With `profile` set, each launch is
+    bracketed by CUDA events and `collect()` sums their times per stage."""
+
+    def __init__(self):
+        import pycuda.driver as cuda
+
+        self._cuda = cuda
+        self.functions: Dict[str, object] = {}
+        for filename, kernels in kernel_table().items():
+            module = load_module(filename)
+            for name, arg_types in kernels.items():
+                self.functions[name] = module.function(name, arg_types)
+        self.profile = False
+        self._events: List[Tuple[str, object, object]] = []
+
+    def launch(self, stage: str, name: str, grid, block, *args, shared_size: int = 0, timed: bool = False):
+        """Launch kernel `name`. Returns its (start, end) events when profiling or `timed`, else None."""
+        fn = self.functions[name]
+        kwargs = {"shared_size": shared_size} if shared_size else {}
+        if not (self.profile or timed):
+            fn.prepared_call(grid, block, *args, **kwargs)
+            return None
+        start, end = self._cuda.Event(), self._cuda.Event()
+        start.record()
+        fn.prepared_call(grid, block, *args, **kwargs)
+        end.record()
+        if self.profile:
+            self._events.append((stage, start, end))
+        return start, end
+
+    def collect(self) -> Dict[str, float]:
+        """Seconds of device time per stage since the last collect (waits for the device)."""
+        self._cuda.Context.synchronize()
+        seconds: Dict[str, float] = {}
+        for stage, start, end in self._events:
+            seconds[stage] = seconds.get(stage, 0.0) + end.time_since(start) / 1e3
+        self._events = []
+        return seconds
 
 
-if __name__ == "__main__":  # python -m cirq_quasarq.engines.cuda.loader: refresh cuda_src/program.cuh
-    (source_dir() / "program.cuh").write_text(program_header())
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m cirq_quasarq.engines.cuda.loader",
+                                     description="Tools for the CUDA engine's kernel sources.")
+    parser.add_argument("--write-headers", metavar="DIR", required=True, type=Path,
+                        help="write the generated headers (opcodes.cuh, program.cuh) into DIR, so that "
+                             "nvcc -I cuda_src -I DIR compiles every cuda_src/*.cu")
+    args = parser.parse_args(argv)
+    for path in write_generated_headers(args.write_headers):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

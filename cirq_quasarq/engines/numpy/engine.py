@@ -6,17 +6,19 @@ frames for many shots at once. Both follow docs/engine-semantics.md."""
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import numpy as np
 
-from ... import opcodes, rng
+from ...core import opcodes, rng
+from ...core.paulis import spread
+from ...core.program import AUX, COND, FLAG_INVERT, FLAGS, OP, RAND, REC, A, B, Program
+from ...core.tableau import InverseTableau
 from ...errors import OutOfMemoryError
-from ...program import AUX, COND, FLAG_INVERT, FLAGS, A, B, OP, RAND, REC, Program
 from ...schedule import Schedule
 from ..base import Engine, TableauRun, gib
 from ..walk import assignment_index, condition_refs, walk
 from .noise import NoisePlan, channel_masks, confusion_values, noise_targets
-from .paulis import spread
 from .tableau import TableauState, coin
 
 Kind = opcodes.Kind
@@ -54,16 +56,14 @@ class NumpyEngine(Engine):
 
     # ------------------------------------------------------------------ tableau mode
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
-                    reference: bool = False, state: TableauState = None) -> TableauRun:
-        """Tableau mode; `state` (NumPy only) continues from an existing tableau, in place."""
-        if state is None:
-            n = program.num_qubits
-            need = 3 * 2 * (2 * n) * max(1, (n + 63) // 64) * 8  # X and Z, and a collapse's temporaries
-            if need > self._budget():
-                raise OutOfMemoryError(
-                    f"tableau mode on {n} qubits needs about {gib(need)} of host memory; "
-                    f"{gib(self._budget())} is available to the NumPy engine")
-            state = TableauState(n)
+                    reference: bool = False, initial: Optional[InverseTableau] = None) -> TableauRun:
+        n = program.num_qubits
+        need = 3 * 2 * (2 * n) * max(1, (n + 63) // 64) * 8  # X and Z, and a collapse's temporaries
+        if need > self._budget():
+            raise OutOfMemoryError(
+                f"tableau mode on {n} qubits needs about {gib(need)} of host memory; "
+                f"{gib(self._budget())} is available to the NumPy engine")
+        state = TableauState(n) if initial is None else TableauState.from_inverse(initial)
         records = np.zeros(program.num_records, dtype=np.uint8)
         ins = schedule.instructions
         word, lane = repetition // 64, np.uint64(repetition % 64)

@@ -10,8 +10,8 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from ... import opcodes, rng
-from ...program import AUX, RAND, Program
+from ...core import opcodes, rng
+from ...core.program import AUX, RAND, Program
 from ..walk import walk
 
 _ONE = np.uint64(1)

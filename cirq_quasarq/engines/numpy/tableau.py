@@ -11,9 +11,9 @@ from typing import Tuple
 
 import numpy as np
 
-from ... import opcodes, rng
-from ..base import InverseTableau
-from .paulis import bit, inclusive_prefix_xor, popcount_rows, product_phase, spread
+from ...core import opcodes, rng
+from ...core.paulis import bit, inclusive_prefix_xor, popcount_rows, product_phase, spread
+from ...core.tableau import InverseTableau
 
 _ONE = np.uint64(1)
 
@@ -26,6 +26,16 @@ class TableauState:
         self.X = np.concatenate([ident.xx, ident.zx])
         self.Z = np.concatenate([ident.xz, ident.zz])
         self.S = np.zeros(2 * n, dtype=np.uint8)
+
+    @classmethod
+    def from_inverse(cls, inv: InverseTableau) -> "TableauState":
+        """A state holding a copy of `inv` (to continue simulating from it)."""
+        state = cls.__new__(cls)
+        state.n, state.words = inv.num_qubits, inv.xx.shape[1]
+        state.X = np.concatenate([inv.xx, inv.zx])
+        state.Z = np.concatenate([inv.xz, inv.zz])
+        state.S = np.concatenate([inv.xs, inv.zs]).astype(np.uint8)
+        return state
 
     # -- gates ---------------------------------------------------------------------------
     def apply_unitary(self, code: int, q0: np.ndarray, q1: np.ndarray) -> None:

@@ -2,9 +2,11 @@
 
 Each entry names its Stim gate, its arity and its kind; unitary entries carry the forward
 conjugation images G·P·G† of X0, Z0 (and X1, Z1) as signed Pauli strings (qubit 0 first), which
-is all an engine needs. Both engines and the CUDA sources derive their gate rules from this table:
-the NumPy engine through `FRAME_MAPS` / `INVERSE_IMAGES`, the CUDA kernels through the header that
-`cuda_header()` writes. The compiler lowers Cirq operations to these opcodes only.
+is all an engine needs. Both engines and the CUDA sources derive their gate rules from this table
+(every derived table is computed algebraically by `core.paulis`): the NumPy engine through
+`FRAME_MAPS` / `INVERSE_TABLE`, the CUDA kernels through the header that `cuda_header()` writes,
+the compiler's Clifford synthesis through `CONJUGATION`. The compiler lowers Cirq operations to
+these opcodes only.
 
 Basis-changed measurements and resets (MX, MY, RX, ...) are not engine opcodes: the compiler lowers
 them to a basis change around M / R / MR (`LOWERED_BASIS`), exactly as Stim's tableau simulator does.
@@ -17,6 +19,8 @@ import enum
 from typing import Dict, Tuple
 
 import numpy as np
+
+from . import paulis
 
 
 class Kind(enum.IntEnum):
@@ -132,53 +136,17 @@ LOWERED_BASIS = {
     "MRY": ("H_YZ", "MR", "H_YZ"),
 }
 
-# Pauli letters as (x, z) bits; Y is i·X·Z (Stim's convention).
-PAULI_BITS = {"I": (0, 0), "X": (1, 0), "Y": (1, 1), "Z": (0, 1)}
-PAULI_INDEX = {"I": 0, "X": 1, "Y": 2, "Z": 3}  # as used in channel tables
-
-
-def _parse(image: str):
-    """'+XY' -> (sign, x bits tuple, z bits tuple)."""
-    sign = 1 if image[0] == "-" else 0
-    letters = image[1:]
-    return sign, tuple(PAULI_BITS[c][0] for c in letters), tuple(PAULI_BITS[c][1] for c in letters)
-
-
-def _pauli_matrix(sign, xs, zs):
-    single = {
-        (0, 0): np.eye(2),
-        (1, 0): np.array([[0, 1], [1, 0]]),
-        (1, 1): np.array([[0, -1j], [1j, 0]]),
-        (0, 1): np.array([[1, 0], [0, -1]]),
-    }
-    m = np.array([[1.0]])
-    for q in range(len(xs)):  # little endian: qubit 0 is the least significant factor
-        m = np.kron(single[(xs[q], zs[q])], m)
-    return (-1) ** sign * m
-
-
 def unitary_of(name: str) -> np.ndarray:
-    """A unitary (little-endian, up to global phase) with the table's conjugation images.
-
-    Used by tests and by the compiler to recognise Clifford matrices; computed from the images
-    by solving U P U† = image(P) for the generators (unique up to phase)."""
+    """A unitary (little-endian: qubit 0 least significant; up to global phase) with the table's
+    conjugation images, for tests that compare against matrices: U maps |0…0> to the joint +1
+    eigenvector of the Z generators' images, and X_q to X_q's image."""
     op = BY_NAME[name]
     n = op.arity
     dim = 2**n
-    gens_in, gens_out = [], []
-    for k in range(n):
-        for j, image in enumerate(op.images[2 * k : 2 * k + 2]):
-            bits_x = tuple(1 if (q == k and j == 0) else 0 for q in range(n))
-            bits_z = tuple(1 if (q == k and j == 1) else 0 for q in range(n))
-            gens_in.append(_pauli_matrix(0, bits_x, bits_z))
-            gens_out.append(_pauli_matrix(*_parse(image)))
-    # U maps the joint +1 eigenvector of the Z-generators to that of their images, and so on for
-    # every computational basis state obtained by applying X-generators.
-    z_in = [g for i, g in enumerate(gens_in) if i % 2 == 1]
-    z_out = [g for i, g in enumerate(gens_out) if i % 2 == 1]
-    x_out = [g for i, g in enumerate(gens_out) if i % 2 == 0]
+    images = [paulis.parse(im) for im in op.images]
+    matrix = [(-1) ** sign * paulis.pauli_matrix(letters, endian="little") for sign, letters in images]
     proj = np.eye(dim, dtype=complex)
-    for g in z_out:
+    for g in matrix[1::2]:
         proj = proj @ (np.eye(dim) + g) / 2
     vals, vecs = np.linalg.eigh((proj + proj.conj().T) / 2)
     v0 = vecs[:, np.argmax(vals)]
@@ -187,66 +155,32 @@ def unitary_of(name: str) -> np.ndarray:
         v = v0
         for q in range(n):
             if (basis >> q) & 1:
-                v = x_out[q] @ v
+                v = matrix[2 * q] @ v
         u[:, basis] = v
-    del z_in
     return u
-
-
-def _inverse_images(op: Opcode):
-    """Images G†·P·G of X0, Z0 (, X1, Z1): what the inverse-tableau rows need.
-
-    Found by brute force over signed Pauli strings of the gate's arity: P' with G·P'·G† = P."""
-    n = op.arity
-    forward = [_parse(im) for im in op.images]
-
-    def apply_forward(sign, xs, zs):
-        # Image of a Pauli product under the forward map, tracking the phase with matrices.
-        m = _pauli_matrix(sign, xs, zs)
-        u = unitary_of(op.name)
-        return u @ m @ u.conj().T
-
-    out = []
-    letters = "IXYZ"
-    candidates = []
-    for idx in range(4**n):
-        s = "".join(letters[(idx >> (2 * q)) & 3] for q in range(n))
-        if s != "I" * n:
-            candidates.append(s)
-    for k in range(n):
-        for j in range(2):
-            target = _pauli_matrix(0, tuple(1 if (q == k and j == 0) else 0 for q in range(n)),
-                                   tuple(1 if (q == k and j == 1) else 0 for q in range(n)))
-            found = None
-            for s in candidates:
-                for sign in (0, 1):
-                    p = _parse(("-" if sign else "+") + s)
-                    if np.allclose(apply_forward(*p), target):
-                        found = ("-" if sign else "+") + s
-                        break
-                if found:
-                    break
-            assert found is not None, op.name
-            out.append(found)
-    del forward
-    return tuple(out)
 
 
 def _frame_map(op: Opcode) -> np.ndarray:
     """GF(2) matrix M[out_bit, in_bit] over bits (x0, z0, x1, z1) for Pauli-frame propagation."""
     m = np.zeros((4, 4), dtype=np.uint8)
     for i, image in enumerate(op.images):
-        _, xs, zs = _parse(image)
-        for q in range(op.arity):
-            m[2 * q, i] = xs[q]
-            m[2 * q + 1, i] = zs[q]
+        _, letters = paulis.parse(image)
+        for q, letter in enumerate(letters):
+            m[2 * q, i] = paulis.X_BIT[letter]
+            m[2 * q + 1, i] = paulis.Z_BIT[letter]
     if op.arity == 1:
         m[2, 2] = m[3, 3] = 1
     return m
 
 
 UNITARY_CODES = tuple(op.code for op in OPCODES if op.kind == Kind.UNITARY)
-INVERSE_IMAGES: Dict[int, Tuple[str, ...]] = {c: _inverse_images(OPCODES[c]) for c in UNITARY_CODES}
+# Per unitary opcode: G·P·G† for every local Pauli P (paulis.conjugation_table), and the images
+# G†·P·G of its generators, which the inverse-tableau rows need.
+CONJUGATION: Dict[int, Tuple[np.ndarray, np.ndarray]] = {
+    c: paulis.conjugation_table([paulis.parse(im) for im in OPCODES[c].images]) for c in UNITARY_CODES}
+INVERSE_IMAGES: Dict[int, Tuple[str, ...]] = {
+    c: tuple(paulis.format_signed(*im) for im in paulis.inverse_images([paulis.parse(s) for s in OPCODES[c].images]))
+    for c in UNITARY_CODES}
 FRAME_MAPS: Dict[int, np.ndarray] = {c: _frame_map(OPCODES[c]) for c in UNITARY_CODES}
 
 
@@ -255,11 +189,11 @@ def image_table(images_by_code: Dict[int, Tuple[str, ...]]) -> np.ndarray:
     table = np.zeros((NUM_OPCODES, 4, 5), dtype=np.int32)
     for code, images in images_by_code.items():
         for g, image in enumerate(images):
-            sign, xs, zs = _parse(image)
+            sign, letters = paulis.parse(image)
             table[code, g, 0] = sign
-            for q in range(len(xs)):
-                table[code, g, 1 + 2 * q] = xs[q]
-                table[code, g, 2 + 2 * q] = zs[q]
+            for q, letter in enumerate(letters):
+                table[code, g, 1 + 2 * q] = paulis.X_BIT[letter]
+                table[code, g, 2 + 2 * q] = paulis.Z_BIT[letter]
     return table
 
 
@@ -269,7 +203,7 @@ INVERSE_TABLE = image_table(INVERSE_IMAGES)
 def cuda_header() -> str:
     """The opcode list for `cuda_src`, generated so the kernels never keep a second list."""
     lines = [
-        "// Generated from cirq_quasarq/opcodes.py by cuda_header(); do not edit.",
+        "// Generated from cirq_quasarq/core/opcodes.py by cuda_header(); do not edit.",
         "#pragma once",
         f"#define QQ_NUM_OPCODES {NUM_OPCODES}",
     ]

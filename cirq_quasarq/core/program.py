@@ -3,7 +3,7 @@
 A Program is a struct of NumPy arrays. `instructions` is int32 [N, NUM_FIELDS]; one row per
 instruction, with these columns:
 
-- ``OP``: opcode (cirq_quasarq.opcodes).
+- ``OP``: opcode (`core.opcodes`).
 - ``A``, ``B``: targets. Arity-1/2 opcodes: qubit indices (``B`` = -1 for one qubit). Arity-0
   opcodes (``E``, ``CONFUSION``): ``A`` = start, ``B`` = count into ``ext_qubits``; for
   ``CONFUSION`` the targets are records: ``A`` is the first record slot (shifted like ``REC``).
@@ -12,7 +12,8 @@ instruction, with these columns:
   time add ``sum(i_l * loops.rec_stride[l])`` over the enclosing loops. -1 when none.
 - ``RAND``: random slot (coins, frame randomisation, noise draws), shifted the same way with
   ``loops.rand_stride``. -1 when none.
-- ``AUX``: channel id (NOISE), confusion id (CONFUSION); -1 otherwise.
+- ``AUX``: channel id (NOISE), confusion id (CONFUSION); -1 otherwise (a template's placeholder
+  rows carry -2 - slot until `Program.patched` fills them).
 - ``COND``: condition id (classical control) or -1.
 - ``FLAGS``: bit 0: invert the recorded bit (Cirq's invert_mask, -P in Pauli measurements).
 - ``STEP``: compile-time layer; instructions with the same STEP act on disjoint qubits (the
@@ -29,6 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import UnsupportedOperationError
 from . import opcodes
 
 OP, A, B, REC, RAND, AUX, COND, FLAGS, STEP = range(9)
@@ -40,7 +42,8 @@ FLAG_INVERT = 1
 class Channel:
     """A Pauli channel on `arity` qubits: outcome k applies paulis[k] with probability probs[k].
 
-    Paulis are 0=I, 1=X, 2=Y, 3=Z per target position. The identity outcome is implicit."""
+    Paulis are `core.paulis` letters (0=I, 1=X, 2=Y, 3=Z) per target position. The identity
+    outcome is implicit."""
 
     arity: int
     probs: np.ndarray  # float64 [m]
@@ -117,8 +120,13 @@ class Program:
     def num_instructions(self) -> int:
         return int(self.instructions.shape[0])
 
-    def column(self, field: int) -> np.ndarray:
-        return self.instructions[:, field]
+    def patched(self, rows: np.ndarray, ops: np.ndarray, a: np.ndarray, b: np.ndarray,
+                channels: List[Channel]) -> "Program":
+        """A copy whose rows `rows` get new OP / A / B (a template's parametrized operations,
+        resolved) and whose channels are `channels`."""
+        ins = self.instructions.copy()
+        ins[rows, OP], ins[rows, A], ins[rows, B] = ops, a, b
+        return dataclasses.replace(self, instructions=ins, channels=channels)
 
     def needs_tableau_per_shot(self) -> bool:
         """True when Pauli frames cannot express the program: a classically controlled
@@ -135,16 +143,27 @@ def _coord_add(a: Tuple[float, ...], b: Tuple[float, ...]) -> Tuple[float, ...]:
 
 
 class ProgramBuilder:
-    """Appends instructions while tracking record/random slots and loop nesting.
+    """The only writer of instruction rows: appends instructions while tracking record / random
+    slots, loop nesting and steps.
 
-    The compiler calls `gate`, `measure`, `reset`, `noise`, ... in circuit order, and
-    `begin_loop` / `end_loop` around a repeated body; slots inside a body are numbered for
-    iteration 0 and the loop's strides are computed when it ends."""
+    Rows are written in moments: `next_step()` (alias `begin_moment()`) opens a moment at a new
+    STEP; a row at position p of the open moment gets STEP = moment step + p, and rows are kept
+    grouped by position (all position-0 rows of the moment, then position 1, ...), so that rows
+    sharing a STEP are contiguous and act on disjoint qubits (the scheduler layers them at once).
+    Positions come from the caller (the compiler places each operation's instructions as soon as
+    possible per qubit); tests and benchmarks simply write at position 0 of a fresh step.
+
+    `cond` is the classical condition rows get unless a call names one (-1: unconditional).
+    Slots inside a loop body are numbered for iteration 0; the loop's strides are computed when
+    it ends."""
 
     def __init__(self, num_qubits: int):
         self.num_qubits = num_qubits
-        self._rows: List[Tuple[int, ...]] = []
-        self._arrays: List[np.ndarray] = []  # bulk-appended blocks, already [k, NUM_FIELDS]
+        self._flat: List[int] = []  # rows, NUM_FIELDS ints each, up to the open moment's position 0
+        self._buckets: List[List[int]] = []  # rows at positions 1, 2, ... of the open moment
+        self._blocks: List[np.ndarray] = []  # finished [k, NUM_FIELDS] blocks, in order
+        self.step = 0  # STEP of the open moment's position 0
+        self.cond = -1
         self.num_records = 0
         self.num_rand = 0
         self.ext_qubits: List[int] = []
@@ -160,7 +179,6 @@ class ProgramBuilder:
         self._key_entries: List[Tuple[str, np.ndarray, Tuple[int, ...]]] = []
         # (kind, iteration-0 records [k], open loop ids, coords, observable index, records so far)
         self._annotation_entries: List[Tuple[str, np.ndarray, Tuple[int, ...], Tuple[float, ...], int, int]] = []
-        self.step = 0
         # Per-iteration names of key entries (Cirq's repetition ids): entry index -> names.
         self._key_names: Dict[int, List[str]] = {}
         # Detector coordinate offset (stimcirq ShiftCoordsAnnotation) and, per loop, its offset
@@ -170,24 +188,73 @@ class ProgramBuilder:
         self._coord_strides: Dict[int, Tuple[float, ...]] = {}
         self._coord_shift_cache: Dict[Tuple[int, ...], np.ndarray] = {}
 
-    # -- basic emission -------------------------------------------------------------------
-    def _flush_rows(self):
-        if self._rows:
-            self._arrays.append(np.array(self._rows, dtype=np.int32).reshape(-1, NUM_FIELDS))
-            self._rows = []
-
-    def emit(self, op: int, a: int = -1, b: int = -1, rec: int = -1, rand: int = -1, aux: int = -1,
-             cond: int = -1, flags: int = 0, step: Optional[int] = None) -> None:
-        self._rows.append((op, a, b, rec, rand, aux, cond, flags, self.step if step is None else step))
-
-    def emit_block(self, block: np.ndarray) -> None:
-        """Append a prepared int32 [k, NUM_FIELDS] block (vectorised compilation paths)."""
-        self._flush_rows()
-        self._arrays.append(np.ascontiguousarray(block, dtype=np.int32))
+    # -- moments and the one row writer ----------------------------------------------------
+    def end_moment(self) -> None:
+        """Move the open moment's later positions after its position-0 rows (each a new STEP)."""
+        for bucket in self._buckets:
+            self._flat.extend(bucket)
+            self.step += 1
+        self._buckets = []
 
     def next_step(self) -> int:
+        """Close the open moment and open a new one; returns its STEP."""
+        self.end_moment()
         self.step += 1
         return self.step
+
+    begin_moment = next_step
+
+    def max_pos(self) -> int:
+        """The highest position written in the open moment."""
+        return len(self._buckets)
+
+    def _bucket(self, pos: int) -> List[int]:
+        if pos == 0:
+            return self._flat
+        buckets = self._buckets
+        while len(buckets) < pos:
+            buckets.append([])
+        return buckets[pos - 1]
+
+    def emit(self, op: int, a: int = -1, b: int = -1, rec: int = -1, rand: int = -1, aux: int = -1,
+             flags: int = 0, cond: Optional[int] = None, pos: int = 0) -> None:
+        """Write one row at position `pos` of the open moment."""
+        self._bucket(pos).extend((op, a, b, rec, rand, aux, self.cond if cond is None else cond, flags,
+                                  self.step + pos))
+
+    def lowered(self, rows: Sequence[Tuple[int, int, int, int, int]], qubits: Sequence, index: Dict) -> None:
+        """The compiler's fast path: rows (opcode, local a, local b, position, channel) of a lowered
+        gate on `qubits` (program indices `index[qubit]`); a channel >= 0 takes a random slot."""
+        cond, step = self.cond, self.step
+        for code, la, lb, pos, channel in rows:
+            a = index[qubits[la]]
+            b = index[qubits[lb]] if lb >= 0 else -1
+            if channel < 0:
+                row = (code, a, b, -1, -1, -1, cond, 0, step + pos)
+            else:
+                rand = self.num_rand
+                self.num_rand = rand + 1
+                row = (code, a, b, -1, rand, channel, cond, 0, step + pos)
+            if pos:
+                self._bucket(pos).extend(row)
+            else:
+                self._flat.extend(row)
+
+    def gate_layer(self, codes: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        """A whole layer of unitary opcodes on disjoint qubits at position 0 of a new step, in one
+        block (benchmarks building large circuits)."""
+        step = self.next_step()
+        block = np.full((len(codes), NUM_FIELDS), -1, dtype=np.int32)
+        block[:, OP], block[:, A], block[:, B] = codes, a, b
+        block[:, FLAGS], block[:, STEP] = 0, step
+        self._flush()
+        self._blocks.append(block)
+
+    def _flush(self) -> None:
+        if self._flat:
+            flat = self._flat
+            self._blocks.append(np.fromiter(flat, dtype=np.int32, count=len(flat)).reshape(-1, NUM_FIELDS))
+            self._flat = []
 
     def take_records(self, k: int) -> int:
         start = self.num_records
@@ -200,20 +267,26 @@ class ProgramBuilder:
         return start
 
     # -- typed helpers ----------------------------------------------------------------------
-    def gate(self, name: str, q0: int, q1: int = -1, cond: int = -1) -> None:
-        self.emit(opcodes.CODE[name], q0, q1, cond=cond)
+    def gate(self, name: str, q0: int, q1: int = -1, cond: Optional[int] = None, pos: int = 0) -> None:
+        self.emit(opcodes.CODE[name], q0, q1, cond=cond, pos=pos)
 
-    def measure(self, q: int, invert: bool = False, reset: bool = False, cond: int = -1) -> int:
+    def measure(self, q: int, invert: bool = False, reset: bool = False, cond: Optional[int] = None,
+                pos: int = 0) -> int:
         """Z measurement (MR when reset); returns its record slot (iteration-0 numbering)."""
         rec = self.take_records(1)
-        self.emit(opcodes.CODE["MR" if reset else "M"], q, -1, rec=rec, rand=self.take_rand(),
-                  flags=FLAG_INVERT if invert else 0, cond=cond)
+        self.emit(opcodes.CODE["MR" if reset else "M"], q, -1, rec, self.take_rand(), -1,
+                  FLAG_INVERT if invert else 0, cond, pos)
         return rec
 
-    def reset(self, q: int, cond: int = -1) -> None:
-        self.emit(opcodes.CODE["R"], q, -1, rand=self.take_rand(), cond=cond)
+    def reset(self, q: int, cond: Optional[int] = None, pos: int = 0) -> None:
+        self.emit(opcodes.CODE["R"], q, -1, -1, self.take_rand(), cond=cond, pos=pos)
+
+    def placeholder(self, q: int, slot: int, pos: int = 0) -> None:
+        """An `I` row on q marked (AUX = -2 - slot) for a parametrized operation's later patch."""
+        self.emit(opcodes.CODE["I"], q, -1, aux=-2 - slot, pos=pos)
 
     def channel_id(self, arity: int, probs: Sequence[float], paulis: Sequence[Sequence[int]]) -> int:
+        """The id of a Pauli channel (equal channels share one); paulis as core.paulis letters."""
         probs_arr = np.asarray(probs, dtype=np.float64)
         paulis_arr = np.asarray(paulis, dtype=np.uint8).reshape(len(probs_arr), arity)
         keep = probs_arr > 0
@@ -224,22 +297,31 @@ class ProgramBuilder:
             self.channels.append(Channel(arity, probs_arr, paulis_arr))
         return self._channel_ids[key]
 
-    def noise(self, name: str, qubits: Sequence[int], channel: int, cond: int = -1) -> None:
+    def channel_slot(self, arity: int) -> int:
+        """A new, empty channel whose probabilities a parametrized operation fills in later."""
+        self.channels.append(Channel(arity, np.zeros(0, dtype=np.float64), np.zeros((0, arity), dtype=np.uint8)))
+        return len(self.channels) - 1
+
+    def noise(self, name: str, qubits: Sequence[int], channel: int, cond: Optional[int] = None,
+              pos: int = 0, ext_paulis: Optional[Sequence[int]] = None) -> None:
+        """A Pauli channel instruction. Arity-0 opcodes (E) list their targets (and, for a single
+        Pauli product, that product) in ext_qubits / ext_paulis."""
         op = opcodes.BY_NAME[name]
         if op.arity == 0:
             start = len(self.ext_qubits)
             self.ext_qubits.extend(int(q) for q in qubits)
-            self.ext_paulis.extend([0] * len(qubits))
-            self.emit(op.code, start, len(qubits), rand=self.take_rand(), aux=channel, cond=cond)
+            self.ext_paulis.extend(ext_paulis if ext_paulis is not None else [0] * len(qubits))
+            self.emit(op.code, start, len(qubits), -1, self.take_rand(), channel, cond=cond, pos=pos)
         else:
             q1 = int(qubits[1]) if op.arity == 2 else -1
-            self.emit(op.code, int(qubits[0]), q1, rand=self.take_rand(), aux=channel, cond=cond)
+            self.emit(op.code, int(qubits[0]), q1, -1, self.take_rand(), channel, cond=cond, pos=pos)
 
-    def confusion(self, first_record: int, matrix: np.ndarray) -> None:
+    def confusion(self, first_record: int, matrix: np.ndarray, pos: int = 0) -> None:
+        """A classical channel on the k = log2(len(matrix)) records from `first_record` on."""
         k = int(round(np.log2(matrix.shape[0])))
         self.confusions.append(Confusion(k, np.asarray(matrix, dtype=np.float64)))
-        self.emit(opcodes.CODE["CONFUSION"], first_record, k, rec=first_record,
-                  rand=self.take_rand(), aux=len(self.confusions) - 1)
+        self.emit(opcodes.CODE["CONFUSION"], first_record, k, first_record, self.take_rand(),
+                  len(self.confusions) - 1, pos=pos)
 
     def condition(self, refs: Sequence[Tuple[int, int]], table: Sequence[bool]) -> int:
         self.conditions.append(Condition(np.asarray(refs, dtype=np.int64).reshape(-1, 2),
@@ -253,7 +335,8 @@ class ProgramBuilder:
     def begin_loop(self, count: int) -> int:
         loop_id = len(self.loops)
         self.loops.append(Loop(count=count, rec_stride=0, rand_stride=0, depth=self.depth + 1))
-        self.emit(opcodes.CODE["REPEAT"], loop_id, -1, step=self.next_step())
+        self.next_step()
+        self.emit(opcodes.CODE["REPEAT"], loop_id, -1, cond=-1)
         self._open_loops.append((loop_id, self.num_records, self.num_rand))
         self._coord_start[loop_id] = self.coord_offset
         self.next_step()
@@ -272,7 +355,8 @@ class ProgramBuilder:
             stride = _coord_add(self.coord_offset, tuple(-c for c in start))
             self._coord_strides[loop_id] = stride
             self.coord_offset = _coord_add(start, tuple(c * loop.count for c in stride))
-        self.emit(opcodes.CODE["END_REPEAT"], loop_id, -1, step=self.next_step())
+        self.next_step()
+        self.emit(opcodes.CODE["END_REPEAT"], loop_id, -1, cond=-1)
         self.next_step()
 
     def _open_ids(self) -> Tuple[int, ...]:
@@ -345,7 +429,6 @@ class ProgramBuilder:
         for key, blocks in grouped.items():
             widths = {b.shape[1] for b in blocks}
             if len(widths) > 1:
-                from .errors import UnsupportedOperationError
                 raise UnsupportedOperationError(
                     f"measurement key {key!r} is measured on different numbers of qubits {sorted(widths)}")
             recs = np.concatenate(blocks)
@@ -367,8 +450,9 @@ class ProgramBuilder:
 
     def build(self, qubits: Tuple = ()) -> Program:
         assert not self._open_loops, "unbalanced loops"
-        self._flush_rows()
-        ins = (np.concatenate(self._arrays) if self._arrays
+        self.end_moment()
+        self._flush()
+        ins = (np.concatenate(self._blocks) if self._blocks
                else np.zeros((0, NUM_FIELDS), dtype=np.int32))
         keys = self._expand_keys()
         detectors, observables = self._expand_annotations()

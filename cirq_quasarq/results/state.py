@@ -1,8 +1,7 @@
 """The final state users see: stabilizers, destabilizers, a cirq.CliffordTableau, a state vector.
 
-Engines keep the inverse tableau (Stim's convention); the forward tableau Cirq uses (rows = the
-destabilizers then the stabilizers, each a signed Pauli string over the qubits) is derived here,
-once, when asked for."""
+Engines return the inverse tableau (Stim's convention, `core.tableau.InverseTableau`); the forward
+tableau Cirq uses is derived from it (`InverseTableau.forward`), once, when asked for."""
 
 from __future__ import annotations
 
@@ -12,47 +11,17 @@ from typing import Dict, List
 import cirq
 import numpy as np
 
-from .engines.base import InverseTableau
-from .engines.numpy.paulis import product_phase
-from .errors import TooLargeError
+from ..core.tableau import InverseTableau
+from ..errors import TooLargeError
 
 MAX_STATE_VECTOR_QUBITS = 20
 
 
 def forward_tableau(inv: InverseTableau) -> cirq.CliffordTableau:
-    """The forward tableau T (Cirq's convention) of the inverse tableau T⁻¹.
-
-    Bits are a relabelling: D_p's X bit on qubit k is bit p of xrow[k].z... (see
-    docs/engine-semantics.md); each sign comes from mapping the unsigned generator back through T⁻¹
-    (a product of inverse rows), which must give ±X_p / ±Z_p."""
-    n = inv.num_qubits
-    xx, xz, zx, zz = inv.bits()
-    # Forward bits, rows = generators p, columns = qubits k.
-    d_x, d_z = zz.T, xz.T  # destabilizer D_p = T X_p T⁻¹
-    s_x, s_z = zx.T, xx.T  # stabilizer S_p = T Z_p T⁻¹
-    gen_x = np.concatenate([d_x, s_x])
-    gen_z = np.concatenate([d_z, s_z])
-    words = inv.xx.shape[1]
-    acc_x = np.zeros((2 * n, words), dtype=np.uint64)
-    acc_z = np.zeros_like(acc_x)
-    log_i = np.zeros(2 * n, dtype=np.int64)
-    for k in range(n):
-        use_x, use_z = gen_x[:, k], gen_z[:, k]
-        log_i += (use_x & use_z).astype(np.int64)  # Y = i·X·Z
-        for use, rx, rz, rs in ((use_x, inv.xx[k], inv.xz[k], inv.xs[k]),
-                                (use_z, inv.zx[k], inv.zz[k], inv.zs[k])):
-            if not use.any():
-                continue
-            sel = np.flatnonzero(use)
-            ax, az = acc_x[sel], acc_z[sel]
-            log_i[sel] += product_phase(ax, az, rx[None, :], rz[None, :]) + 2 * int(rs)
-            acc_x[sel] = ax ^ rx
-            acc_z[sel] = az ^ rz
-    assert np.all(log_i % 2 == 0), "inverse tableau is not a valid Clifford"
-    table = cirq.CliffordTableau(num_qubits=n)
-    table.xs = gen_x.astype(bool)
-    table.zs = gen_z.astype(bool)
-    table.rs = ((log_i & 3) >> 1).astype(bool)
+    """The forward tableau T (Cirq's convention) of the inverse tableau T⁻¹."""
+    xs, zs, rs = inv.forward()
+    table = cirq.CliffordTableau(num_qubits=inv.num_qubits)
+    table.xs, table.zs, table.rs = xs, zs, rs
     return table
 
 
@@ -104,17 +73,6 @@ class QuasarqState:
 
     def to_numpy(self) -> np.ndarray:
         return self.state_vector()
-
-    def tableau_state(self):
-        """A fresh NumPy TableauState holding this state (to continue simulating from it)."""
-        from .engines.numpy.tableau import TableauState
-
-        inv = self.inverse_tableau
-        state = TableauState(self.n)
-        state.X = np.concatenate([inv.xx, inv.zx]).copy()
-        state.Z = np.concatenate([inv.xz, inv.zz]).copy()
-        state.S = np.concatenate([inv.xs, inv.zs]).copy()
-        return state
 
     def copy(self) -> "QuasarqState":
         return QuasarqState(self.inverse_tableau, self.qubits)

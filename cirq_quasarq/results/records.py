@@ -9,7 +9,7 @@ from typing import Dict
 
 import numpy as np
 
-from .program import Program
+from ..core.program import Program
 
 
 def unpack_records(packed: np.ndarray, shots: int) -> np.ndarray:

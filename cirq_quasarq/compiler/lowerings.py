@@ -1,0 +1,210 @@
+"""Lowerings that write their own rows: measurements, resets, multi-qubit noise, stimcirq's
+feedback, sweep bits and annotations.
+
+Each is a registry entry (`registry.py`), called as ``lowering(em, op, gate, scope, at)`` with the
+`emitter.Emitter` of the compilation, the operation's `keys.Scope` and its `emitter.Cursor`; gate-
+less operations (stimcirq's annotations) get ``gate=None``. They write rows only through `em.b`
+(the ProgramBuilder) and keys only through `em.register_key` / `em.read_key`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, List
+
+import cirq
+import numpy as np
+
+from .. import errors
+from ..core import opcodes, paulis
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .emitter import Cursor, Emitter
+    from .keys import Scope
+
+_BASIS_TO_Z = {paulis.X: "H", paulis.Y: "H_YZ"}  # self-inverse basis changes to Z
+PAULI_NAMES = {cirq.X: "X", cirq.Y: "Y", cirq.Z: "Z"}
+
+
+def sweep_opcode(gate, value) -> str:
+    """The opcode of stimcirq.SweepPauli `gate` when its sweep bit resolves to `value`."""
+    return PAULI_NAMES[gate.pauli] if bool(value) else "I"
+
+
+def _no_control(em: "Emitter", op, what: str) -> None:
+    if em.controlled:
+        em.fail(errors.UnsupportedOperationError, op,
+                f"a classically controlled {what} is not supported (its record would exist only "
+                "in some shots)")
+
+
+def measurement(em: "Emitter", op, gate: cirq.MeasurementGate, scope: "Scope", at: "Cursor") -> None:
+    _no_control(em, op, "measurement")
+    if any(d != 2 for d in cirq.qid_shape(gate)):
+        em.fail(errors.UnsupportedOperationError, op, "measurement of qudits")
+    qs = [scope.qidx[q] for q in op.qubits]
+    n = len(qs)
+    mask = gate.invert_mask
+    inv = [bool(mask[i]) if i < len(mask) else False for i in range(n)]
+    cmap = gate.confusion_map
+    order = list(range(n))
+    if cmap:  # each confusion group's records must be consecutive, in the group's order
+        grouped = [i for idxs in cmap for i in idxs]
+        order = grouped + [i for i in range(n) if i not in set(grouped)]
+    b = em.b
+    slots = [0] * n
+    for i in order:
+        slots[i] = b.measure(qs[i], invert=inv[i], pos=at.place((qs[i],)))
+    for idxs, matrix in cmap.items():
+        k = len(idxs)
+        matrix = np.asarray(matrix, dtype=np.float64)
+        # Cirq confuses the raw bits and inverts afterwards (SimulationState.measure); our
+        # CONFUSION acts on the recorded (inverted) bits, so conjugate the matrix by the
+        # group's invert mask. When Cirq samples terminal measurements it inverts first
+        # (Simulator._confuse_results); the compiler follows the path Cirq would take.
+        v = 0
+        for i in idxs:
+            v = (v << 1) | int(inv[i])
+        if v and not em.cirq_samples_terminally():
+            perm = np.arange(1 << k) ^ v
+            matrix = matrix[perm][:, perm]
+        b.confusion(slots[idxs[0]], matrix, pos=at.place([qs[i] for i in idxs]))
+    em.register_key(scope.key_of(gate.mkey), slots)
+
+
+def pauli_measurement(em: "Emitter", op, gate: cirq.PauliMeasurementGate, scope: "Scope", at: "Cursor") -> None:
+    """A Pauli-string measurement: basis change to Z, CX parity onto the first qubit, M, undo."""
+    _no_control(em, op, "measurement")
+    obs = gate.observable()
+    coefficient = complex(obs.coefficient)
+    if abs(coefficient - 1) > 1e-9 and abs(coefficient + 1) > 1e-9:
+        em.fail(errors.UnsupportedOperationError, op, "Pauli measurement with a coefficient "
+                "other than +1 or -1")
+    support = [(scope.qidx[q], int(m)) for q, m in zip(op.qubits, obs.pauli_mask) if m]
+    if not support:
+        em.fail(errors.UnsupportedOperationError, op, "measurement of the identity")
+    before = [(_BASIS_TO_Z[m], (q,)) for q, m in support if m in _BASIS_TO_Z]
+    first = support[0][0]
+    before += [("CX", (q, first)) for q, _ in support[1:]]
+    b = em.b
+    for name, qs in before:
+        b.gate(name, *qs, pos=at.place(qs))
+    rec = b.measure(first, invert=coefficient.real < 0, pos=at.place((first,)))
+    for name, qs in reversed(before):
+        b.gate(name, *qs, pos=at.place(qs))
+    em.register_key(scope.key_of(gate.mkey), [rec])
+
+
+def measure_reset(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
+    """stimcirq.MeasureAndOrResetGate: M / R / MR in the X, Y or Z basis (with a flip chance)."""
+    if gate.measure:
+        _no_control(em, op, "measurement")
+    q = scope.qidx[op.qubits[0]]
+    core = ("MR" if gate.reset else "M") if gate.measure else "R"
+    if gate.basis not in ("X", "Y", "Z"):
+        em.fail(errors.UnsupportedOperationError, op, f"unknown basis {gate.basis!r}")
+    if gate.basis == "Z":
+        before = after = None
+    else:
+        before, core, after = opcodes.LOWERED_BASIS[core + gate.basis]
+    b = em.b
+    if before is not None:
+        b.gate(before, q, pos=at.place((q,)))
+    pos = at.place((q,))
+    if gate.measure:
+        rec = b.measure(q, invert=bool(gate.invert_measure), reset=core == "MR", pos=pos)
+    else:
+        b.reset(q, pos=pos)
+    if after is not None:
+        b.gate(after, q, pos=at.place((q,)))
+    if gate.measure:
+        p = float(gate.measure_flip_probability or 0)
+        if p > 0:
+            b.confusion(rec, np.array([[1 - p, p], [p, 1 - p]]), pos=at.place((q,)))
+        key = gate.key if isinstance(gate.key, cirq.MeasurementKey) else \
+            cirq.MeasurementKey.parse_serialized(str(gate.key))
+        em.register_key(scope.key_of(key), [rec])
+
+
+def reset(em: "Emitter", op, gate: cirq.ResetChannel, scope: "Scope", at: "Cursor") -> None:
+    if gate.dimension != 2:
+        em.fail(errors.UnsupportedOperationError, op, "reset of a qudit")
+    for q in op.qubits:
+        i = scope.qidx[q]
+        em.b.reset(i, pos=at.place((i,)))
+
+
+def noise_on_many(name: str, channel: int, ext_paulis=None):
+    """A Pauli channel over any number of qubits (Stim's E): its targets go to ext_qubits."""
+
+    def lower(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
+        qs = [scope.qidx[q] for q in op.qubits]
+        em.b.noise(name, qs, channel, pos=at.place(qs), ext_paulis=ext_paulis)
+
+    return lower
+
+
+def sweep_pauli(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
+    """stimcirq.SweepPauli: the Pauli when the sweep bit (a Cirq symbol) is 1."""
+    q = scope.qidx[op.qubits[0]]
+    if em.mode != "resolve":
+        return em.template_slot("sweep", op, scope, [q], 1, at)
+    name = sweep_opcode(gate, em.resolve_symbol(gate.cirq_sweep_symbol, scope, op))
+    if name != "I":
+        em.b.gate(name, q, pos=at.place((q,)))
+
+
+def feedback_pauli(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
+    """stimcirq.FeedbackPauli: the Pauli where an earlier record (relative index) is 1."""
+    q = scope.qidx[op.qubits[0]]
+    b = em.b
+    rec = b.num_records + int(gate.relative_measurement_index)
+    if rec < 0:
+        raise errors.MeasurementKeyError(
+            f"{op!r} at {em.where()} looks back {-gate.relative_measurement_index} records, "
+            f"but only {b.num_records} were written before it")
+    if em.controls:
+        em.fail(errors.UnsupportedOperationError, op, "feedback under another classical control")
+    cid = b.condition([(rec, em.loop_depth)], [False, True])
+    with em.under(cid, em.controls):
+        b.gate(PAULI_NAMES[gate.pauli], q, pos=at.after(b.max_pos() + 1).place((q,)))
+
+
+# -- stimcirq annotations (gate-less operations) --------------------------------------------------------
+
+
+def shift_coords(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
+    em.b.shift_coords(op.shift)
+
+
+def _annotation_records(em: "Emitter", op, scope: "Scope") -> List[int]:
+    """The records a detector / observable XORs: its keys' latest instances, then relative ones."""
+    b = em.b
+    records: List[int] = []
+    for key in sorted(op.parity_keys):
+        mkey = key if isinstance(key, cirq.MeasurementKey) else cirq.MeasurementKey.parse_serialized(str(key))
+        slots, _ = em.read_key(scope, mkey, op, False, lambda depth: None, True)
+        records.extend(int(s) for s in slots)
+    for k in sorted(op.relative_keys):
+        r = b.num_records + int(k)
+        if k >= 0 or r < 0:
+            raise errors.MeasurementKeyError(
+                f"{op!r} at {em.where()} refers to record {k} with only {b.num_records} "
+                "records written before it")
+        records.append(r)
+    return records
+
+
+def detector(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
+    """stimcirq.DetAnnotation, its coordinates shifted by the ShiftCoords seen so far."""
+    records = _annotation_records(em, op, scope)
+    offset = em.b.coord_offset
+    coords = tuple(float(c) + (offset[i] if i < len(offset) else 0.0)
+                   for i, c in enumerate(op.coordinate_metadata))
+    em.b.add_annotation("detector", records, coords)
+
+
+def observable(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
+    """stimcirq.CumulativeObservableAnnotation."""
+    if getattr(op, "pauli_keys", None):
+        em.fail(errors.UnsupportedOperationError, op, "observables with pauli_keys")
+    em.b.add_annotation("observable", _annotation_records(em, op, scope), (), int(op.observable_index))

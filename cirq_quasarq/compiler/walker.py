@@ -1,0 +1,300 @@
+"""The walk: `cirq.Circuit` -> `Program`, visiting every operation once.
+
+Each operation is looked up in the registry (`registry.py`: exact value, protocol, type, unitary,
+channel, decompose) and compiled by the `Lowering` it gets; the walk itself handles only the
+structure around operations: moments, tags, `CircuitOperation` (REPEAT blocks; the body is walked
+once), classical control, parametrized operations (template slots, `template.py`) and
+decomposition. What is left raises `UnsupportedOperationError` naming the operation, its moment
+and what was tried.
+
+Rows: every moment opens a new step of the ProgramBuilder; an instruction at position p of its
+operation's lowering (as soon as possible per qubit, `emitter.Cursor`) gets step `moment step +
+p`, so instructions of one step touch disjoint qubits. Each gate's lowering is turned once per walk
+into a plan: a tuple of ready rows for unitaries and one- or two-qubit channels (the common case:
+one builder call per operation), or a callable for the rest.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Dict, List, Optional, Tuple
+
+import cirq
+import sympy
+
+from .. import errors
+from ..core import opcodes
+from ..core.program import Program
+from .conditions import condition_table
+from .emitter import Cursor, Emitter
+from .keys import Scope
+from .lowerings import noise_on_many
+from .params import resolve_chain
+from .registry import Lowering, lower, lower_operation
+from .template import probe_slot
+
+CODE = opcodes.CODE
+_TAGGED = cirq.TaggedOperation
+_CIRCUIT_OP = cirq.CircuitOperation
+_CONTROLLED = cirq.ClassicallyControlledOperation
+
+
+class Rewalk(Exception):
+    """Template mode met something that only a resolved walk can compile."""
+
+
+class Ops:
+    """A pseudo-moment: operations on disjoint qubits from a noise model's OP_TREE."""
+
+    __slots__ = ("operations",)
+
+    def __init__(self, operations):
+        self.operations = tuple(operations)
+
+
+def unitary_plan(ops) -> Tuple:
+    """(code, local a, local b, position, channel) rows, positions as soon as possible per local
+    qubit."""
+    at = Cursor()
+    rows = []
+    for name, targets in ops:
+        p = at.place(targets)
+        rows.append((CODE[name], targets[0], targets[1] if len(targets) > 1 else -1, p, -1))
+    return tuple(rows)
+
+
+class Walker(Emitter):
+    """One compilation (see `Emitter` for the state lowerings use)."""
+
+    def __init__(self, qubits: Tuple, mode: str = "template", resolver=None):
+        super().__init__(qubits, mode, resolver)
+        self._plans: Dict[int, Any] = {}  # id(gate) -> plan; `_keep` keeps the ids valid
+        self._keep: List[Any] = []
+
+    def run(self, moments, indices: Optional[List[int]] = None) -> Program:
+        """Compile top-level moments (`indices`: their moment numbers in the user's circuit)."""
+        qidx = {q: i for i, q in enumerate(self.qubits)}
+        self._walk(moments, Scope(qidx), indices)
+        return self.b.build(self.qubits)
+
+    # -- the walk -------------------------------------------------------------------------------
+    def _walk(self, moments, scope: Scope, indices: Optional[List[int]] = None) -> None:
+        plans = self._plans
+        plan_of = self._plan
+        b = self.b
+        lowered = b.lowered
+        loc = self.loc
+        loc.append(0)
+        for mi, moment in enumerate(moments):
+            ops = moment.operations
+            if not ops:
+                continue
+            loc[-1] = mi if indices is None else indices[mi]
+            b.begin_moment()
+            qidx = scope.qidx
+            for op in ops:
+                gate = op.gate
+                if gate is not None:
+                    plan = plans.get(id(gate))
+                    if plan is None:
+                        plan = plan_of(gate)
+                    if plan.__class__ is tuple:
+                        lowered(plan, op.qubits, qidx)
+                    else:
+                        plan(op, gate, scope, Cursor())
+                else:
+                    self.emit_op(op, scope, Cursor())
+            b.end_moment()
+        loc.pop()
+
+    def emit_op(self, op, scope: Scope, at: Cursor) -> None:
+        """Any operation, placed by `at` after earlier instructions of the same operation."""
+        gate = op.gate
+        if gate is not None:
+            plan = self._plans.get(id(gate))
+            if plan is None:
+                plan = self._plan(gate)
+            if plan.__class__ is tuple:
+                if any(q not in scope.qidx for q in op.qubits):
+                    self.fail(errors.UnsupportedOperationError, op, "it acts on qubits outside the circuit")
+                qi = [scope.qidx[q] for q in op.qubits]
+                for code, la, lb, _, channel in plan:
+                    qs = (qi[la],) if lb < 0 else (qi[la], qi[lb])
+                    self.b.emit(code, qs[0], qs[1] if lb >= 0 else -1, -1,
+                                -1 if channel < 0 else self.b.take_rand(), channel, pos=at.place(qs))
+            else:
+                plan(op, gate, scope, at)
+            return
+        if isinstance(op, _TAGGED):
+            return self.emit_op(op.untagged, scope, at)
+        if isinstance(op, _CIRCUIT_OP):
+            at.free.clear()
+            return self._circuit_op(op, scope)
+        if isinstance(op, _CONTROLLED):
+            return self._controlled(op, scope, at)
+        lowering = lower_operation(op)
+        if lowering.kind == Lowering.EMIT:
+            return lowering.emit(self, op, None, scope, at)
+        self._decompose(op, scope, at)
+
+    def _decompose(self, op, scope: Scope, at: Cursor) -> None:
+        try:
+            parts = cirq.decompose_once(op, default=None)
+        except (TypeError, ValueError) as error:
+            parts, reason = None, f" ({error})"
+        else:
+            reason = ""
+        if parts is None:
+            self.fail(errors.UnsupportedOperationError, op,
+                      "it is not a measurement, reset, Pauli noise channel, annotation, classical "
+                      "control or subcircuit, the registry has no lowering for it (exact value, "
+                      "protocol, type, Clifford unitary, Pauli channel) and cirq.decompose_once "
+                      f"gives nothing{reason}")
+        for part in cirq.flatten_to_ops(parts):
+            self.emit_op(part, scope, at)
+
+    # -- plans per gate object ------------------------------------------------------------------
+    def _plan(self, gate):
+        plan = self._plan_of(lower(gate, cirq.num_qubits(gate)), gate)
+        self._plans[id(gate)] = plan
+        self._keep.append(gate)
+        return plan
+
+    def _plan_of(self, lowering: Lowering, gate):
+        kind = lowering.kind
+        if kind == Lowering.OPS:
+            return unitary_plan(lowering.ops)
+        if kind == Lowering.NOISE:
+            spec = lowering.spec
+            if spec is None:
+                return ()
+            channel = self.b.channel_id(spec.arity, spec.probs, spec.paulis)
+            if opcodes.BY_NAME[spec.opname].arity == 0:  # E: targets in ext_qubits
+                ext = spec.paulis[0] if len(spec.probs) == 1 else None
+                return functools.partial(noise_on_many(spec.opname, channel, ext), self)
+            return ((CODE[spec.opname], 0, 1 if spec.arity == 2 else -1, 0, channel),)
+        if kind == Lowering.EMIT:
+            return functools.partial(lowering.emit, self)
+        if kind == Lowering.PARAMETRIZED:
+            return self._parametrized
+        if kind == Lowering.DECOMPOSE:
+            return lambda op, gate, scope, at: self._decompose(op, scope, at)
+        error = lowering.error_for(gate)
+        return lambda op, gate, scope, at: self.fail(type(error), op, str(error))
+
+    # -- parameters -----------------------------------------------------------------------------
+    def _parametrized(self, op, gate, scope: Scope, at: Cursor) -> None:
+        if self.mode == "resolve":
+            resolved = resolve_chain(op, scope.resolvers, self.resolver)
+            if cirq.is_parameterized(resolved):
+                self.fail(errors.UnsupportedOperationError, op,
+                          f"unresolved parameters {sorted(cirq.parameter_names(resolved))} "
+                          "(symbols were not specified in the resolver)")
+            return self.emit_op(resolved, scope, at)
+        info = probe_slot(op, scope.resolvers)
+        if info is None:
+            raise Rewalk()
+        kind, size = info
+        qs = [scope.qidx[q] for q in op.qubits]
+        if kind == "noise":
+            channel = self.b.channel_slot(len(qs))
+            name = {1: "PAULI_CHANNEL_1", 2: "PAULI_CHANNEL_2"}.get(len(qs), "E")
+            self.b.noise(name, qs, channel, pos=at.place(qs))
+            self.template_slot("noise", op, scope, qs, 0, at, channel)
+            return
+        self.template_slot(kind, op, scope, qs, size, at)
+
+    # -- subcircuits ------------------------------------------------------------------------------
+    def _circuit_op(self, op: cirq.CircuitOperation, scope: Scope) -> None:
+        if op.repeat_until is not None:
+            self.fail(errors.UnsupportedOperationError, op,
+                      "repeat_until loops depend on measurement results (not supported)")
+        reps = op.repetitions
+        if isinstance(reps, sympy.Basic):
+            if self.mode != "resolve":
+                raise Rewalk()
+            reps = resolve_chain(reps, scope.resolvers, self.resolver)
+            if isinstance(reps, sympy.Basic) and not reps.is_number:
+                self.fail(errors.UnsupportedOperationError, op, f"unresolved repetitions {reps}")
+            if abs(float(reps) - round(float(reps))) > 1e-9:
+                self.fail(errors.UnsupportedOperationError, op, f"non-integer repetitions {reps}")
+        reps = int(round(float(reps)))
+        if reps == 0:
+            return
+        body = op.circuit
+        if reps < 0:
+            try:
+                body = cirq.inverse(body.unfreeze())
+            except TypeError as error:
+                self.fail(errors.UnsupportedOperationError, op, f"negative repetitions of a body "
+                          f"that cannot be inverted ({error})")
+            reps = -reps
+        if reps > 1 and self.controlled:
+            self.fail(errors.UnsupportedOperationError, op,
+                      "a repeated subcircuit under classical control is not supported")
+        try:
+            qidx = {q: scope.qidx[op.qubit_map.get(q, q)] for q in body.all_qubits()}
+        except KeyError:
+            self.fail(errors.UnsupportedOperationError, op, "it acts on qubits outside the circuit")
+        use_ids = op.use_repetition_ids and op.repetition_ids is not None
+        path = tuple(op.parent_path)
+        if use_ids and reps == 1:
+            path += (op.repetition_ids[0],)
+        kmaps = ((dict(op.measurement_key_map),) + scope.kmaps if op.measurement_key_map
+                 else scope.kmaps)
+        resolvers = ((op.param_resolver,) + scope.resolvers if op.param_resolver
+                     else scope.resolvers)
+        b = self.b
+        b.end_moment()
+        if reps > 1:
+            loop_id = b.begin_loop(reps)
+            var = self.keys.open_loop(loop_id, reps, op.repetition_ids if use_ids else None)
+            if var is not None:
+                path += (var,)
+        child_path = scope.path + path
+        child = Scope(qidx, child_path, kmaps, resolvers,
+                      scope.starts + (self.keys.serial,) * len(path))
+        self._walk(body, child)
+        if reps > 1:
+            b.end_moment()
+            b.end_loop()
+            self.keys.close_loop(b.loops[loop_id].rec_stride)
+        b.begin_moment()
+
+    # -- classical control ------------------------------------------------------------------------
+    def _controlled(self, op: cirq.ClassicallyControlledOperation, scope: Scope, at: Cursor) -> None:
+        combined = self.controls + tuple((c, scope) for c in op.classical_controls)
+        cid = self._make_condition(combined, op)
+        with self.under(cid, combined):
+            self.emit_op(op.without_classical_controls(), scope, at.after(self.b.max_pos() + 1))
+
+    def _make_condition(self, combined, op) -> int:
+        widths: List[Tuple[cirq.MeasurementKey, int]] = []
+        refs: List[Tuple[int, int]] = []
+        seen = set()
+        box: List[int] = []  # the condition id, known once the refs are complete
+
+        for condition, scope in combined:
+            if getattr(condition, "index", -1) != -1:
+                self.fail(errors.UnsupportedOperationError, op, "conditions on an earlier instance "
+                          "of a repeated key (index != -1); only the latest instance is supported")
+            for mkey in condition.keys:
+                if (mkey, id(scope)) in seen:
+                    continue
+                seen.add((mkey, id(scope)))
+                span = [len(refs), 0]
+
+                def finish(depth, span=span):
+                    self.b.conditions[box[0]].refs[span[0]:span[0] + span[1], 1] = depth
+
+                slots, depth = self.read_key(scope, mkey, op, True, finish, False)
+                span[1] = len(slots)
+                widths.append((mkey, len(slots)))
+                refs.extend((int(s), depth) for s in slots)
+        try:
+            table = condition_table([c for c, _ in combined], widths)
+        except errors.UnsupportedOperationError as error:
+            self.fail(errors.UnsupportedOperationError, op, str(error))
+        cid = self.b.condition(refs, table)
+        box.append(cid)
+        return cid

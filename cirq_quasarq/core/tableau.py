@@ -1,0 +1,86 @@
+"""The inverse tableau every engine returns (Stim's convention) and its forward form (Cirq's).
+
+An engine's state T is kept as T⁻¹: rows xrow[k] = T⁻¹X_kT and zrow[k] = T⁻¹Z_kT, each a signed
+Pauli string over the generators. The forward tableau Cirq prints (rows = the destabilizers
+D_p = T X_p T⁻¹, then the stabilizers S_p = T Z_p T⁻¹, each a signed Pauli string over the
+qubits) is a relabelling of the same bits plus signs that `forward()` derives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Tuple
+
+import numpy as np
+
+from .paulis import product_phase
+
+
+@dataclasses.dataclass
+class InverseTableau:
+    """Stim-convention inverse tableau. Rows k: xrow = T⁻¹X_kT, zrow = T⁻¹Z_kT.
+
+    ``xx[k, w]`` / ``xz[k, w]``: bit b is the X / Z part of xrow[k] at generator 64w+b;
+    ``zx``, ``zz`` likewise for zrow[k]; ``xs[k]``, ``zs[k]``: their signs (1 = minus)."""
+
+    num_qubits: int
+    xx: np.ndarray
+    xz: np.ndarray
+    zx: np.ndarray
+    zz: np.ndarray
+    xs: np.ndarray  # uint8 [n]
+    zs: np.ndarray  # uint8 [n]
+
+    @classmethod
+    def identity(cls, n: int) -> "InverseTableau":
+        words = max(1, (n + 63) // 64)
+        eye = np.zeros((n, words), dtype=np.uint64)
+        k = np.arange(n)
+        eye[k, k // 64] = np.uint64(1) << (k % 64).astype(np.uint64)
+        zero = np.zeros((n, words), dtype=np.uint64)
+        return cls(n, eye.copy(), zero.copy(), zero.copy(), eye.copy(),
+                   np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.uint8))
+
+    def bits(self) -> Tuple[np.ndarray, ...]:
+        """Unpacked bool matrices (xx, xz, zx, zz) of shape [n, n] (row k, generator p)."""
+        n = self.num_qubits
+
+        def unpack(a):
+            return np.unpackbits(a.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
+
+        return tuple(unpack(a) for a in (self.xx, self.xz, self.zx, self.zz))
+
+    def equals(self, other: "InverseTableau") -> bool:
+        return (self.num_qubits == other.num_qubits
+                and all(np.array_equal(a, b) for a, b in zip(self.bits(), other.bits()))
+                and np.array_equal(self.xs, other.xs) and np.array_equal(self.zs, other.zs))
+
+    def forward(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The forward tableau as Cirq lays it out: bool xs, zs [2n, n] and rs [2n] (rows: the
+        destabilizers, then the stabilizers; columns: qubits).
+
+        The bits are a relabelling (D_p's X bit on qubit k is bit p of zrow[k]'s Z part, see
+        docs/engine-semantics.md); each sign comes from mapping the unsigned generator back
+        through T⁻¹ (a product of inverse rows), which must give ±X_p / ±Z_p."""
+        n = self.num_qubits
+        xx, xz, zx, zz = self.bits()
+        gen_x = np.concatenate([zz.T, zx.T])  # D_p = T X_p T⁻¹, then S_p = T Z_p T⁻¹
+        gen_z = np.concatenate([xz.T, xx.T])
+        words = self.xx.shape[1]
+        acc_x = np.zeros((2 * n, words), dtype=np.uint64)
+        acc_z = np.zeros_like(acc_x)
+        log_i = np.zeros(2 * n, dtype=np.int64)
+        for k in range(n):
+            use_x, use_z = gen_x[:, k], gen_z[:, k]
+            log_i += (use_x & use_z).astype(np.int64)  # Y = i·X·Z
+            for use, rx, rz, rs in ((use_x, self.xx[k], self.xz[k], self.xs[k]),
+                                    (use_z, self.zx[k], self.zz[k], self.zs[k])):
+                if not use.any():
+                    continue
+                sel = np.flatnonzero(use)
+                ax, az = acc_x[sel], acc_z[sel]
+                log_i[sel] += product_phase(ax, az, rx[None, :], rz[None, :]) + 2 * int(rs)
+                acc_x[sel] = ax ^ rx
+                acc_z[sel] = az ^ rz
+        assert np.all(log_i % 2 == 0), "inverse tableau is not a valid Clifford"
+        return gen_x, gen_z, ((log_i & 3) >> 1).astype(bool)

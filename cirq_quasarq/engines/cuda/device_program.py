@@ -1,0 +1,183 @@
+"""The scheduled program on the device: the `QQTables` upload (cuda_src/tables.cuh) that every
+kernel reads, so a launch carries only indices, and tableau mode's plan of launches.
+
+Drives no kernel itself. `DeviceProgram` uploads the program once per (program, schedule): the
+instruction and run arrays, loops, and the channels' and confusion maps' Bernoulli modes and
+thresholds exactly as `core.rng` draws them (docs/engine-semantics.md, "Frame mode"). `_build_plan`
+walks the schedule once (loops expanded on the host, as launches are) into the window launches of
+tableau mode: 'G' a gate window (gates.cu, paper Alg. 3), 'C' a collapse window (the measure_*.cu
+kernels, Algs. 4-8), 'F' one CONFUSION instruction (gates.cu), each with its loop context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from ...core import opcodes, rng
+from ...core.program import COND, Program
+from ...errors import UnsupportedOperationError
+from ...schedule import Schedule
+from ...schedule.windows import RUN_START, RUN_WINDOW
+from ..walk import walk
+from . import loader
+
+Kind = opcodes.Kind
+_COLLAPSE = (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET)
+
+MAX_DEPTH = loader.source_define("tables.cuh", "QQ_MAX_DEPTH")
+# A loop context: (record shift, random shift, depth_rec[0..MAX_DEPTH]) as int32.
+CTX_STRIDE = loader.source_define("tables.cuh", "QQ_CTX_STRIDE")
+MAX_CONFUSION_BITS = loader.source_define("frames.cu", "QQ_MAX_CONFUSION_BITS")
+
+
+def _pad(a: np.ndarray, dtype) -> np.ndarray:
+    """Contiguous copy with at least one element (no zero-size device allocations)."""
+    a = np.ascontiguousarray(np.asarray(a, dtype=dtype).reshape(-1))
+    return a if a.size else np.zeros(1, dtype=dtype)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """Tableau mode's launch list for one (program, schedule): ('G'|'C'|'F', start, end, ctx)."""
+
+    actions: List[Tuple[str, int, int, int]]
+    ctx: np.ndarray  # int32 [num_ctx, CTX_STRIDE]
+    max_collapses: int
+
+
+class DeviceProgram:
+    """The scheduled program on the device (QQTables and the arrays it points to)."""
+
+    def __init__(self, cuda, program: Program, schedule: Schedule):
+        self.program, self.schedule = program, schedule
+        self._cuda = cuda
+        self._keep = []
+        depth = max((loop.depth for loop in program.loops), default=0)
+        if depth > MAX_DEPTH:
+            raise UnsupportedOperationError(
+                f"loops nested {depth} deep; the CUDA engine supports up to {MAX_DEPTH} (use the NumPy engine)")
+        loops = np.zeros((max(1, len(program.loops)), 5), dtype=np.int32)
+        for i, loop in enumerate(program.loops):
+            loops[i] = (loop.count, loop.rec_stride, loop.rand_stride,
+                        schedule.loop_runs[i, 0], schedule.loop_runs[i, 1])
+        thr: List[int] = []
+        ch_info, ch_p, ch_paulis = [], [], []
+        for ch in program.channels:
+            # Exactly the branches of rng.bernoulli_words for p = the channel's total.
+            p = ch.total
+            lanes = len(thr)
+            if p <= 0:
+                mode, threshold, any_threshold = 0, 0, 0
+            elif p >= 1:
+                mode, threshold, any_threshold = 1, 0, 0
+            elif p >= rng.SPARSE_BELOW:
+                mode, threshold, any_threshold = 2, rng.fixed_point(p), 0
+            else:
+                mode, threshold, any_threshold = 3, rng.fixed_point(p), rng._any_threshold(p)
+                thr.extend(int(c) for c in rng._first_lane_cuts(p))
+            m = len(ch.probs)
+            ch_info.append((mode, m, ch.arity, len(thr), len(ch_paulis), lanes))
+            ch_p.extend((threshold, any_threshold))
+            if m > 1:
+                thr.extend(int(c) for c in rng.thresholds(ch.probs))
+            ch_paulis.extend(int(v) for v in np.asarray(ch.paulis, dtype=np.uint8).reshape(-1))
+        cf_info = []
+        for cf in program.confusions:
+            if cf.num_bits > MAX_CONFUSION_BITS:
+                raise UnsupportedOperationError(
+                    f"a confusion map on {cf.num_bits} records; the CUDA engine supports {MAX_CONFUSION_BITS}")
+            cf_info.append((cf.num_bits, len(thr)))
+            for row in np.asarray(cf.matrix, dtype=np.float64):
+                thr.extend(int(c) for c in rng.thresholds(row))
+        cd_info, cd_refs, cd_table = [], [], []
+        for cd in program.conditions:
+            refs = np.asarray(cd.refs, dtype=np.int64).reshape(-1, 2)
+            cd_info.append((len(refs), len(cd_refs) // 2, len(cd_table)))
+            cd_refs.extend(int(v) for v in refs.reshape(-1))
+            cd_table.extend(int(bool(v)) for v in np.asarray(cd.table).reshape(-1))
+        arrays = [
+            _pad(schedule.instructions, np.int32),
+            _pad(schedule.runs, np.int32),
+            _pad(loops, np.int32),
+            _pad(program.ext_qubits, np.int32),
+            _pad(np.array(ch_info, dtype=np.int32), np.int32),
+            _pad(np.array(ch_p, dtype=np.uint64), np.uint64),
+            _pad(np.array(thr, dtype=np.uint64), np.uint64),
+            _pad(np.array(ch_paulis, dtype=np.uint8), np.uint8),
+            _pad(np.array(cf_info, dtype=np.int32), np.int32),
+            _pad(np.array(cd_info, dtype=np.int32), np.int32),
+            _pad(np.array(cd_refs, dtype=np.int32), np.int32),
+            _pad(np.array(cd_table, dtype=np.uint8), np.uint8),
+        ]
+        ptrs = [self._upload(a) for a in arrays]
+        counts = [len(schedule.runs), program.num_qubits, program.num_records]
+        blob = np.array(ptrs + counts, dtype=np.uint64)
+        self.tables = self._upload(blob)
+        self.plan: Optional[_Plan] = None
+        self.ctx = None  # device copy of plan.ctx
+
+    def _upload(self, a: np.ndarray) -> int:
+        buf = self._cuda.to_device(a)
+        self._keep.append(buf)
+        return int(buf)
+
+    def tableau_plan(self) -> _Plan:
+        """Tableau mode's plan, built (and its loop contexts uploaded) on first use."""
+        if self.plan is None:
+            self.plan = _build_plan(self.program, self.schedule)
+            self.ctx = self._cuda.to_device(_pad(self.plan.ctx, np.int32))
+        return self.plan
+
+
+def _build_plan(program: Program, schedule: Schedule) -> _Plan:
+    """Walk the schedule once (loops expanded on the host, as launches are) into window launches."""
+    runs = schedule.runs
+    ins = schedule.instructions
+    run_of = {int(s): r for r, s in enumerate(runs[:, RUN_START])} if len(runs) else {}
+    ctx_ids = {}
+    ctx_rows: List[List[int]] = []
+    groups: List[Tuple[int, int, List[Tuple[int, int, int]]]] = []  # (window, ctx, [(start, end, op)])
+    last_run = -1
+    for step in walk(program, schedule):
+        r = run_of[step.start]
+        depth_rec = list(step.depth_rec_shifts)
+        if len(depth_rec) > MAX_DEPTH + 1:
+            raise UnsupportedOperationError(f"loops nested deeper than {MAX_DEPTH}")
+        key = (step.rec_shift, step.rand_shift, tuple(depth_rec))
+        ctx = ctx_ids.get(key)
+        if ctx is None:
+            ctx = ctx_ids[key] = len(ctx_rows)
+            ctx_rows.append([step.rec_shift, step.rand_shift] + depth_rec + [0] * (MAX_DEPTH + 1 - len(depth_rec)))
+        window = int(runs[r, RUN_WINDOW])
+        if groups and groups[-1][0] == window and groups[-1][1] == ctx and r > last_run:
+            groups[-1][2].append((step.start, step.end, step.op))
+        else:
+            groups.append((window, ctx, [(step.start, step.end, step.op)]))
+        last_run = r
+    actions: List[Tuple[str, int, int, int]] = []
+    max_collapses = 0
+    for _, ctx, parts in groups:
+        gate_lo = gate_hi = col_lo = col_hi = -1
+        for start, end, op in parts:
+            kind = opcodes.KIND[op]
+            if kind in _COLLAPSE:
+                col_lo = start if col_lo < 0 else col_lo
+                col_hi = end
+            elif kind == Kind.RECORD_NOISE:
+                for i in range(start, end):
+                    actions.append(("F", i, i + 1, ctx))
+            elif kind in (Kind.UNITARY, Kind.NOISE):
+                if op == opcodes.CODE["I"] and ins[start, COND] < 0:
+                    continue
+                gate_lo = start if gate_lo < 0 else gate_lo
+                gate_hi = end
+        if gate_lo >= 0:
+            actions.append(("G", gate_lo, gate_hi, ctx))
+        if col_lo >= 0:
+            actions.append(("C", col_lo, col_hi, ctx))
+            max_collapses = max(max_collapses, col_hi - col_lo)
+    ctx_arr = np.array(ctx_rows, dtype=np.int32).reshape(-1, CTX_STRIDE)
+    return _Plan(actions, ctx_arr, max_collapses)

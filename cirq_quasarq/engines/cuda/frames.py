@@ -1,0 +1,124 @@
+"""Frame mode on the device (paper section 6, "Sampling on GPU", with the reference XOR it lacks).
+
+Kernels driven (frames.cu): frames_program_shared (frames in shared memory, where one shot word of
+all qubits fits) or frames_program_global (frames in global memory, any n). Either runs the whole
+program, loops included, in one launch per chunk of shot words; chunks are sized to the device
+memory (and `max_shot_words`), and results do not depend on them (docs/engine-semantics.md,
+"Frame mode"). The records come back through page-locked host memory.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional, Tuple
+
+import numpy as np
+
+from ...core.program import Program
+from ...errors import OutOfMemoryError
+from ...schedule import Schedule
+from ..base import gib
+from . import loader
+from .device_program import _pad
+
+FRAME_BLOCK = loader.source_define("frames.cu", "QQ_FRAME_BLOCK")
+
+
+class FrameMode:
+    """Frame mode of one CudaEngine: its reusable device and page-locked host buffers."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self._smem_set = 48 * 1024
+        self._buffers = {}
+        self._pinned: Optional[np.ndarray] = None
+
+    def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
+               shots: int) -> Tuple[np.ndarray, Optional[float]]:
+        """The records of `shots` shots (engine.sample_frames) and the device time of their kernels
+        (None when no kernel ran: no records or no shots)."""
+        engine = self.engine
+        cuda, launch = engine.cuda, engine.launcher.launch
+        words = (shots + 63) // 64
+        num_records = program.num_records
+        if num_records == 0 or words == 0:
+            return np.zeros((num_records, words), dtype=np.uint64), None
+        out = self._host_records(num_records * words).reshape(num_records, words)
+        dp = engine.device_program(program, schedule)
+        ref = cuda.to_device(_pad(np.asarray(reference, dtype=np.uint8) & 1, np.uint8))
+        n = program.num_qubits
+        slab_word = 16 * n  # fx and fz of one shot word, all qubits
+        shared = slab_word <= engine.smem_optin and engine.frame_memory != "global"
+        if engine.frame_memory == "shared" and not shared:
+            raise OutOfMemoryError(f"the frames of {n} qubits need {slab_word} bytes of shared memory per 64 shots; "
+                                   f"a block has at most {engine.smem_optin}")
+        per_word = 8 * num_records + (0 if shared else slab_word)
+        held = sum(b[1] for b in self._buffers.values())  # reused, so available to this call
+        budget = engine.free_bytes() + held - (1 << 20)
+        chunk = budget // per_word if per_word else words
+        if engine.max_shot_words:
+            chunk = min(chunk, int(engine.max_shot_words))
+        chunk = int(min(chunk, words))
+        if chunk < 1:
+            raise OutOfMemoryError(
+                f"frame mode needs {per_word} bytes of GPU memory per 64 shots ({num_records} records"
+                f"{'' if shared else f', frames of {n} qubits'}); {gib(max(budget, 0))} is available")
+        if shared:
+            cap = max(1, min(engine.smem_optin, 112 * 1024) // slab_word) if slab_word else 64
+            spread = -(-chunk // (2 * engine.sm_count))  # aim for two blocks per multiprocessor
+            S = int(max(1, min(cap, spread, 64)))
+            smem = 2 * n * S * 8
+            name = "frames_program_shared"
+            if smem > self._smem_set:
+                engine.launcher.functions[name].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                              smem)
+                self._smem_set = smem
+        else:
+            S = int(max(1, min(8, -(-chunk // (4 * engine.sm_count)))))
+            smem = 0
+            name = "frames_program_global"
+        blocks = -(-chunk // S)
+        out_dev = self._scratch("frames_out", 8 * num_records * chunk)
+        slab = None if shared else self._scratch("frames_slab", 8 * 2 * n * S * blocks)
+        k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
+        kernel_s = 0.0
+        for start in range(0, words, chunk):
+            count = min(chunk, words - start)
+            grid = (-(-count // S), 1)
+            if shared:
+                start_evt, end_evt = launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref),
+                                            int(out_dev), chunk, start, count, S, k0, k1, shared_size=smem,
+                                            timed=True)
+            else:
+                start_evt, end_evt = launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref),
+                                            int(out_dev), chunk, start, count, S, int(slab), k0, k1, timed=True)
+            if count == words:  # one chunk: same layout as `out`
+                cuda.memcpy_dtoh(out, out_dev)
+            else:  # the chunk's columns of every record row, straight into `out`
+                copy = cuda.Memcpy2D()
+                copy.set_src_device(out_dev)
+                copy.src_pitch = 8 * chunk
+                copy.set_dst_host(out)
+                copy.dst_pitch = 8 * words
+                copy.dst_x_in_bytes = 8 * start
+                copy.width_in_bytes = 8 * count
+                copy.height = num_records
+                copy(aligned=True)
+            kernel_s += end_evt.time_since(start_evt) / 1000.0
+        return out, kernel_s
+
+    def _host_records(self, count: int) -> np.ndarray:
+        """Page-locked host memory for the records (a DMA copy at full link speed). The buffer is
+        reused only when nobody holds a result from it any more; otherwise a new one is made."""
+        # getrefcount(self._pinned) is 2 (the attribute and the argument) when no result is alive.
+        if self._pinned is None or self._pinned.size < count or sys.getrefcount(self._pinned) > 2:
+            self._pinned = self.engine.cuda.pagelocked_empty(max(count, 1), np.uint64)
+        return self._pinned[:count]
+
+    def _scratch(self, name: str, nbytes: int):
+        """A device buffer reused across calls (grown when too small)."""
+        buf = self._buffers.get(name)
+        if buf is None or buf[1] < nbytes:
+            self._buffers.pop(name, None)
+            buf = self._buffers[name] = (self.engine.cuda.mem_alloc(max(8, int(nbytes))), int(nbytes))
+        return buf[0]

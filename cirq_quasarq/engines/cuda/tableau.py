@@ -1,0 +1,202 @@
+"""Tableau mode on the device: one shot of the scheduled program on the inverse tableau.
+
+The state (Stim's convention, docs/engine-semantics.md) stays on the device: rows 0..n-1 are
+xrow[k] = T⁻¹X_kT, rows n..2n-1 zrow[k] = T⁻¹Z_kT, X / Z parts as 64-bit words, row-major ("gate
+layout", X[r*W + w]) between windows. Kernels driven (gates.cu): tableau_init (|0…0>, or an upload
+of the caller's `initial` tableau instead), tableau_gates_window (one launch per gate window, paper
+Alg. 3: unitaries and the shot's Pauli noise) and tableau_confusion (one CONFUSION instruction);
+collapse windows go to measure.py (Algs. 4-8). The records come back at once; the final tableau is
+downloaded lazily (`_LazyTableauRun`), and at the latest before the next run overwrites it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Optional
+
+import numpy as np
+
+from ...core.program import Program
+from ...core.tableau import InverseTableau
+from ...errors import OutOfMemoryError
+from ...schedule import Schedule
+from ..base import TableauRun, gib
+from . import loader, measure
+from .device_program import CTX_STRIDE
+
+GATE_BLOCK = loader.source_define("gates.cu", "QQ_GATE_BLOCK")
+INIT_BLOCK = loader.source_define("gates.cu", "QQ_INIT_BLOCK")
+INIT_MAX_BLOCKS = 4096  # tableau_init is grid-stride: any launch shape
+
+
+class _Workspace:
+    """Device buffers of tableau mode for one (n, num_records, collapses) shape, reused per shot."""
+
+    def __init__(self, cuda, n: int, num_records: int, max_collapses: int, need_scratch: bool):
+        self.n, self.num_records = n, num_records
+        self.W = max(1, (n + 63) // 64)
+        words = 2 * n * self.W
+        alloc = lambda nbytes: cuda.mem_alloc(max(8, int(nbytes)))  # noqa: E731
+        self.X, self.Z = alloc(8 * words), alloc(8 * words)
+        self.X2 = alloc(8 * words) if need_scratch else None
+        self.Z2 = alloc(8 * words) if need_scratch else None
+        self.S = alloc(2 * n)
+        self.rec = alloc(num_records)
+        self.flags = alloc(4 * max(1, max_collapses))
+        self.host_flags = cuda.pagelocked_empty(max(1, max_collapses), dtype=np.int32)
+        self.ms = alloc(4 * 8)
+        self.vw = alloc(4 * self.W)
+        self.vmask = alloc(8 * self.W)
+        self.max_collapses = max_collapses
+        self.scratch = need_scratch
+        self.seg_shift = 0  # measure_eliminate's threads per row (2^seg_shift); set by the owner
+
+    @staticmethod
+    def bytes_needed(n: int, num_records: int, need_scratch: bool) -> int:
+        W = max(1, (n + 63) // 64)
+        return 8 * 2 * n * W * (4 if need_scratch else 2) + 2 * n + num_records + 12 * W + 4096
+
+
+class _LazyTableauRun(TableauRun):
+    """A TableauRun whose inverse tableau stays on the device until it is first read (the records
+    are on the host at once). The engine downloads it anyway before its next run_tableau
+    overwrites the device buffers, so a late read is always right."""
+
+    def __init__(self, records: np.ndarray, mode: "TableauMode", generation: int):
+        self.records = records
+        self._mode = mode
+        self._generation = generation
+        self._tableau: Optional[InverseTableau] = None
+
+    @property
+    def tableau(self) -> InverseTableau:
+        if self._tableau is None:
+            self._tableau = self._mode.download(self._generation)
+        return self._tableau
+
+    @tableau.setter
+    def tableau(self, value: InverseTableau) -> None:
+        self._tableau = value
+
+
+class TableauMode:
+    """Tableau mode of one CudaEngine: its workspace and the last run's lazy result."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.ws: Optional[_Workspace] = None
+        self.generation = 0  # counts tableau runs; a lazy result holds the one it came from
+        self.pending = None  # weak reference to the last lazy result not yet downloaded
+
+    def run(self, program: Program, schedule: Schedule, key, repetition: int, reference: bool,
+            initial: Optional[InverseTableau]) -> TableauRun:
+        engine = self.engine
+        cuda, launch = engine.cuda, engine.launcher.launch
+        self.settle_pending()
+        self.generation += 1
+        dp = engine.device_program(program, schedule)
+        plan = dp.tableau_plan()
+        n = program.num_qubits
+        ws = self._workspace(n, program.num_records, plan.max_collapses)
+        W = ws.W
+        k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
+        rep, ref_flag = int(repetition), int(bool(reference))
+        T = dp.tables
+        X, Z, X2, Z2 = ws.X, ws.Z, ws.X2, ws.Z2
+        rows = 2 * n
+        if initial is not None:
+            _upload(cuda, ws, initial)
+        elif rows:
+            total = rows * W
+            launch("init", "tableau_init", (min(INIT_MAX_BLOCKS, (total + INIT_BLOCK - 1) // INIT_BLOCK), 1),
+                   (INIT_BLOCK, 1, 1), int(X), int(Z), int(ws.S), n, W)
+        if program.num_records:
+            cuda.memset_d8(ws.rec, 0, program.num_records)
+        gshift = 3 if W <= 8 else 4 if W <= 16 else 5 if W <= 64 else 6 if W <= 256 else 7 if W <= 1024 else 8
+        ctx_base = int(dp.ctx)
+        ins = schedule.instructions
+        for kind, start, end, ctx_id in plan.actions:
+            ctx = ctx_base + 4 * CTX_STRIDE * ctx_id
+            if kind == "G":
+                threads = (end - start) << gshift
+                launch("gates", "tableau_gates_window", ((threads + GATE_BLOCK - 1) // GATE_BLOCK, 1),
+                       (GATE_BLOCK, 1, 1), T, ctx, start, end, int(X), int(Z), int(ws.S), int(ws.rec), W, k0, k1,
+                       rep, ref_flag, gshift)
+            elif kind == "F":
+                if not reference:
+                    launch("confusion", "tableau_confusion", (1, 1), (1, 1, 1), T, ctx, start, int(ws.rec), k0, k1,
+                           rep)
+            else:
+                X, Z, X2, Z2 = measure.collapse_window(engine, ws, T, ctx, start, end, ins, X, Z, X2, Z2, k0, k1,
+                                                       rep, ref_flag)
+        records = np.empty(program.num_records, dtype=np.uint8)
+        if program.num_records:
+            cuda.memcpy_dtoh(records, ws.rec)
+        else:
+            cuda.Context.synchronize()
+        # Keep the buffers in gate layout order for the next run (and the lazy download).
+        ws.X, ws.Z, ws.X2, ws.Z2 = X, Z, X2, Z2
+        run = _LazyTableauRun(records, self, self.generation)
+        self.pending = weakref.ref(run)
+        return run
+
+    def _workspace(self, n: int, num_records: int, max_collapses: int) -> _Workspace:
+        """The workspace for this shape: the current one when it fits, else a new one."""
+        need_scratch = max_collapses > 0
+        ws = self.ws
+        if (ws is None or ws.n != n or ws.num_records != num_records
+                or ws.max_collapses < max_collapses or (need_scratch and not ws.scratch)):
+            self.ws = None
+            free = self.engine.free_bytes
+            need = _Workspace.bytes_needed(n, num_records, need_scratch)
+            if need > free():
+                raise OutOfMemoryError(
+                    f"tableau mode on {n} qubits needs {gib(need)} of GPU memory (the 2n x n-bit X and Z "
+                    f"parts{' twice, for the measurement transpose' if need_scratch else ''}); "
+                    f"{gib(free())} is available to the engine")
+            ws = self.ws = _Workspace(self.engine.cuda, n, num_records, max_collapses, need_scratch)
+            ws.seg_shift = measure.elimination_seg_shift(self.engine.sm_count, n)
+        return ws
+
+    def settle_pending(self) -> None:
+        """Download the last run's tableau if its result is still alive and has not read it."""
+        run = self.pending() if self.pending is not None else None
+        self.pending = None
+        if run is not None and run._tableau is None:
+            run._tableau = self.download(run._generation)
+
+    def download(self, generation: int) -> InverseTableau:
+        if generation != self.generation or self.ws is None:
+            raise RuntimeError("this tableau run's device state was overwritten")  # not reachable
+        cuda, ws = self.engine.cuda, self.ws
+        n, W = ws.n, ws.W
+        rows = 2 * n
+        S = np.empty(rows, dtype=np.uint8)
+        Xh = np.empty((rows, W), dtype=np.uint64)
+        Zh = np.empty((rows, W), dtype=np.uint64)
+        if rows:
+            cuda.memcpy_dtoh(Xh, ws.X)
+            cuda.memcpy_dtoh(Zh, ws.Z)
+            cuda.memcpy_dtoh(S, ws.S)
+        return InverseTableau(n, Xh[:n], Zh[:n], Xh[n:], Zh[n:], S[:n], S[n:])
+
+
+def _upload(cuda, ws: _Workspace, initial: InverseTableau) -> None:
+    """Copy `initial` into the workspace in gate layout (rows 0..n-1 xrow, n..2n-1 zrow); the
+    caller's arrays are only read (the host copies below are new arrays)."""
+    n, W = ws.n, ws.W
+    parts = {name: np.asarray(getattr(initial, name)) for name in ("xx", "xz", "zx", "zz", "xs", "zs")}
+    bad = [f"{name} {a.shape}" for name, a in parts.items()
+           if a.shape != ((n, W) if name[1] != "s" else (n,))]
+    if initial.num_qubits != n or bad:
+        raise ValueError(f"initial tableau does not fit a program on {n} qubits (parts of shape ({n}, {W}) and "
+                         f"signs of shape ({n},) expected): num_qubits {initial.num_qubits}"
+                         f"{', ' + ', '.join(bad) if bad else ''}")
+    if n == 0:
+        return
+    X = np.ascontiguousarray(np.concatenate([parts["xx"], parts["zx"]]), dtype=np.uint64)
+    Z = np.ascontiguousarray(np.concatenate([parts["xz"], parts["zz"]]), dtype=np.uint64)
+    S = np.ascontiguousarray(np.concatenate([parts["xs"], parts["zs"]]), dtype=np.uint8)
+    cuda.memcpy_htod(ws.X, X)
+    cuda.memcpy_htod(ws.Z, Z)
+    cuda.memcpy_htod(ws.S, S)

@@ -1,0 +1,114 @@
+"""The CUDA sources on a CPU machine (no GPU, no PyCUDA needed): every `#include` resolves to a
+file of cuda_src or a generated header, generated headers are never stored in cuda_src, the
+launch contracts the host reads (prepare signatures, block sizes) parse from the sources, and,
+where nvcc is on PATH, every .cu compiles for Hopper exactly as CI compiles it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cirq_quasarq.engines.cuda import loader
+
+SOURCES = loader.source_dir()
+CU_FILES = sorted(p.name for p in SOURCES.glob("*.cu"))
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+HOST = Path(loader.__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("generated")
+    loader.write_generated_headers(directory)
+    return directory
+
+
+def test_generated_headers_are_written_and_never_stored(generated):
+    names = set(loader.generated_headers())
+    assert names == {"opcodes.cuh", "program.cuh"}
+    for name, text in loader.generated_headers().items():
+        assert (generated / name).read_text() == text
+        assert not (SOURCES / name).exists(), f"cuda_src/{name} is generated: write it with --write-headers"
+
+
+def test_every_include_resolves(generated):
+    files = sorted(SOURCES.glob("*.cu")) + sorted(SOURCES.glob("*.cuh"))
+    assert CU_FILES and files
+    for path in files:
+        for inc in INCLUDE.findall(path.read_text()):
+            assert (SOURCES / inc).is_file() or (generated / inc).is_file(), f"{path.name}: #include \"{inc}\""
+    for name in CU_FILES:
+        loader.inline_source(name)  # the loader's own inlining finds everything too
+
+
+def test_write_headers_command_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "cirq_quasarq.engines.cuda.loader", "--write-headers",
+                          str(tmp_path / "gen")], capture_output=True, text=True, check=True)
+    for name, text in loader.generated_headers().items():
+        assert (tmp_path / "gen" / name).read_text() == text, out.stdout
+
+
+def test_importing_the_package_and_the_loader_never_imports_pycuda():
+    code = ("import sys, cirq_quasarq.engines.cuda, cirq_quasarq.engines.cuda.loader as l; l.kernel_table(); "
+            "assert 'pycuda' not in sys.modules, 'pycuda imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_kernel_table_parses_every_kernel():
+    table = loader.kernel_table()
+    assert sorted(table) == CU_FILES
+    names = [name for kernels in table.values() for name in kernels]
+    assert len(names) == len(set(names))
+    for filename, kernels in table.items():
+        text = (SOURCES / filename).read_text()
+        assert len(kernels) == text.count('extern "C" __global__'), filename
+        assert all(re.fullmatch(r"[PiIqQfd]*", sig) for sig in kernels.values()), kernels
+    # Each kernel is launched by the host and named in its file's header comment (launch contract).
+    host = "\n".join(p.read_text() for p in HOST.glob("*.py"))
+    for filename, kernels in table.items():
+        header = (SOURCES / filename).read_text().split("#include", 1)[0]
+        for name in kernels:
+            assert f'"{name}"' in host, f"{filename}: kernel {name} is never launched"
+            assert name in header, f"{filename}: the header comment does not describe {name}"
+
+
+def test_signature_parser():
+    source = """
+    // extern "C" __global__ void commented_out(int a) {}
+    extern "C" __global__ void __launch_bounds__(QQ_BLOCK * (2))
+    k1(const QQTables* T, const int* ctx, int i, qq_u32 k0, unsigned int k1,
+       long long w, qq_u64 m, unsigned char* __restrict__ s, double d) { }
+    extern "C" __global__ void k2() {}
+    """
+    assert loader.kernel_signatures(source) == {"k1": "PPiIIqQPd", "k2": ""}
+    with pytest.raises(ValueError, match="short"):
+        loader.kernel_signatures('extern "C" __global__ void k(short s) {}')
+    with pytest.raises(ValueError, match="twice"):
+        loader.kernel_signatures('extern "C" __global__ void k(int a) {}\nextern "C" __global__ void k(int a) {}')
+
+
+def test_source_defines():
+    assert loader.source_define("tables.cuh", "QQ_CTX_STRIDE") == 3 + loader.source_define("tables.cuh", "QQ_MAX_DEPTH")
+    assert loader.source_define("transpose.cu", "QQ_TILE") == 32
+    # Defines of included headers, generated ones too, are seen from the including file.
+    assert loader.source_define("gates.cu", "QQ_MAX_DEPTH") == loader.source_define("tables.cuh", "QQ_MAX_DEPTH")
+    assert loader.source_define("gates.cu", "QQ_NF") > 0
+    with pytest.raises(KeyError):
+        loader.source_define("gates.cu", "QQ_NO_SUCH_DEFINE")
+    with pytest.raises(ValueError):
+        loader.source_define("philox.cuh", "QQ_HD")
+
+
+@pytest.mark.parametrize("filename", CU_FILES)
+def test_every_kernel_compiles_with_plain_nvcc(generated, filename):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    result = subprocess.run([nvcc, "-arch=sm_90", "-std=c++17", "-I", str(SOURCES), "-I", str(generated), "--cubin",
+                             "-o", "/dev/null", str(SOURCES / filename)], capture_output=True, text=True)
+    assert result.returncode == 0, f"nvcc failed on cuda_src/{filename}:\n{result.stdout}\n{result.stderr}"
