@@ -3,9 +3,9 @@
 import stim
 
 from cirq_quasarq.core import opcodes
-from cirq_quasarq.engines.numpy.tableau import coin
-from cirq_quasarq.engines.walk import walk
-from cirq_quasarq.core.program import A, B, OP, RAND, REC
+from cirq_quasarq.core.draws import coin
+from cirq_quasarq.core.program import OP, RAND, REC, A, B
+from cirq_quasarq.schedule.walk import walk
 
 
 def replay_in_stim(program, schedule, key, records, repetition=0) -> stim.TableauSimulator:

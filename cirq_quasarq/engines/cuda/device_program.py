@@ -21,7 +21,7 @@ from ...core.program import COND, Program
 from ...errors import UnsupportedOperationError
 from ...schedule import Schedule
 from ...schedule.windows import RUN_START, RUN_WINDOW
-from ..walk import walk
+from ...schedule.walk import walk
 from . import loader
 
 Kind = opcodes.Kind

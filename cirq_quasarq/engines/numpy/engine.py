@@ -11,15 +11,16 @@ from typing import Optional
 import numpy as np
 
 from ...core import opcodes, rng
+from ...core.draws import channel_masks, coin, confusion_values, noise_targets
 from ...core.paulis import spread
 from ...core.program import AUX, COND, FLAG_INVERT, FLAGS, OP, RAND, REC, A, B, Program
 from ...core.tableau import InverseTableau
 from ...errors import OutOfMemoryError
 from ...schedule import Schedule
+from ...schedule.walk import assignment_index, condition_refs, walk
 from ..base import Engine, TableauRun, gib
-from ..walk import assignment_index, condition_refs, walk
-from .noise import NoisePlan, channel_masks, confusion_values, noise_targets
-from .tableau import TableauState, coin
+from .noise import NoisePlan
+from .tableau import TableauState
 
 Kind = opcodes.Kind
 _ONE = np.uint64(1)

@@ -7,11 +7,9 @@ Every gate and collapse follows docs/engine-semantics.md, so the CUDA engine mat
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import numpy as np
 
-from ...core import opcodes, rng
+from ...core import opcodes
 from ...core.paulis import bit, inclusive_prefix_xor, popcount_rows, product_phase, spread
 from ...core.tableau import InverseTableau
 
@@ -140,6 +138,3 @@ class TableauState:
         return InverseTableau(n, self.X[:n].copy(), self.Z[:n].copy(), self.X[n:].copy(),
                               self.Z[n:].copy(), self.S[:n].copy(), self.S[n:].copy())
 
-
-def coin(key: Tuple[int, int], slot: int, repetition: int) -> int:
-    return int(rng.words(key, rng.Stream.COIN, slot, 0, repetition)) & 1

@@ -1,4 +1,5 @@
-"""Walking a Schedule: runs in order, loops repeated, slot shifts tracked (engine-agnostic)."""
+"""Walking a Schedule: runs in order, loops repeated, slot shifts tracked (every engine, and the
+final-state replay, walk a schedule this way)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from ..core import opcodes
 from ..core.program import Program
-from ..schedule.windows import RUN_END, RUN_OP, RUN_START, Schedule
+from .windows import RUN_END, RUN_OP, RUN_START, Schedule
 
 
 @dataclasses.dataclass

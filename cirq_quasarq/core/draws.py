@@ -1,0 +1,83 @@
+"""The random draws of a Program, defined once for every engine (the CUDA kernels mirror them).
+
+Every draw is a pure function of (seed, random slot, shot), never of the simulation state, so
+engines may draw in any order and any batch: a collapse's coin, a Pauli channel's firing Paulis
+for a 64-shot word, the recorded value under a confusion map. Streams: core/rng.py.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+from . import opcodes, rng
+from .program import Program
+
+_ONE = np.uint64(1)
+
+
+def coin(key: Tuple[int, int], slot: int, repetition: int) -> int:
+    """The coin of a random collapse (tableau mode): bit 0 of word (COIN, slot, repetition)."""
+    return int(rng.words(key, rng.Stream.COIN, slot, 0, repetition)) & 1
+
+
+def sparse_channel(key, channel, slots: np.ndarray, start: int, count: int):
+    """The channel's Paulis on words [start, start + count) of each slot, as nonzero entries:
+    (slot index, word offset, X masks [arity, E], Z masks [arity, E])."""
+    r, c, fire = rng.bernoulli_sparse(key, slots, channel.total, start, count)
+    xm = np.zeros((channel.arity, len(r)), dtype=np.uint64)
+    zm = np.zeros_like(xm)
+    paulis = channel.paulis
+    if len(channel.probs) == 1:
+        for j in range(channel.arity):
+            if paulis[0, j] in (1, 2):
+                xm[j] = fire
+            if paulis[0, j] in (2, 3):
+                zm[j] = fire
+        return r, c, xm, zm
+    if len(r) == 0:
+        return r, c, xm, zm
+    lanes = np.unpackbits(fire.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    entry, lane = np.nonzero(lanes)
+    shots = (np.uint64(start) + c[entry].astype(np.uint64)) * np.uint64(64) + lane.astype(np.uint64)
+    u = rng.words(key, rng.Stream.NOISE_CHOICE, np.asarray(slots, dtype=np.uint64)[r[entry]], 0, shots)
+    outcome = np.searchsorted(rng.thresholds(channel.probs), u, side="right")
+    lane_bit = _ONE << lane.astype(np.uint64)
+    for j in range(channel.arity):
+        letter = paulis[outcome, j]
+        sel = (letter == 1) | (letter == 2)
+        np.bitwise_or.at(xm[j], entry[sel], lane_bit[sel])
+        sel = (letter == 2) | (letter == 3)
+        np.bitwise_or.at(zm[j], entry[sel], lane_bit[sel])
+    return r, c, xm, zm
+
+
+def channel_masks(key, channel, slots: np.ndarray, start: int, count: int
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+    """Dense X / Z masks uint64 [arity, len(slots), count] (tableau mode's single-word draws)."""
+    r, c, xm_e, zm_e = sparse_channel(key, channel, slots, start, count)
+    xm = np.zeros((channel.arity, len(slots), count), dtype=np.uint64)
+    zm = np.zeros_like(xm)
+    xm[:, r, c] = xm_e
+    zm[:, r, c] = zm_e
+    return xm, zm
+
+
+def noise_targets(program: Program, rows: np.ndarray) -> np.ndarray:
+    """int [k, arity] qubits of noise instructions of one channel arity."""
+    if opcodes.ARITY[rows[0, 0]] == 0:
+        return np.stack([program.ext_qubits[a : a + b] for a, b in zip(rows[:, 1], rows[:, 2])])
+    arity = opcodes.ARITY[rows[0, 0]]
+    return rows[:, 1 : 1 + arity]
+
+
+def confusion_values(key, matrix: np.ndarray, slot: int, shots: np.ndarray, true_values: np.ndarray
+                     ) -> np.ndarray:
+    """Recorded values under a confusion matrix[true, recorded], per shot."""
+    u = rng.words(key, rng.Stream.CONFUSION, np.uint64(slot), 0, shots.astype(np.uint64))
+    out = np.empty(len(shots), dtype=np.int64)
+    for value in np.unique(true_values):
+        sel = true_values == value
+        out[sel] = np.searchsorted(rng.thresholds(matrix[value]), u[sel], side="right")
+    return out
