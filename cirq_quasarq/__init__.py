@@ -6,6 +6,7 @@
 
 from .errors import (
     DeviceUnavailableError,
+    InvalidInputError,
     MeasurementKeyError,
     NonCliffordError,
     OutOfMemoryError,
@@ -19,6 +20,11 @@ from .simulator import QuasarqSimulator, QuasarqTrialResult
 
 __version__ = "0.1.0"
 
+
+def json_resolver(cirq_type: str):
+    """For `cirq.read_json(..., resolvers=[cirq_quasarq.json_resolver, *cirq.DEFAULT_RESOLVERS])`."""
+    return {"cirq_quasarq.QuasarqState": QuasarqState}.get(cirq_type)
+
 __all__ = [
     "QuasarqSimulator",
     "QuasarqTrialResult",
@@ -31,4 +37,6 @@ __all__ = [
     "DeviceUnavailableError",
     "OutOfMemoryError",
     "TooLargeError",
+    "InvalidInputError",
+    "json_resolver",
 ]

@@ -34,3 +34,8 @@ class OutOfMemoryError(QuasarqError, MemoryError):
 
 class TooLargeError(QuasarqError, ValueError):
     """A request that would be too large to answer (e.g. a state vector of many qubits)."""
+
+
+class InvalidInputError(QuasarqError, ValueError):
+    """An argument of a public call is out of its range or of the wrong kind (an initial state that
+    is not a stabilizer state, ...); the message says what is accepted."""

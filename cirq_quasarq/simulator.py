@@ -2,28 +2,36 @@
 
 The simulator only wires the pipeline together: compile (cached) -> schedule -> engine ->
 results. `run` samples with Pauli frames against a reference sample (tableau mode with every
-random outcome forced to 0); circuits frames cannot express (classically controlled non-Pauli
-operations) run tableau mode once per repetition. `simulate` runs tableau mode once.
+random outcome forced to 0); circuits with classically controlled non-Pauli gates branch shots
+by their decisions (engines/branching.py). `simulate` runs tableau mode once; the final state's
+global phase is replayed only when a state vector is asked for (results/phase.py).
 """
 
 from __future__ import annotations
 
-import weakref
-from typing import Any, Iterator
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import cirq
 import numpy as np
 
 from .compiler import compile_circuit, compile_template
 from .core import rng
-from .core.program import Program
+from .core.program import Program, ProgramBuilder
 from .engines import Engine, select_engine
+from .errors import InvalidInputError
+from .initial import Initial
+from .initial import initial_state as make_initial
 from .results import QuasarqState, last_measurements, records_from_packed
+from .results.phase import Amplitudes, replay
+from .results.state import canonical_vector
 from .schedule import Schedule, schedule
+
+_REFERENCE_KEY = rng.make_key(0)
 
 
 class QuasarqTrialResult(cirq.SimulationTrialResult):
-    """What `simulate()` returns: `measurements` (each key's latest instance) and `final_state`."""
+    """What `simulate()` returns: `measurements` (each key's latest instance), `final_state` (a
+    `QuasarqState`) and `final_state_vector`, as cirq.CliffordSimulator's trial results."""
 
     def __init__(self, params: cirq.ParamResolver, measurements, final_state: QuasarqState):
         super().__init__(params=params, measurements=measurements, final_simulator_state=final_state)
@@ -32,53 +40,151 @@ class QuasarqTrialResult(cirq.SimulationTrialResult):
     def final_state(self) -> QuasarqState:
         return self._final_simulator_state
 
+    @property
+    def final_state_vector(self) -> np.ndarray:
+        return self.final_state.state_vector()
+
     def __str__(self) -> str:
-        return f"measurements: {super().__str__()}\noutput state:\n{self.final_state}"
+        return f"measurements: {super().__str__()}\noutput state: {self.final_state}"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("cirq.CliffordTrialResult(...)" if cycle else str(self))  # as Cirq's, for drop-in
 
 
 class QuasarqStepResult:
     """One moment of `simulate_moment_steps`: that moment's `measurements` and the `state` after it."""
 
-    def __init__(self, measurements, state: QuasarqState, seed):
+    def __init__(self, measurements: Dict[str, List[int]], state: QuasarqState, engine: Engine, prng):
         self.measurements = measurements
         self.state = state
-        self._prng = cirq.value.parse_random_state(seed)
+        self._engine = engine
+        self._prng = prng
 
-    def sample(self, qubits, repetitions: int = 1, seed: Any = None) -> np.ndarray:
-        """Z-basis samples of `qubits` from this state, bool [repetitions, len(qubits)]; the state
-        itself is left as it is."""
-        circuit = cirq.Circuit(cirq.measure(*qubits, key="sample"))
-        sim = QuasarqSimulator(seed=self._prng if seed is None else seed, device="cpu")
-        program = compile_circuit(circuit, qubit_order=self.state.qubits)
-        sched = schedule(program)
-        out = np.zeros((repetitions, len(qubits)), dtype=bool)
-        for r in range(repetitions):
-            run = sim.engine.run_tableau(program, sched, sim._next_key(), initial=self.state.inverse_tableau)
-            out[r] = run.records[program.keys[0].records[0]].astype(bool)
-        return out
+    def sample(self, qubits: Sequence[cirq.Qid], repetitions: int = 1, seed: Any = None) -> np.ndarray:
+        """Z-basis samples of `qubits` from this state, bool [repetitions, len(qubits)], the state
+        left as it is. Measuring a stabilizer state gives a reference outcome XOR a uniform element of
+        the span of its stabilizers' X parts on those qubits: one tableau run, then vectorised."""
+        qs = [self.state.qubit_map[q] for q in qubits]
+        inv = self.state.inverse_tableau
+        b = ProgramBuilder(self.state.n)
+        b.next_step()
+        for q in qs:
+            b.measure(q)
+        program = b.build()
+        reference = self._engine.run_tableau(program, schedule(program), _REFERENCE_KEY, reference=True,
+                                             initial=inv).records
+        prng = self._prng if seed is None else _parse_seed(seed)
+        key = _draw_key(prng)
+        words = inv.zx.shape[1]
+        r = rng.words_range(key, rng.Stream.FRAME_INIT, np.arange(words, dtype=np.uint64), 0, 0, repetitions)
+        r = np.ascontiguousarray(r.reshape(words, repetitions).T)  # [repetitions, words]
+        flips = np.stack([np.bitwise_count(r & inv.zx[q][None, :]).sum(axis=1) & 1 for q in qs], axis=1) \
+            if qs else np.zeros((repetitions, 0), dtype=np.uint8)
+        return (flips.astype(np.uint8) ^ reference[None, :]).astype(bool)
 
     def __str__(self) -> str:
-        return f"measurements: {self.measurements}\noutput state:\n{self.state}"
+        bits = sorted((key, "".join("1" if v else "0" for v in val)) for key, val in self.measurements.items())
+        measured = " ".join(f"{key}={val}" for key, val in bits)
+        return f"{measured}\n{self.state}" if bits else f"{self.state}"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("cirq.CliffordSimulatorStateResult(...)" if cycle else str(self))  # as Cirq's, for drop-in
 
 
-class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
+class _Replay:
+    """The exact amplitudes after `start` and then each (program, schedule, key, records) run of
+    `segments` (results/phase.py), computed once, when a state vector is first asked for."""
+
+    def __init__(self, start: Callable[[], Amplitudes], segments: List[tuple]):
+        self.start, self.segments = start, segments
+        self._result: Optional[Amplitudes] = None
+
+    def __call__(self) -> Amplitudes:
+        if self._result is None:
+            amps = self.start().copy()
+            for program, sched, key, records in self.segments:
+                replay(program, sched, key, records, 0, amps)
+            self._result = amps
+        return self._result
+
+
+def _zero_state(n: int, phase: complex = 1.0) -> Callable[[], Amplitudes]:
+    return lambda: Amplitudes(n, [(0, 0, 1 << k) for k in range(n)], 0, phase)
+
+
+def _measured_in(program: Program, records: np.ndarray, lo: int, hi: int) -> Dict[str, List[int]]:
+    """{key: bits} of the latest instance of each key measured into records [lo, hi)."""
+    out = {}
+    for entry in program.keys:
+        inside = np.flatnonzero((entry.records[:, 0] >= lo) & (entry.records[:, 0] < hi))
+        if len(inside):
+            out[entry.key] = [int(records[s]) for s in entry.records[inside[-1]]]
+    return out
+
+
+def _parse_seed(seed: Any):
+    """What Cirq's simulators accept as a seed (cirq.RANDOM_STATE_OR_SEED_LIKE)."""
+    if seed is None or seed is np.random:
+        return np.random
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return np.random.RandomState(int(seed) & 0xFFFFFFFF if int(seed) >= 2**32 else int(seed))
+    if isinstance(seed, (np.random.RandomState, np.random.Generator)):
+        return seed
+    raise TypeError(f"seed must be None, an int, a numpy.random.RandomState or a numpy.random.Generator "
+                    f"(as Cirq's simulators take), not {type(seed).__name__}")
+
+
+def _draw_key(prng):
+    """A Philox key from the simulator's random state (each call a fresh one)."""
+    if isinstance(prng, np.random.Generator):
+        hi, lo = (int(v) for v in prng.integers(0, 2**32, size=2, dtype=np.int64))
+    else:
+        hi, lo = int(prng.randint(0, 2**32, dtype=np.int64)), int(prng.randint(0, 2**32, dtype=np.int64))
+    return rng.make_key(hi << 32 | lo)
+
+
+def prepared(program: Program) -> Schedule:
+    """The program's schedule, made once and kept with the program."""
+    sched = program.derived.get("schedule")
+    if sched is None:
+        sched = program.derived["schedule"] = schedule(program)
+    return sched
+
+
+class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.SimulatesExpectationValues):
     """Stabilizer simulator: `run` / `run_sweep` / `sample` / `run_batch` / `simulate` /
-    `simulate_sweep` as any Cirq simulator.
+    `simulate_sweep` / `simulate_moment_steps` / `simulate_expectation_values` as any Cirq simulator.
 
     Args:
-        seed: makes results reproducible (an int or a np.random.RandomState); for the same seed
-            and circuit every engine returns identical bits.
+        seed: makes results reproducible: None, an int, a numpy RandomState or Generator (what
+            Cirq's simulators take); for the same seed and circuit every engine returns identical bits.
+        split_untangled_states: accepted as cirq.CliffordSimulator accepts it; it has no effect
+            here (the tableau of n qubits is simulated as one, at any size).
         noise: a cirq.NoiseModel or anything cirq.NOISE_MODEL_LIKE, applied as Cirq does.
         device: "auto" (the GPU engine when a CUDA GPU is usable, else NumPy), "gpu", or "cpu".
+        dtype: the complex dtype of state vectors (default complex128, as cirq.CliffordSimulator's).
     """
 
-    def __init__(self, seed: Any = None, noise: cirq.NOISE_MODEL_LIKE = None, device: str = "auto"):
+    def __init__(self, seed: Any = None, split_untangled_states: bool = False, *,
+                 noise: cirq.NOISE_MODEL_LIKE = None, device: str = "auto", dtype: Any = None):
         self.noise = noise
         self.device = device
+        self.split_untangled_states = bool(split_untangled_states)
+        self.dtype = np.complex128 if dtype is None else np.dtype(dtype).type
+        if not np.issubdtype(self.dtype, np.complexfloating):
+            raise InvalidInputError(f"dtype must be a complex dtype (numpy.complex64 or complex128), not {dtype!r}")
         self.engine: Engine = select_engine(device)
-        self._prng = cirq.value.parse_random_state(seed)
-        # Per compiled Program: its schedule and its reference sample (both seed-independent).
-        self._prepared: "weakref.WeakKeyDictionary[Program, list]" = weakref.WeakKeyDictionary()
+        self._prng = _parse_seed(seed)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """Pickles without the engine (a GPU context does not travel); it is selected again."""
+        state = dict(self.__dict__)
+        del state["engine"]
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.engine = select_engine(self.device)
 
     @staticmethod
     def is_supported_operation(op: cirq.Operation) -> bool:
@@ -91,20 +197,15 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
 
     # ---------------------------------------------------------------------------- plumbing
     def _next_key(self):
-        return rng.make_key(int(self._prng.randint(0, 2**32, dtype=np.int64)) << 32
-                            | int(self._prng.randint(0, 2**32, dtype=np.int64)))
+        return _draw_key(self._prng)
 
-    def _prepare(self, program: Program) -> list:
-        entry = self._prepared.get(program)
-        if entry is None:
-            entry = [schedule(program), None]
-            self._prepared[program] = entry
-        return entry
-
-    def _reference(self, program: Program, sched: Schedule, entry: list) -> np.ndarray:
-        if entry[1] is None:
-            entry[1] = self.engine.run_tableau(program, sched, rng.make_key(0), reference=True).records
-        return entry[1]
+    def reference(self, program: Program) -> np.ndarray:
+        """The program's reference sample (every random outcome 0), made once and kept with it."""
+        ref = program.derived.get("reference")
+        if ref is None:
+            ref = program.derived["reference"] = self.engine.run_tableau(
+                program, prepared(program), _REFERENCE_KEY, reference=True).records
+        return ref
 
     def _programs(self, circuit: cirq.AbstractCircuit, params: cirq.Sweepable,
                   qubit_order=cirq.QubitOrder.DEFAULT) -> Iterator:
@@ -116,21 +217,19 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
     def sample_packed(self, program: Program, repetitions: int) -> np.ndarray:
         """Bit-packed records uint64 [num_records, ceil(repetitions/64)] for a compiled Program
         (bit l of word w is repetition 64w + l): the `bit_packed` path, no unpacking."""
-        entry = self._prepare(program)
-        sched = entry[0]
+        sched = prepared(program)
         key = self._next_key()
-        if program.needs_tableau_per_shot():
-            return self.engine.sample_tableau_shots(program, sched, key, repetitions)
-        reference = self._reference(program, sched, entry)
-        return self.engine.sample_frames(program, sched, key, reference, repetitions)
+        if program.needs_branching():
+            return self.engine.sample_controlled(program, sched, key, repetitions)
+        return self.engine.sample_frames(program, sched, key, self.reference(program), repetitions)
 
     def run_sweep_iter(self, program: cirq.AbstractCircuit, params: cirq.Sweepable,
                        repetitions: int = 1) -> Iterator[cirq.Result]:
         if not program.has_measurements():
             raise ValueError("Circuit has no measurements to sample.")
         for resolver, compiled in self._programs(program, params):
-            if repetitions == 0:
-                records = {k.key: np.empty((0,) + k.records.shape, dtype=np.int8) for k in compiled.keys}
+            if repetitions == 0:  # exactly what Cirq's simulators give: (0, 1, 1) whatever the key
+                records = {k.key: np.empty((0, 1, 1), dtype=np.int8) for k in compiled.keys}
             else:
                 packed = self.sample_packed(compiled, repetitions)
                 records = records_from_packed(compiled, packed, repetitions)
@@ -142,48 +241,83 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState):
         return records_from_packed(compiled, self.sample_packed(compiled, repetitions), repetitions)
 
     # ---------------------------------------------------------------------------- final state
+    def _start(self, initial: Optional[Initial], qubits: tuple):
+        """(initial tableau or None, start of the phase replay, segments already run)."""
+        n = len(qubits)
+        if initial is None:
+            return None, _zero_state(n), []
+        if initial.tableau is not None:
+            tab = initial.tableau
+
+            def start() -> Amplitudes:
+                return Amplitudes.from_tableau(tab, canonical_vector(*tab.forward()))
+
+            return tab, start, []
+        prep = compile_circuit(initial.circuit, qubit_order=qubits)
+        sched = prepared(prep)
+        run = self.engine.run_tableau(prep, sched, _REFERENCE_KEY)
+        return run.tableau, _zero_state(n, prep.base_phase), [(prep, sched, _REFERENCE_KEY, run.records)]
+
+    def _qubits(self, circuit: cirq.AbstractCircuit, qubit_order, initial: Any) -> tuple:
+        qubits = set(circuit.all_qubits())
+        given = getattr(initial, "qubits", None)
+        if given is None and isinstance(initial, cirq.ProductState):
+            given = initial.qubits
+        if given is not None:
+            qubits |= set(given)
+        return tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(qubits))
+
     def simulate_sweep_iter(self, program: cirq.AbstractCircuit, params: cirq.Sweepable,
                             qubit_order: cirq.QubitOrderOrList = cirq.QubitOrder.DEFAULT,
                             initial_state: Any = None) -> Iterator[QuasarqTrialResult]:
-        circuit = _with_initial_state(program, qubit_order, initial_state)
-        for resolver, compiled in self._programs(circuit, params, qubit_order):
-            sched = self._prepare(compiled)[0]
-            run = self.engine.run_tableau(compiled, sched, self._next_key())
-            state = QuasarqState(run.tableau, compiled.qubits)
+        qubits = self._qubits(program, qubit_order, initial_state)
+        initial = make_initial(initial_state, qubits)
+        for resolver, compiled in self._programs(program, params, qubits):
+            start_tableau, start, segments = self._start(initial, qubits)
+            sched = prepared(compiled)
+            key = self._next_key()
+            run = self.engine.run_tableau(compiled, sched, key, initial=start_tableau)
+            phase = _Replay(start, segments + [(compiled, sched, key, run.records)])
+            state = QuasarqState(run.tableau, compiled.qubits, phase, self.dtype)
             yield QuasarqTrialResult(resolver, last_measurements(compiled, run.records), state)
-
 
     def simulate_moment_steps(self, circuit: cirq.AbstractCircuit,
                               param_resolver: cirq.ParamResolverOrSimilarType = None,
                               qubit_order: cirq.QubitOrderOrList = cirq.QubitOrder.DEFAULT,
                               initial_state: Any = None) -> Iterator[QuasarqStepResult]:
-        """Yields the state after each moment (as cirq.CliffordSimulator does). Each moment is
-        compiled on its own, so classical controls must read keys measured in the same moment."""
-        circuit = _with_initial_state(circuit, qubit_order, initial_state)
-        qubits = cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit.all_qubits())
-        noise = cirq.NoiseModel.from_noise_model_like(self.noise)
-        if noise is not cirq.NO_NOISE:
-            circuit = cirq.Circuit(noise.noisy_moments(circuit, sorted(circuit.all_qubits())))
-        tableau = None
-        resolver = cirq.ParamResolver(param_resolver)
-        for moment in circuit:
-            program = compile_circuit(cirq.Circuit(moment), qubit_order=qubits, resolver=resolver)
-            # A fresh key per moment: each moment's program numbers its random slots from 0.
-            run = self.engine.run_tableau(program, schedule(program), self._next_key(), initial=tableau)
-            tableau = run.tableau
-            measurements = {k: list(v) for k, v in last_measurements(program, run.records).items()}
-            yield QuasarqStepResult(measurements, QuasarqState(tableau, qubits), self._prng)
+        """Yields the state after each moment, as cirq.CliffordSimulator does. The circuit is compiled
+        once and run moment by moment, the records carried over, so a classical control may read a
+        key measured in any earlier moment."""
+        qubits = self._qubits(circuit, qubit_order, initial_state)
+        compiled = compile_circuit(circuit, qubit_order=qubits, noise=self.noise,
+                                   resolver=cirq.ParamResolver(param_resolver))
+        tableau, start, segments = self._start(make_initial(initial_state, qubits), qubits)
+        key = self._next_key()
+        records = np.zeros(compiled.num_records, dtype=np.uint8)
+        phase: Callable[[], Amplitudes] = _Replay(start, segments)
+        for m in range(len(compiled.moment_rows) - 1):
+            part = compiled.moment(m)
+            sched = schedule(part)
+            run = self.engine.run_tableau(part, sched, key, initial=tableau, records=records)
+            tableau, records = run.tableau, run.records
+            phase = _Replay(phase, [(part, sched, key, records)])
+            measured = _measured_in(compiled, records, compiled.moment_records[m], compiled.moment_records[m + 1])
+            yield QuasarqStepResult(measured, QuasarqState(tableau, compiled.qubits, phase, self.dtype),
+                                    self.engine, self._prng)
 
+    # ---------------------------------------------------------------------------- expectation values
+    def simulate_expectation_values_sweep_iter(
+            self, program: cirq.AbstractCircuit, observables: Any, params: cirq.Sweepable,
+            qubit_order: cirq.QubitOrderOrList = cirq.QubitOrder.DEFAULT, initial_state: Any = None,
+            permit_terminal_measurements: bool = False) -> Iterator[List[complex]]:
+        """⟨O⟩ of Pauli sums on the final state, exactly: each Pauli term is 0 or ±1 on a stabilizer
+        state, read off the tableau in O(weight · n/64)."""
+        if not permit_terminal_measurements and program.are_any_measurements_terminal():
+            raise ValueError("Provided circuit has terminal measurements, which may skew expectation "
+                             "values. If this is intentional, set permit_terminal_measurements=True.")
+        sums = [cirq.PauliSum.wrap(o) for o in (observables if isinstance(observables, (list, tuple))
+                                                 else [observables])]
+        for trial in self.simulate_sweep_iter(program, params, qubit_order, initial_state):
+            state = trial.final_state
+            yield [sum((state.expectation(term) for term in psum), 0j) for psum in sums]
 
-def _with_initial_state(circuit: cirq.AbstractCircuit, qubit_order, initial_state) -> cirq.AbstractCircuit:
-    """An integer initial state (big-endian over the ordered qubits, as Cirq) becomes X gates."""
-    if initial_state is None or (isinstance(initial_state, (int, np.integer)) and initial_state == 0):
-        return circuit
-    if not isinstance(initial_state, (int, np.integer)):
-        raise ValueError(f"initial_state must be an int computational basis state, got {initial_state!r}")
-    qubits = cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit.all_qubits())
-    n = len(qubits)
-    if not 0 <= int(initial_state) < 2**n:
-        raise ValueError(f"initial_state {initial_state} is out of range for {n} qubits")
-    flips = [cirq.X(q) for i, q in enumerate(qubits) if (int(initial_state) >> (n - 1 - i)) & 1]
-    return cirq.Circuit(cirq.Moment(flips)) + cirq.Circuit(circuit)

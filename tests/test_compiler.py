@@ -530,7 +530,7 @@ def test_classical_control_with_random_outcomes():
         assert vals["m"][0, 0] == vals["n"][0, 0]
         seen.add(int(vals["m"][0, 0]))
     assert seen == {0, 1}
-    assert p.needs_tableau_per_shot() is False
+    assert p.needs_branching() is False
 
 
 def test_controlled_op_lowered_to_several_instructions_carries_cond():
@@ -540,7 +540,7 @@ def test_controlled_op_lowered_to_several_instructions_carries_cond():
                            cirq.H(c), cirq.measure(b, c, key="bc"))  # |0+> -> |00>
     p = assert_same_as_cirq(circuit)
     controlled = p.instructions[p.instructions[:, COND] >= 0]
-    assert len(controlled) >= 4 and p.needs_tableau_per_shot()
+    assert len(controlled) >= 4 and p.needs_branching()
 
 
 def test_condition_errors_name_the_moment():

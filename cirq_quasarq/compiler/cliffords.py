@@ -29,6 +29,7 @@ MATRIX_ATOL = 1e-7  # entries of U·P·U† must match a signed Pauli to this
 EXPONENT_ATOL = 1e-8  # looser than MATRIX_ATOL would let a family pass and its unitary fail
 MAX_UNITARY_QUBITS = 3  # arbitrary unitary gates are examined up to this size
 MAX_MATRIX_GATE_QUBITS = 6  # a MatrixGate's matrix is already at hand, so allow a bit more
+MAX_PHASE_QUBITS = 8  # gates up to this size get their exact global phase (their unitary is built)
 
 _UNITARY_OPS = [op for op in opcodes.OPCODES if op.kind == opcodes.Kind.UNITARY]
 _CONJUGATION = {op.name: opcodes.CONJUGATION[op.code] for op in _UNITARY_OPS}
@@ -319,3 +320,41 @@ def lower_qubit_permutation(gate: cirq.QubitPermutationGate, n) -> OpSeq:
 
 def lower_matrix_gate(gate, n) -> Optional[OpSeq]:
     return lower_unitary(gate, n, MAX_MATRIX_GATE_QUBITS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Global phase: the gate's unitary against its opcodes' canonical unitaries
+
+
+def _apply_local(m: np.ndarray, u: np.ndarray, targets, n: int) -> np.ndarray:
+    """u (little-endian over `targets`) applied to every column of m (little-endian over n)."""
+    k = len(targets)
+    tensor = m.reshape((2,) * n + (-1,))
+    axes = [n - 1 - t for t in reversed(targets)]  # little-endian: qubit t is axis n-1-t
+    moved = np.moveaxis(tensor, axes, list(range(k)))
+    shape = moved.shape
+    out = (u @ moved.reshape(2**k, -1)).reshape(shape)
+    return np.moveaxis(out, list(range(k)), axes).reshape(m.shape)
+
+
+def global_phase(gate: cirq.Gate, ops: OpSeq, n: int) -> complex:
+    """c with unitary(gate) = c · (product of the opcodes' canonical unitaries): 1 for a gate with
+    no unitary (its opcodes define it), NaN when the gate is too large to tell (more than
+    MAX_PHASE_QUBITS qubits without a known structure)."""
+    if isinstance(gate, cirq.BaseDensePauliString):  # X, Y, Z opcodes are the Pauli matrices
+        return complex(gate.coefficient)
+    if isinstance(gate, cirq.QubitPermutationGate):  # SWAP opcodes: permutation matrices
+        return 1.0 + 0j
+    if not cirq.has_unitary(gate):  # described only by its opcodes: their product, by definition
+        return 1.0 + 0j
+    if n > MAX_PHASE_QUBITS:
+        return complex("nan")
+    u = _reverse_qubits(np.asarray(cirq.unitary(gate), dtype=complex), n)
+    m = np.eye(2**n, dtype=complex)
+    for name, targets in ops:
+        m = _apply_local(m, opcodes.canonical_unitary(opcodes.CODE[name]), targets, n)
+    index = np.unravel_index(np.argmax(np.abs(m)), m.shape)
+    c = u[index] / m[index]
+    if not np.allclose(u, c * m, atol=MATRIX_ATOL):
+        return complex("nan")
+    return complex(c)

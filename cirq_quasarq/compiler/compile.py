@@ -76,7 +76,7 @@ def _walker(circuit, qubit_order, noise, mode: str, resolver=None):
 def compile_resolved(circuit, qubit_order=cirq.QubitOrder.DEFAULT, noise=None, resolver=None) -> Program:
     """Walk the circuit resolving parameters on the way (uncached)."""
     walker, moments = _walker(circuit, qubit_order, noise, "resolve", resolver)
-    return walker.run(*moments)
+    return walker.run(*moments, num_moments=len(circuit))
 
 
 def build_template(circuit, qubit_order=cirq.QubitOrder.DEFAULT, noise=None) -> Template:
@@ -84,7 +84,7 @@ def build_template(circuit, qubit_order=cirq.QubitOrder.DEFAULT, noise=None) -> 
     rewalk = functools.partial(compile_resolved, circuit, qubit_order, noise)
     walker, moments = _walker(circuit, qubit_order, noise, "template")
     try:
-        program = walker.run(*moments)
+        program = walker.run(*moments, num_moments=len(circuit))
     except Rewalk:
         return Template(None, [], rewalk, needs_rewalk=True)
     return Template(program, walker.slots, rewalk)

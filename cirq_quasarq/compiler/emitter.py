@@ -149,8 +149,9 @@ class Emitter:
         self.b.add_key(render(key), arr, names=names)
         self.keys.measured(key, arr)
 
-    def read_key(self, scope: Scope, mkey: cirq.MeasurementKey, op, mapped: bool, finish, all_levels: bool):
-        """(slots, depth) of the latest instance of a key as seen from `scope`."""
+    def read_key(self, scope: Scope, mkey: cirq.MeasurementKey, op, mapped: bool, finish, all_levels: bool,
+                 index: int = -1):
+        """(slots, depth) of an instance of a key (the latest for index -1) as seen from `scope`."""
         name = mkey.name
         if mapped:
             for kmap in scope.kmaps:
@@ -161,7 +162,7 @@ class Emitter:
             raise errors.MeasurementKeyError(
                 f"{op!r} at {self.where()} reads measurement key {render(tail)!r}, which is not "
                 "measured before it")
-        return self.keys.read(key, f"{op!r} at {self.where()}", finish, all_levels)
+        return self.keys.read(key, f"{op!r} at {self.where()}", finish, all_levels, index)
 
 
 def samples_terminally(circuit) -> bool:

@@ -100,6 +100,9 @@ class LoopFrame:
 class KeyTable:
     def __init__(self):
         self.entries: Dict[Tuple, Entry] = {}
+        # Every instance of a key measured outside loops, oldest first (for index < -1 reads);
+        # an instance measured inside a loop is marked None (it has one record per iteration).
+        self.instances: Dict[Tuple, List[Optional[np.ndarray]]] = {}
         self.frames: List[LoopFrame] = []
         self.serial = 0
 
@@ -110,6 +113,7 @@ class KeyTable:
     def measured(self, key: Tuple, slots: np.ndarray) -> None:
         self.serial += 1
         self.entries[key] = Entry(slots, self.nest(), self.serial)
+        self.instances.setdefault(key, []).append(None if self.frames else slots)
         if self.frames:
             self.frames[-1].measured.append(key)
 
@@ -137,9 +141,12 @@ class KeyTable:
         return tail if tail in self.entries else None
 
     def read(self, key: Tuple, where: str, finish: Callable[[int], None],
-             all_levels: bool) -> Tuple[np.ndarray, int]:
-        """(iteration-0 slots, depth) of the key's latest instance. When the instance precedes
-        open loops, `finish(depth)` is called once they close with the final depth."""
+             all_levels: bool, index: int = -1) -> Tuple[np.ndarray, int]:
+        """(iteration-0 slots, depth) of the key's latest instance (`index` -1; -2 the one before,
+        ...). When the instance precedes open loops, `finish(depth)` is called once they close
+        with the final depth."""
+        if index != -1:
+            return self._read_older(key, where, index)
         e = self.entries[key]
         d = len(e.nest)
         c = len(self.frames)
@@ -148,6 +155,18 @@ class KeyTable:
             for f in self.frames[d:]:
                 f.pending.append(pending)
         return e.slots, d
+
+    def _read_older(self, key: Tuple, where: str, index: int) -> Tuple[np.ndarray, int]:
+        instances = self.instances.get(key, [])
+        if index >= 0 or len(instances) < -index:
+            raise errors.MeasurementKeyError(
+                f"{where} reads instance {index} of key {render(key)!r}, which has been measured "
+                f"{len(instances)} times before it")
+        if self.frames or any(slots is None for slots in instances[index:]):
+            raise errors.UnsupportedOperationError(
+                f"{where} reads instance {index} of key {render(key)!r} across a loop; earlier "
+                "instances (index < -1) are read only outside loops")
+        return instances[index], 0
 
     # -- loops --------------------------------------------------------------------------------
     def open_loop(self, loop_id: int, count: int, ids: Optional[Sequence[str]]) -> Optional[RepVar]:

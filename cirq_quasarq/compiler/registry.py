@@ -53,10 +53,18 @@ class Lowering:
     """
 
     OPS, NOISE, EMIT, PARAMETRIZED, DECOMPOSE, ERROR = "ops", "noise", "emit", "parametrized", "decompose", "error"
-    __slots__ = ("kind", "ops", "spec", "emit", "_error")
+    __slots__ = ("kind", "ops", "spec", "emit", "_error", "_phase")
 
     def __init__(self, kind: str, ops: OpSeq = (), spec=None, emit: Optional[Callable] = None, error=None):
         self.kind, self.ops, self.spec, self.emit, self._error = kind, ops, spec, emit, error
+        self._phase = None
+
+    def phase_of(self, gate, num_qubits: int) -> complex:
+        """OPS: the global phase c with unitary(gate) = c · product of the opcodes' canonical
+        unitaries (NaN when unknown); computed once per lowering (shared by equal gates)."""
+        if self._phase is None:
+            self._phase = cliffords.global_phase(gate, self.ops, num_qubits)
+        return self._phase
 
     def error_for(self, gate) -> Exception:
         """The error of an ERROR lowering, naming `gate` as the caller wrote it."""
@@ -255,15 +263,26 @@ def _lower_after_exact(gate, num_qubits: int) -> Lowering:
         return Lowering(Lowering.ERROR, error=verdict)
     if ops is not None:
         return Lowering(Lowering.OPS, ops)
-    if not cirq.has_unitary(gate) and (cirq.has_mixture(gate) or cirq.has_kraus(gate)):
-        if not isinstance(gate, cirq.MeasurementGate):
-            return _generic_channel.lower(gate, num_qubits)
+    if not cirq.has_unitary(gate) and not _measures(gate) and (cirq.has_mixture(gate) or cirq.has_kraus(gate)):
+        return _generic_channel.lower(gate, num_qubits)
     return _DECOMPOSE
 
 
 # Keyed by (type, value): Cirq's value equality can make a subclass instance equal to a built-in
 # gate (a user's XPowGate subclass that describes itself equals cirq.X), and each keeps its own.
 _EXACT = {(type(gate), gate): lowering for gate, lowering in EXACT.items()}
+def _measures(gate) -> bool:
+    """A gate that is, or decomposes into, a measurement: a channel in Cirq's eyes, but one that
+    records bits, so it is compiled through its decomposition, never as noise."""
+    if isinstance(gate, cirq.MeasurementGate) or cirq.is_measurement(gate):
+        return True
+    try:
+        parts = cirq.decompose_once_with_qubits(gate, cirq.LineQubit.range(cirq.num_qubits(gate)), None)
+    except (TypeError, ValueError):
+        return False
+    return parts is not None and any(cirq.is_measurement(op) for op in cirq.flatten_to_ops(parts))
+
+
 _CACHE: Dict[object, Lowering] = {}
 
 

@@ -137,6 +137,8 @@ class Template:
         ops: List[str] = []
         a: List[int] = []
         b: List[int] = []
+        aux: List[int] = []
+        phases: List[complex] = []
         chans = list(self.program.channels)
         for slot in self.slots:
             if slot.kind == "sweep":
@@ -150,6 +152,7 @@ class Template:
                 ops.append(sweep_opcode(gate, value))
                 a.append(slot.qubits[0])
                 b.append(-1)
+                aux.append(-1)
                 continue
             op = resolve_chain(slot.op, slot.resolvers, r)
             if cirq.is_parameterized(op):
@@ -179,8 +182,14 @@ class Template:
             if lowering is None or lowering.kind != Lowering.OPS or len(lowering.ops) > len(slot.rows):
                 return self.rewalk(resolver)
             qs = slot.qubits
+            c = lowering.phase_of(op.gate, n)
+            phase = -1
+            if abs(c - 1) > 1e-12 or c != c:
+                phase = len(self.program.phases) + len(phases)
+                phases.append(c)
             for i, rid in enumerate(slot.rows):
                 rows.append(self._row_index[rid])
+                aux.append(phase if i == 0 else -1)
                 if i < len(lowering.ops):
                     name, targets = lowering.ops[i]
                     ops.append(name)
@@ -192,4 +201,5 @@ class Template:
                     b.append(-1)
         codes = np.array([opcodes.CODE[name] for name in ops], dtype=np.int32)
         return self.program.patched(np.asarray(rows, dtype=np.int64), codes, np.asarray(a, dtype=np.int32),
-                                    np.asarray(b, dtype=np.int32), chans)
+                                    np.asarray(b, dtype=np.int32), np.asarray(aux, dtype=np.int32), chans,
+                                    phases)

@@ -39,6 +39,14 @@ _CIRCUIT_OP = cirq.CircuitOperation
 _CONTROLLED = cirq.ClassicallyControlledOperation
 
 
+def _unsupported(error: Exception, op) -> str:
+    """A gate's own verdict, and that Cirq's stabilizer simulator would refuse it too (code written
+    for cirq.CliffordSimulator may match its message)."""
+    if isinstance(error, errors.NonCliffordError):
+        return f"{error}; cirq.CliffordSimulator doesn't support {op!r} either"
+    return str(error)
+
+
 class Rewalk(Exception):
     """Template mode met something that only a resolved walk can compile."""
 
@@ -52,14 +60,15 @@ class Ops:
         self.operations = tuple(operations)
 
 
-def unitary_plan(ops) -> Tuple:
-    """(code, local a, local b, position, channel) rows, positions as soon as possible per local
-    qubit."""
+def unitary_plan(ops, phase: int = -1) -> Tuple:
+    """(code, local a, local b, position, aux, random) rows, positions as soon as possible per
+    local qubit; the gate's global phase id rides on its first row (an `I` row when it has none)."""
     at = Cursor()
     rows = []
-    for name, targets in ops:
+    for name, targets in ops or (("I", (0,)),) * (phase >= 0):
         p = at.place(targets)
-        rows.append((CODE[name], targets[0], targets[1] if len(targets) > 1 else -1, p, -1))
+        rows.append((CODE[name], targets[0], targets[1] if len(targets) > 1 else -1, p, phase, 0))
+        phase = -1
     return tuple(rows)
 
 
@@ -71,11 +80,17 @@ class Walker(Emitter):
         self._plans: Dict[int, Any] = {}  # id(gate) -> plan; `_keep` keeps the ids valid
         self._keep: List[Any] = []
 
-    def run(self, moments, indices: Optional[List[int]] = None) -> Program:
-        """Compile top-level moments (`indices`: their moment numbers in the user's circuit)."""
+    def run(self, moments, indices: Optional[List[int]] = None, num_moments: Optional[int] = None) -> Program:
+        """Compile top-level moments (`indices`: their moment numbers in the user's circuit, of
+        which there are `num_moments`)."""
         qidx = {q: i for i, q in enumerate(self.qubits)}
+        self._moment_rows: List[int] = []
+        self._moment_records: List[int] = []
         self._walk(moments, Scope(qidx), indices)
-        return self.b.build(self.qubits)
+        count = len(moments) if num_moments is None else num_moments
+        rows = self._moment_rows + [self.b.num_rows()] * (count - len(self._moment_rows))
+        records = self._moment_records + [self.b.num_records] * (count - len(self._moment_records))
+        return self.b.build(self.qubits, rows[:count], records[:count])
 
     # -- the walk -------------------------------------------------------------------------------
     def _walk(self, moments, scope: Scope, indices: Optional[List[int]] = None) -> None:
@@ -84,8 +99,14 @@ class Walker(Emitter):
         b = self.b
         lowered = b.lowered
         loc = self.loc
+        top = not loc
         loc.append(0)
         for mi, moment in enumerate(moments):
+            if top:  # the first row of each user moment, for moment steps
+                index = mi if indices is None else indices[mi]
+                while len(self._moment_rows) <= index:
+                    self._moment_rows.append(b.num_rows())
+                    self._moment_records.append(b.num_records)
             ops = moment.operations
             if not ops:
                 continue
@@ -118,10 +139,10 @@ class Walker(Emitter):
                 if any(q not in scope.qidx for q in op.qubits):
                     self.fail(errors.UnsupportedOperationError, op, "it acts on qubits outside the circuit")
                 qi = [scope.qidx[q] for q in op.qubits]
-                for code, la, lb, _, channel in plan:
+                for code, la, lb, _, aux, random in plan:
                     qs = (qi[la],) if lb < 0 else (qi[la], qi[lb])
                     self.b.emit(code, qs[0], qs[1] if lb >= 0 else -1, -1,
-                                -1 if channel < 0 else self.b.take_rand(), channel, pos=at.place(qs))
+                                self.b.take_rand() if random else -1, aux, pos=at.place(qs))
             else:
                 plan(op, gate, scope, at)
             return
@@ -149,7 +170,7 @@ class Walker(Emitter):
                       "it is not a measurement, reset, Pauli noise channel, annotation, classical "
                       "control or subcircuit, the registry has no lowering for it (exact value, "
                       "protocol, type, Clifford unitary, Pauli channel) and cirq.decompose_once "
-                      f"gives nothing{reason}")
+                      f"gives nothing{reason}; cirq.CliffordSimulator doesn't support {op!r} either")
         for part in cirq.flatten_to_ops(parts):
             self.emit_op(part, scope, at)
 
@@ -163,7 +184,11 @@ class Walker(Emitter):
     def _plan_of(self, lowering: Lowering, gate):
         kind = lowering.kind
         if kind == Lowering.OPS:
-            return unitary_plan(lowering.ops)
+            n = cirq.num_qubits(gate)
+            phase = self.b.phase_id(lowering.phase_of(gate, n))
+            if n == 0:  # a global phase on no qubit
+                return () if phase < 0 else (lambda op, gate, scope, at: self.b.phase_row(phase, at.place((0,))))
+            return unitary_plan(lowering.ops, phase)
         if kind == Lowering.NOISE:
             spec = lowering.spec
             if spec is None:
@@ -172,7 +197,7 @@ class Walker(Emitter):
             if opcodes.BY_NAME[spec.opname].arity == 0:  # E: targets in ext_qubits
                 ext = spec.paulis[0] if len(spec.probs) == 1 else None
                 return functools.partial(noise_on_many(spec.opname, channel, ext), self)
-            return ((CODE[spec.opname], 0, 1 if spec.arity == 2 else -1, 0, channel),)
+            return ((CODE[spec.opname], 0, 1 if spec.arity == 2 else -1, 0, channel, 1),)
         if kind == Lowering.EMIT:
             return functools.partial(lowering.emit, self)
         if kind == Lowering.PARAMETRIZED:
@@ -180,7 +205,7 @@ class Walker(Emitter):
         if kind == Lowering.DECOMPOSE:
             return lambda op, gate, scope, at: self._decompose(op, scope, at)
         error = lowering.error_for(gate)
-        return lambda op, gate, scope, at: self.fail(type(error), op, str(error))
+        return lambda op, gate, scope, at: self.fail(type(error), op, _unsupported(error, op))
 
     # -- parameters -----------------------------------------------------------------------------
     def _parametrized(self, op, gate, scope: Scope, at: Cursor) -> None:
@@ -269,27 +294,25 @@ class Walker(Emitter):
             self.emit_op(op.without_classical_controls(), scope, at.after(self.b.max_pos() + 1))
 
     def _make_condition(self, combined, op) -> int:
-        widths: List[Tuple[cirq.MeasurementKey, int]] = []
+        widths: List[Tuple[cirq.MeasurementKey, int, int]] = []
         refs: List[Tuple[int, int]] = []
         seen = set()
         box: List[int] = []  # the condition id, known once the refs are complete
 
         for condition, scope in combined:
-            if getattr(condition, "index", -1) != -1:
-                self.fail(errors.UnsupportedOperationError, op, "conditions on an earlier instance "
-                          "of a repeated key (index != -1); only the latest instance is supported")
+            index = getattr(condition, "index", -1)
             for mkey in condition.keys:
-                if (mkey, id(scope)) in seen:
+                if (mkey, index, id(scope)) in seen:
                     continue
-                seen.add((mkey, id(scope)))
+                seen.add((mkey, index, id(scope)))
                 span = [len(refs), 0]
 
                 def finish(depth, span=span):
                     self.b.conditions[box[0]].refs[span[0]:span[0] + span[1], 1] = depth
 
-                slots, depth = self.read_key(scope, mkey, op, True, finish, False)
+                slots, depth = self.read_key(scope, mkey, op, True, finish, False, index)
                 span[1] = len(slots)
-                widths.append((mkey, len(slots)))
+                widths.append((mkey, len(slots), index))
                 refs.extend((int(s), depth) for s in slots)
         try:
             table = condition_table([c for c, _ in combined], widths)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from typing import Dict, Tuple
 
 import numpy as np
@@ -157,6 +158,28 @@ def unitary_of(name: str) -> np.ndarray:
             if (basis >> q) & 1:
                 v = matrix[2 * q] @ v
         u[:, basis] = v
+    return u
+
+
+_PAULI_MATRICES = {"I": np.eye(2, dtype=complex), "X": paulis.pauli_matrix([paulis.X]),
+                   "Y": paulis.pauli_matrix([paulis.Y]), "Z": paulis.pauli_matrix([paulis.Z])}
+
+
+@functools.lru_cache(maxsize=None)
+def canonical_unitary(code: int) -> np.ndarray:
+    """THE unitary of a unitary opcode, global phase included (little-endian, read-only): the
+    Pauli matrices for I, X, Y, Z, else `unitary_of` scaled so that its first nonzero entry
+    (row-major) is real and positive. Global phases are tracked against these matrices: the
+    compiler gives each Cirq gate the phase that separates its unitary from the product of its
+    opcodes' canonical unitaries (results/phase.py replays them)."""
+    name = OPCODES[code].name
+    if name in _PAULI_MATRICES:
+        u = _PAULI_MATRICES[name].copy()
+    else:
+        u = unitary_of(name)
+        first = u.reshape(-1)[np.flatnonzero(np.abs(u.reshape(-1)) > 1e-9)[0]]
+        u = u * (abs(first) / first)
+    u.setflags(write=False)
     return u
 
 

@@ -115,22 +115,41 @@ class Program:
     detectors: List[Annotation] = dataclasses.field(default_factory=list)
     observables: List[Annotation] = dataclasses.field(default_factory=list)
     qubits: Tuple = ()  # the Cirq qubits, index i is qubit i (kept for results only)
+    # Global phases (complex128 [P]; NaN: unknown): a unitary row with AUX = p >= 0 multiplies the
+    # state by phases[p] besides its opcode's canonical unitary; base_phase is the phase of
+    # gates on no qubit in a program of no qubits. Only the final-state replay reads them.
+    phases: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.complex128))
+    base_phase: complex = 1.0 + 0j
+    # moment_rows[m] is the first row of the user's moment m (program order), moment_rows[-1] the
+    # number of rows: moment steps run one moment's rows at a time.
+    moment_rows: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    moment_records: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    # What is derived from the program alone (its schedule, its reference sample) is kept here, so
+    # every simulator and seed shares it and it is freed with the program.
+    derived: Dict[str, object] = dataclasses.field(default_factory=dict, repr=False)
+
+    def moment(self, m: int) -> "Program":
+        """The rows of the user's moment m alone, with every table of the whole program (slots,
+        records, loops and conditions keep their numbers)."""
+        lo, hi = int(self.moment_rows[m]), int(self.moment_rows[m + 1])
+        return dataclasses.replace(self, instructions=self.instructions[lo:hi], derived={})
 
     @property
     def num_instructions(self) -> int:
         return int(self.instructions.shape[0])
 
-    def patched(self, rows: np.ndarray, ops: np.ndarray, a: np.ndarray, b: np.ndarray,
-                channels: List[Channel]) -> "Program":
-        """A copy whose rows `rows` get new OP / A / B (a template's parametrized operations,
-        resolved) and whose channels are `channels`."""
+    def patched(self, rows: np.ndarray, ops: np.ndarray, a: np.ndarray, b: np.ndarray, aux: np.ndarray,
+                channels: List[Channel], phases: Sequence[complex] = ()) -> "Program":
+        """A copy whose rows `rows` get new OP / A / B / AUX (a template's parametrized operations,
+        resolved; AUX = len(self.phases) + i names `phases[i]`) and whose channels are `channels`."""
         ins = self.instructions.copy()
-        ins[rows, OP], ins[rows, A], ins[rows, B] = ops, a, b
-        return dataclasses.replace(self, instructions=ins, channels=channels)
+        ins[rows, OP], ins[rows, A], ins[rows, B], ins[rows, AUX] = ops, a, b, aux
+        all_phases = np.concatenate([self.phases, np.asarray(phases, dtype=np.complex128)])
+        return dataclasses.replace(self, instructions=ins, channels=channels, phases=all_phases, derived={})
 
-    def needs_tableau_per_shot(self) -> bool:
-        """True when Pauli frames cannot express the program: a classically controlled
-        instruction that is not a Pauli (or identity) gate."""
+    def needs_branching(self) -> bool:
+        """True when one Pauli-frame pass cannot express the program: a classically controlled
+        instruction that is not a Pauli (or identity) gate (engines/branching.py)."""
         ins = self.instructions
         controlled = ins[ins[:, COND] >= 0, OP]
         pauli = {opcodes.CODE[n] for n in ("I", "X", "Y", "Z")}
@@ -164,6 +183,9 @@ class ProgramBuilder:
         self._blocks: List[np.ndarray] = []  # finished [k, NUM_FIELDS] blocks, in order
         self.step = 0  # STEP of the open moment's position 0
         self.cond = -1
+        self.phases: List[complex] = []
+        self._phase_ids: Dict[complex, int] = {}
+        self.base_phase = 1.0 + 0j
         self.num_records = 0
         self.num_rand = 0
         self.ext_qubits: List[int] = []
@@ -222,19 +244,20 @@ class ProgramBuilder:
         self._bucket(pos).extend((op, a, b, rec, rand, aux, self.cond if cond is None else cond, flags,
                                   self.step + pos))
 
-    def lowered(self, rows: Sequence[Tuple[int, int, int, int, int]], qubits: Sequence, index: Dict) -> None:
-        """The compiler's fast path: rows (opcode, local a, local b, position, channel) of a lowered
-        gate on `qubits` (program indices `index[qubit]`); a channel >= 0 takes a random slot."""
+    def lowered(self, rows: Sequence[Tuple[int, int, int, int, int, int]], qubits: Sequence, index: Dict) -> None:
+        """The compiler's fast path: rows (opcode, local a, local b, position, aux, random) of a
+        lowered gate on `qubits` (program indices `index[qubit]`); random = 1 takes a random slot
+        (a Pauli channel, aux its channel); a unitary's aux is its phase id or -1."""
         cond, step = self.cond, self.step
-        for code, la, lb, pos, channel in rows:
+        for code, la, lb, pos, aux, random in rows:
             a = index[qubits[la]]
             b = index[qubits[lb]] if lb >= 0 else -1
-            if channel < 0:
-                row = (code, a, b, -1, -1, -1, cond, 0, step + pos)
-            else:
+            if random:
                 rand = self.num_rand
                 self.num_rand = rand + 1
-                row = (code, a, b, -1, rand, channel, cond, 0, step + pos)
+                row = (code, a, b, -1, rand, aux, cond, 0, step + pos)
+            else:
+                row = (code, a, b, -1, -1, aux, cond, 0, step + pos)
             if pos:
                 self._bucket(pos).extend(row)
             else:
@@ -255,6 +278,10 @@ class ProgramBuilder:
             flat = self._flat
             self._blocks.append(np.fromiter(flat, dtype=np.int32, count=len(flat)).reshape(-1, NUM_FIELDS))
             self._flat = []
+
+    def num_rows(self) -> int:
+        """Rows written so far (the open moment's later positions not counted)."""
+        return sum(len(block) for block in self._blocks) + len(self._flat) // NUM_FIELDS
 
     def take_records(self, k: int) -> int:
         start = self.num_records
@@ -280,6 +307,30 @@ class ProgramBuilder:
 
     def reset(self, q: int, cond: Optional[int] = None, pos: int = 0) -> None:
         self.emit(opcodes.CODE["R"], q, -1, -1, self.take_rand(), cond=cond, pos=pos)
+
+    def phase_id(self, c: complex) -> int:
+        """The id of global phase c in this program's phase table (-1 for c = 1)."""
+        c = complex(c)
+        if abs(c - 1) < 1e-12:
+            return -1
+        key = complex(round(c.real, 12), round(c.imag, 12)) if c == c else "nan"
+        if key not in self._phase_ids:
+            self._phase_ids[key] = len(self.phases)
+            self.phases.append(c)
+        return self._phase_ids[key]
+
+    def phase_row(self, phase: int, pos: int = 0) -> None:
+        """A global phase of a gate on no qubit: an `I` row on qubit 0 carrying it, or, in a program
+        of no qubits (no measurement, no control), a factor of base_phase per loop iteration."""
+        if phase < 0:
+            return
+        if self.num_qubits:
+            self.emit(opcodes.CODE["I"], 0, -1, aux=phase, pos=pos)
+            return
+        times = 1
+        for loop_id, _, _ in self._open_loops:
+            times *= self.loops[loop_id].count
+        self.base_phase *= self.phases[phase] ** times
 
     def placeholder(self, q: int, slot: int, pos: int = 0) -> None:
         """An `I` row on q marked (AUX = -2 - slot) for a parametrized operation's later patch."""
@@ -448,7 +499,7 @@ class ProgramBuilder:
         detectors.sort(key=lambda t: (t[0], t[1]))
         return [a for _, _, a in detectors], [a for _, _, a in observables]
 
-    def build(self, qubits: Tuple = ()) -> Program:
+    def build(self, qubits: Tuple = (), moment_rows: Sequence[int] = (), moment_records: Sequence[int] = ()) -> Program:
         assert not self._open_loops, "unbalanced loops"
         self.end_moment()
         self._flush()
@@ -471,4 +522,8 @@ class ProgramBuilder:
             detectors=detectors,
             observables=observables,
             qubits=tuple(qubits),
+            phases=np.asarray(self.phases, dtype=np.complex128),
+            base_phase=complex(self.base_phase),
+            moment_rows=np.asarray(list(moment_rows) + [len(ins)], dtype=np.int64),
+            moment_records=np.asarray(list(moment_records) + [self.num_records], dtype=np.int64),
         )

@@ -41,6 +41,25 @@ class InverseTableau:
         return cls(n, eye.copy(), zero.copy(), zero.copy(), eye.copy(),
                    np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.uint8))
 
+    @classmethod
+    def from_forward(cls, xs: np.ndarray, zs: np.ndarray, rs: np.ndarray) -> "InverseTableau":
+        """The inverse tableau of a forward one (Cirq's layout: bool xs, zs [2n, n], rs [2n]). The
+        rows of F are the inverse tableau of F⁻¹, so F⁻¹'s forward form is F's inverse tableau."""
+        n = xs.shape[1]
+
+        def pack(bits):
+            words = max(1, (n + 63) // 64)
+            out = np.zeros((bits.shape[0], words * 64), dtype=np.uint8)
+            out[:, :n] = bits
+            return np.packbits(out, axis=1, bitorder="little").view(np.uint64)
+
+        xs, zs = np.asarray(xs, dtype=bool), np.asarray(zs, dtype=bool)
+        signs = np.asarray(rs, dtype=np.uint8)
+        of_inverse = cls(n, pack(xs[:n]), pack(zs[:n]), pack(xs[n:]), pack(zs[n:]), signs[:n].copy(), signs[n:].copy())
+        fx, fz, fr = of_inverse.forward()
+        fr = fr.astype(np.uint8)
+        return cls(n, pack(fx[:n]), pack(fz[:n]), pack(fx[n:]), pack(fz[n:]), fr[:n], fr[n:])
+
     def bits(self) -> Tuple[np.ndarray, ...]:
         """Unpacked bool matrices (xx, xz, zx, zz) of shape [n, n] (row k, generator p)."""
         n = self.num_qubits

@@ -15,6 +15,7 @@ import numpy as np
 from ..core.program import Program
 from ..core.tableau import InverseTableau
 from ..schedule import Schedule
+from . import branching
 
 
 def gib(nbytes: float) -> str:
@@ -35,16 +36,24 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
-                    reference: bool = False, initial: Optional[InverseTableau] = None) -> TableauRun:
+                    reference: bool = False, initial: Optional[InverseTableau] = None,
+                    records: Optional[np.ndarray] = None) -> TableauRun:
         """Tableau mode for one shot. `reference`: every coin forced to 0, noise and confusion off
         (the reference sample of frame mode). `repetition` selects the coins' and noise's shot.
-        `initial`: the state to start from (default |0…0>), e.g. the previous moment's."""
+        `initial`: the state to start from (default |0…0>), and `records` the record bits already
+        written (default all 0): together they continue an earlier run (moment steps)."""
 
     @abc.abstractmethod
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
                       shots: int) -> np.ndarray:
         """Frame mode: uint64 [num_records, ceil(shots/64)] of measured bits (reference XOR flips);
         bit l of word w is shot 64w + l (bits past `shots` are unspecified)."""
+
+    def sample_controlled(self, program: Program, schedule: Schedule, key, shots: int) -> np.ndarray:
+        """Programs with classically controlled non-Pauli gates, packed as sample_frames: shot
+        branching (engines/branching.py), one frame pass per branch."""
+
+        return branching.sample(self, program, schedule, key, shots)
 
     def sample_tableau_shots(self, program: Program, schedule: Schedule, key, shots: int) -> np.ndarray:
         """Tableau mode once per shot (circuits frames cannot express), packed as sample_frames."""

@@ -1,20 +1,27 @@
 """The final state users see: stabilizers, destabilizers, a cirq.CliffordTableau, a state vector.
 
 Engines return the inverse tableau (Stim's convention, `core.tableau.InverseTableau`); the forward
-tableau Cirq uses is derived from it (`InverseTableau.forward`), once, when asked for."""
+tableau Cirq uses is derived from it (`InverseTableau.forward`), once, when asked for, and the
+Cirq objects are built from packed bits only on demand. The global phase, which the tableau does
+not carry, comes from `results/phase.py` when a state vector is asked for."""
 
 from __future__ import annotations
 
 import functools
-from typing import Dict, List
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cirq
 import numpy as np
 
+from ..core import paulis
+from ..core.memory import available_memory
+from ..core.paulis import product_phase
 from ..core.tableau import InverseTableau
-from ..errors import TooLargeError
+from ..errors import OutOfMemoryError, TooLargeError
+from .phase import Amplitudes
 
 MAX_STATE_VECTOR_QUBITS = 20
+MAX_KET_QUBITS = 16  # str() shows a ket up to this many qubits, stabilizers beyond (as Cirq's)
 
 
 def forward_tableau(inv: InverseTableau) -> cirq.CliffordTableau:
@@ -25,60 +32,180 @@ def forward_tableau(inv: InverseTableau) -> cirq.CliffordTableau:
     return table
 
 
-class QuasarqState:
-    """Final state of a simulation: `stabilizers()`, `destabilizers()`, `tableau`,
-    `state_vector()` / `to_numpy()` (≤ 20 qubits), and `qubit_map` as Cirq's states have."""
+def canonical_vector(xs: np.ndarray, zs: np.ndarray, rs: np.ndarray) -> np.ndarray:
+    """The state stabilized by the forward tableau's stabilizer rows (big-endian, Cirq's order),
+    normalised so that its first nonzero amplitude is real and positive."""
+    n = xs.shape[1]
+    vec = np.random.default_rng(1234).normal(size=2**n) + 0j
+    index = np.arange(2**n)
+    weights = 1 << np.arange(n - 1, -1, -1)  # qubit k <-> bit (n-1-k) of the index
+    for s in range(n):
+        xm = int(np.dot(xs[n + s], weights))
+        zm = int(np.dot(zs[n + s], weights))
+        y_count = int(np.sum(xs[n + s] & zs[n + s]))
+        # P = (-1)^r i^(#Y) X^x Z^z: (P v)[i ^ xm] = phase * (-1)^{popcount(i & zm)} v[i].
+        phase = (-1) ** int(rs[n + s]) * (1j) ** y_count
+        parity = np.bitwise_count(index & zm) & 1
+        applied = np.empty_like(vec)
+        applied[index ^ xm] = phase * np.where(parity, -1, 1) * vec
+        vec = (vec + applied) / 2
+    vec /= np.linalg.norm(vec)
+    first = vec[np.flatnonzero(np.abs(vec) > 1e-9)[0]]
+    return vec * (abs(first) / first)
 
-    def __init__(self, inverse: InverseTableau, qubits):
+
+class QuasarqState:
+    """The state of a simulation: `stabilizers()`, `destabilizers()`, `tableau` (a
+    `cirq.CliffordTableau`), `state_vector()` / `to_numpy()` (≤ 20 qubits, global phase as
+    `cirq.CliffordSimulator` has it), `expectation(pauli)` and `qubit_map` as Cirq's states have.
+
+    `phase`, when given, is a callable returning the state's exact amplitudes (`phase.Amplitudes`,
+    replayed only when a state vector is asked for); without it the vector is known up to phase and
+    is normalised so that its first nonzero amplitude is real and positive."""
+
+    def __init__(self, inverse: InverseTableau, qubits, phase: Optional[Callable[[], Amplitudes]] = None,
+                 dtype=np.complex128):
         self.inverse_tableau = inverse
         self.qubits = tuple(qubits)
         self.qubit_map: Dict[cirq.Qid, int] = {q: i for i, q in enumerate(self.qubits)}
         self.n = len(self.qubits)
+        self._phase = phase
+        self.dtype = dtype
 
+    @classmethod
+    def from_tableau(cls, tableau: cirq.CliffordTableau, qubits: Sequence[cirq.Qid]) -> "QuasarqState":
+        """The state of a forward `cirq.CliffordTableau` on `qubits` (its repr round-trips)."""
+        return cls(InverseTableau.from_forward(tableau.xs, tableau.zs, tableau.rs), qubits)
+
+    # -- the tableau --------------------------------------------------------------------------------
     @functools.cached_property
+    def _forward(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = self.n
+        need = 4 * (2 * n) * n + 16 * 2 * n * max(1, (n + 63) // 64)
+        _require(f"the forward tableau of {n} qubits", need)
+        return self.inverse_tableau.forward()
+
+    @property
     def tableau(self) -> cirq.CliffordTableau:
-        return forward_tableau(self.inverse_tableau)
+        xs, zs, rs = self._forward
+        table = cirq.CliffordTableau(num_qubits=self.n)
+        table.xs, table.zs, table.rs = xs.copy(), zs.copy(), rs.copy()
+        return table
+
+    def _rows(self, lo: int) -> List[cirq.DensePauliString]:
+        xs, zs, rs = self._forward
+        n = self.n
+        letters = paulis.letter_of(xs[lo : lo + n], zs[lo : lo + n]).astype(np.uint8)
+        signs = np.where(rs[lo : lo + n], -1, 1)
+        return [cirq.DensePauliString(letters[i], coefficient=int(signs[i])) for i in range(n)]
 
     def stabilizers(self) -> List[cirq.DensePauliString]:
-        return self.tableau.stabilizers()
+        """The stabilizer generators S_p = T Z_p T⁻¹, as `cirq.CliffordTableau.stabilizers()`."""
+        _require(f"stabilizers() of {self.n} qubits", 2 * self.n * self.n + 64 * self.n)
+        return self._rows(self.n)
 
     def destabilizers(self) -> List[cirq.DensePauliString]:
-        return self.tableau.destabilizers()
+        _require(f"destabilizers() of {self.n} qubits", 2 * self.n * self.n + 64 * self.n)
+        return self._rows(0)
 
-    def state_vector(self) -> np.ndarray:
-        """The state vector (big-endian as Cirq: qubit 0 is the most significant bit), with the
-        global phase fixed so the first nonzero amplitude is real and positive."""
+    # -- expectation values -------------------------------------------------------------------------
+    def expectation(self, pauli: cirq.PauliString) -> complex:
+        """⟨ψ|P|ψ⟩ of a Pauli string: its coefficient times ±1 when ±P stabilizes the state, else 0.
+        T⁻¹PT is the product of the inverse tableau's rows of P's letters (O(weight · n/64))."""
+        inv = self.inverse_tableau
+        words = inv.xx.shape[1]
+        acc_x = np.zeros((1, words), dtype=np.uint64)
+        acc_z = np.zeros_like(acc_x)
+        log_i = 0
+        for q, p in pauli.items():
+            k = self.qubit_map[q]
+            letter = {cirq.X: paulis.X, cirq.Y: paulis.Y, cirq.Z: paulis.Z}[p]
+            if letter == paulis.Y:
+                log_i += 1  # Y = i·X·Z
+            for use, rx, rz, rs in ((letter != paulis.Z, inv.xx[k], inv.xz[k], inv.xs[k]),
+                                    (letter != paulis.X, inv.zx[k], inv.zz[k], inv.zs[k])):
+                if use:
+                    log_i += int(product_phase(acc_x, acc_z, rx[None, :], rz[None, :])[0]) + 2 * int(rs)
+                    acc_x ^= rx
+                    acc_z ^= rz
+        if acc_x.any():
+            return 0j
+        return complex(pauli.coefficient) * 1j ** (log_i % 4)  # ±Z^z on |0…0> is ±1
+
+    # -- the state vector ------------------------------------------------------------------------------
+    def amplitudes(self) -> Optional[Amplitudes]:
+        return None if self._phase is None else self._phase()
+
+    def state_vector(self, copy: bool = True) -> np.ndarray:
+        """The state vector (big-endian as Cirq: qubit 0 is the most significant bit), its global
+        phase exactly as `cirq.CliffordSimulator` gives it."""
         n = self.n
         if n > MAX_STATE_VECTOR_QUBITS:
             raise TooLargeError(
                 f"state_vector() of {n} qubits needs {16 * 2**n / 2**30:.3g} GiB; it is limited to "
                 f"{MAX_STATE_VECTOR_QUBITS} qubits. Use stabilizers() or the tableau instead.")
-        vec = np.random.default_rng(1234).normal(size=2**n) + 0j
-        index = np.arange(2**n)
-        weights = 1 << np.arange(n - 1, -1, -1)  # qubit k <-> bit (n-1-k) of the index
-        tab = self.tableau
-        for s in range(n):
-            xm = int(np.dot(tab.xs[n + s], weights))
-            zm = int(np.dot(tab.zs[n + s], weights))
-            y_count = int(np.sum(tab.xs[n + s] & tab.zs[n + s]))
-            # P = (-1)^r i^(#Y) X^x Z^z: (P v)[i ^ xm] = phase * (-1)^{popcount(i & zm)} v[i].
-            phase = (-1) ** int(tab.rs[n + s]) * (1j) ** y_count
-            parity = np.bitwise_count(index & zm) & 1
-            applied = np.empty_like(vec)
-            applied[index ^ xm] = phase * np.where(parity, -1, 1) * vec
-            vec = (vec + applied) / 2
-        vec /= np.linalg.norm(vec)
-        first = vec[np.flatnonzero(np.abs(vec) > 1e-9)[0]]
-        return vec * (abs(first) / first)
+        xs, zs, rs = self._forward
+        vec = canonical_vector(xs, zs, rs)
+        amps = self.amplitudes()
+        if amps is not None:
+            vec = amps.state_vector(vec)
+        return vec.astype(self.dtype)
 
     def to_numpy(self) -> np.ndarray:
         return self.state_vector()
 
+    def dirac_notation(self, decimals: int = 2) -> str:
+        return cirq.dirac_notation(self.state_vector(), decimals=decimals, qid_shape=(2,) * self.n)
+
+    # -- comparisons and printing ---------------------------------------------------------------
     def copy(self) -> "QuasarqState":
-        return QuasarqState(self.inverse_tableau, self.qubits)
+        inv = self.inverse_tableau
+        copied = InverseTableau(inv.num_qubits, inv.xx.copy(), inv.xz.copy(), inv.zx.copy(), inv.zz.copy(),
+                                inv.xs.copy(), inv.zs.copy())
+        return QuasarqState(copied, self.qubits, self._phase, self.dtype)
+
+    def __eq__(self, other: Any) -> bool:
+        """The same qubits in the same quantum state: the same stabilizer group, and the same global
+        phase where both states know theirs."""
+        if not isinstance(other, QuasarqState):
+            return NotImplemented
+        if self.qubits != other.qubits:
+            return False
+        for p in self.stabilizers():
+            if abs(other.expectation(p.on(*self.qubits)) - 1) > 1e-9:
+                return False
+        if self._phase is not None and other._phase is not None and self.n <= MAX_STATE_VECTOR_QUBITS:
+            return bool(np.allclose(self.state_vector(), other.state_vector(), atol=1e-8))
+        return True
+
+    __hash__ = None  # mutable value semantics, as cirq's states
 
     def __str__(self) -> str:
-        return "\n".join(str(s) for s in self.stabilizers())
+        if self.n <= MAX_KET_QUBITS:
+            return self.dirac_notation()
+        return "stabilizers: " + ", ".join(str(s) for s in self.stabilizers())
 
     def __repr__(self) -> str:
-        return f"QuasarqState(num_qubits={self.n})"
+        return f"cirq_quasarq.QuasarqState.from_tableau({self.tableau!r}, qubits={self.qubits!r})"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("cirq_quasarq.QuasarqState(...)" if cycle else str(self))
+
+    def _json_dict_(self) -> Dict[str, Any]:
+        return {"tableau": self.tableau, "qubits": list(self.qubits)}
+
+    @classmethod
+    def _from_json_dict_(cls, tableau, qubits, **kwargs) -> "QuasarqState":
+        return cls.from_tableau(tableau, qubits)
+
+    @classmethod
+    def _json_namespace_(cls) -> str:
+        return "cirq_quasarq"
+
+
+def _require(what: str, nbytes: int) -> None:
+    """Refuse up front what host memory cannot hold (the forward tableau's bool arrays, Cirq objects)."""
+    free = available_memory()
+    if nbytes > free:
+        raise OutOfMemoryError(f"{what} needs about {nbytes / 2**30:.2f} GiB of host memory; "
+                               f"{free / 2**30:.2f} GiB is available")

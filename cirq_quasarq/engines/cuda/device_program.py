@@ -20,8 +20,8 @@ from ...core import opcodes, rng
 from ...core.program import COND, Program
 from ...errors import UnsupportedOperationError
 from ...schedule import Schedule
-from ...schedule.windows import RUN_START, RUN_WINDOW
 from ...schedule.walk import walk
+from ...schedule.windows import RUN_START, RUN_WINDOW
 from . import loader
 
 Kind = opcodes.Kind

@@ -105,8 +105,9 @@ class CudaEngine(Engine):
 
     # ------------------------------------------------------------------ the two modes
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
-                    reference: bool = False, initial: Optional[InverseTableau] = None) -> TableauRun:
-        run = self._tableau.run(program, schedule, key, repetition, reference, initial)
+                    reference: bool = False, initial: Optional[InverseTableau] = None,
+                    records: Optional[np.ndarray] = None) -> TableauRun:
+        run = self._tableau.run(program, schedule, key, repetition, reference, initial, records)
         self._collect_stage_times()
         return run
 

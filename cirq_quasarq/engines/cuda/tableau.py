@@ -89,7 +89,7 @@ class TableauMode:
         self.pending = None  # weak reference to the last lazy result not yet downloaded
 
     def run(self, program: Program, schedule: Schedule, key, repetition: int, reference: bool,
-            initial: Optional[InverseTableau]) -> TableauRun:
+            initial: Optional[InverseTableau], records: Optional[np.ndarray] = None) -> TableauRun:
         engine = self.engine
         cuda, launch = engine.cuda, engine.launcher.launch
         self.settle_pending()
@@ -110,7 +110,14 @@ class TableauMode:
             total = rows * W
             launch("init", "tableau_init", (min(INIT_MAX_BLOCKS, (total + INIT_BLOCK - 1) // INIT_BLOCK), 1),
                    (INIT_BLOCK, 1, 1), int(X), int(Z), int(ws.S), n, W)
-        if program.num_records:
+        if records is not None:
+            records = np.ascontiguousarray(records, dtype=np.uint8)
+            if records.shape != (program.num_records,):
+                raise ValueError(f"initial records of shape {records.shape} for a program of "
+                                 f"{program.num_records} records")
+            if program.num_records:
+                cuda.memcpy_htod(ws.rec, records)
+        elif program.num_records:
             cuda.memset_d8(ws.rec, 0, program.num_records)
         gshift = 3 if W <= 8 else 4 if W <= 16 else 5 if W <= 64 else 6 if W <= 256 else 7 if W <= 1024 else 8
         ctx_base = int(dp.ctx)

@@ -5,13 +5,13 @@ frames for many shots at once. Both follow docs/engine-semantics.md."""
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import numpy as np
 
 from ...core import opcodes, rng
 from ...core.draws import channel_masks, coin, confusion_values, noise_targets
+from ...core.memory import available_memory
 from ...core.paulis import spread
 from ...core.program import AUX, COND, FLAG_INVERT, FLAGS, OP, RAND, REC, A, B, Program
 from ...core.tableau import InverseTableau
@@ -28,21 +28,6 @@ _M, _R, _MR = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"]
 _PAULI_OF_OP = {opcodes.CODE["X"]: 1, opcodes.CODE["Y"]: 2, opcodes.CODE["Z"]: 3}
 
 
-def available_memory() -> int:
-    """Bytes the host can still give (MemAvailable), or a large number where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
-
-
 class NumpyEngine(Engine):
     name = "numpy"
 
@@ -57,7 +42,8 @@ class NumpyEngine(Engine):
 
     # ------------------------------------------------------------------ tableau mode
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
-                    reference: bool = False, initial: Optional[InverseTableau] = None) -> TableauRun:
+                    reference: bool = False, initial: Optional[InverseTableau] = None,
+                    records: Optional[np.ndarray] = None) -> TableauRun:
         n = program.num_qubits
         need = 3 * 2 * (2 * n) * max(1, (n + 63) // 64) * 8  # X and Z, and a collapse's temporaries
         if need > self._budget():
@@ -65,7 +51,8 @@ class NumpyEngine(Engine):
                 f"tableau mode on {n} qubits needs about {gib(need)} of host memory; "
                 f"{gib(self._budget())} is available to the NumPy engine")
         state = TableauState(n) if initial is None else TableauState.from_inverse(initial)
-        records = np.zeros(program.num_records, dtype=np.uint8)
+        records = (np.zeros(program.num_records, dtype=np.uint8) if records is None
+                   else _initial_records(records, program.num_records))
         ins = schedule.instructions
         word, lane = repetition // 64, np.uint64(repetition % 64)
         for step in walk(program, schedule):
@@ -232,6 +219,13 @@ class NumpyEngine(Engine):
             fx[q] ^= differs
         if pauli in (2, 3):
             fz[q] ^= differs
+
+
+def _initial_records(records: np.ndarray, count: int) -> np.ndarray:
+    records = np.asarray(records, dtype=np.uint8)
+    if records.shape != (count,):
+        raise ValueError(f"initial records of shape {records.shape} for a program of {count} records")
+    return records.copy()
 
 
 def _unpack(words: np.ndarray) -> np.ndarray:
