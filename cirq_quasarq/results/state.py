@@ -95,7 +95,8 @@ class QuasarqState:
     def _rows(self, lo: int) -> List[cirq.DensePauliString]:
         xs, zs, rs = self._forward
         n = self.n
-        letters = paulis.letter_of(xs[lo : lo + n], zs[lo : lo + n]).astype(np.uint8)
+        x, z = xs[lo : lo + n].view(np.uint8), zs[lo : lo + n].view(np.uint8)
+        letters = (z << 1) | (x ^ z)  # core.paulis letters: 2z + (x xor z)
         signs = np.where(rs[lo : lo + n], -1, 1)
         return [cirq.DensePauliString(letters[i], coefficient=int(signs[i])) for i in range(n)]
 
