@@ -14,14 +14,15 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 import cirq
 import numpy as np
 
-from .compiler import compile_circuit, compile_template
+from .compiler import compile_circuit, compile_stim, compile_template
 from .core import rng
+from .core.parities import Parities
 from .core.program import Program, ProgramBuilder
 from .engines import Engine, select_engine
 from .errors import InvalidInputError
 from .initial import Initial
 from .initial import initial_state as make_initial
-from .results import QuasarqState, last_measurements, records_from_packed
+from .results import QuasarqState, last_measurements, records_from_packed, shot_major
 from .results.phase import Amplitudes, replay
 from .results.state import canonical_vector
 from .schedule import Schedule, schedule
@@ -110,6 +111,11 @@ class _Replay:
 
 def _zero_state(n: int, phase: complex = 1.0) -> Callable[[], Amplitudes]:
     return lambda: Amplitudes(n, [(0, 0, 1 << k) for k in range(n)], 0, phase)
+
+
+def _is_stim(circuit: Any) -> bool:
+    """A stim.Circuit (recognised without importing stim)."""
+    return type(circuit).__module__.split(".")[0] == "stim" and type(circuit).__name__ == "Circuit"
 
 
 def _measured_in(program: Program, records: np.ndarray, lo: int, hi: int) -> Dict[str, List[int]]:
@@ -207,11 +213,21 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
                 program, prepared(program), _REFERENCE_KEY, reference=True).records
         return ref
 
-    def _programs(self, circuit: cirq.AbstractCircuit, params: cirq.Sweepable,
+    def _programs(self, circuit: Any, params: cirq.Sweepable,
                   qubit_order=cirq.QubitOrder.DEFAULT) -> Iterator:
+        if _is_stim(circuit):  # compiled straight from Stim's instructions (no parameters)
+            program = compile_stim(circuit)
+            for resolver in cirq.to_resolvers(params):
+                yield resolver, program
+            return
         template = compile_template(circuit, qubit_order=qubit_order, noise=self.noise)
         for resolver in cirq.to_resolvers(params):
             yield resolver, template.resolve(resolver)
+
+    def compile(self, circuit: Any, param_resolver: cirq.ParamResolverOrSimilarType = None) -> Program:
+        """The Program of a Cirq circuit (this simulator's noise applied) or of a stim.Circuit."""
+        (_, program), = self._programs(circuit, cirq.ParamResolver(param_resolver))
+        return program
 
     # ---------------------------------------------------------------------------- sampling
     def sample_packed(self, program: Program, repetitions: int) -> np.ndarray:
@@ -225,7 +241,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
 
     def run_sweep_iter(self, program: cirq.AbstractCircuit, params: cirq.Sweepable,
                        repetitions: int = 1) -> Iterator[cirq.Result]:
-        if not program.has_measurements():
+        if not (program.num_measurements if _is_stim(program) else program.has_measurements()):
             raise ValueError("Circuit has no measurements to sample.")
         for resolver, compiled in self._programs(program, params):
             if repetitions == 0:  # exactly what Cirq's simulators give: (0, 1, 1) whatever the key
@@ -239,6 +255,59 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
              repetitions: int) -> dict:
         (_, compiled), = self._programs(circuit, param_resolver)
         return records_from_packed(compiled, self.sample_packed(compiled, repetitions), repetitions)
+
+    # ---------------------------------------------------------------------------- QEC
+    def sample_detectors(self, circuit: Any, repetitions: int, *, separate_observables: bool = False,
+                         append_observables: bool = False, bit_packed: bool = False):
+        """Detection events (and observable flips) of `repetitions` shots, shaped exactly as Stim's
+        `circuit.compile_detector_sampler().sample(...)` returns them: bool [shots, detectors]
+        (observables appended as extra columns, or returned separately as a second array), or
+        with `bit_packed` uint8 [shots, ceil(columns / 8)], bit b of byte k being column 8k + b.
+
+        `circuit` is a Cirq circuit with stimcirq's annotations (DetAnnotation,
+        CumulativeObservableAnnotation) or a stim.Circuit. Detectors and observables are reported
+        relative to the noiseless run, as Stim does; they are reduced from the frames where the
+        frames are (on the GPU only their bits travel to the host), and a circuit without
+        classical feedback or confusion needs no reference sample at all."""
+        if separate_observables and append_observables:
+            raise InvalidInputError("sample_detectors: separate_observables and append_observables exclude "
+                                    "each other (as in Stim)")
+        program = self.compile(circuit)
+        dets, obs = self.sample_parities_packed(program, repetitions)
+        if separate_observables:
+            return shot_major(dets, repetitions, bit_packed), shot_major(obs, repetitions, bit_packed)
+        both = np.concatenate([dets, obs]) if append_observables else dets
+        return shot_major(both, repetitions, bit_packed)
+
+    def sample_parities_packed(self, program: Program, repetitions: int):
+        """Record-major packed detection events uint64 [detectors, words] and observable flips
+        uint64 [observables, words] (bit l of word w: shot 64w + l), no unpacking."""
+        sched = prepared(program)
+        if program.conditions or program.confusions or program.needs_branching():
+            reference = self.reference(program)
+        else:  # the frames are the flips themselves: no tableau run for a reference
+            reference = np.zeros(program.num_records, dtype=np.uint8)
+        parities = program.derived.get(("parities", reference.tobytes()))
+        if parities is None:
+            parities = Parities.of(program.detectors + program.observables, reference)
+            program.derived[("parities", reference.tobytes())] = parities
+        key = self._next_key()
+        if program.needs_branching():
+            packed = parities.reduce(self.engine.sample_controlled(program, sched, key, repetitions))
+        else:
+            packed = self.engine.sample_frames(program, sched, key, reference, repetitions, parities)
+        num_det = len(program.detectors)
+        return packed[:num_det], packed[num_det:]
+
+    def sample_measurements(self, circuit: Any, repetitions: int, *, bit_packed: bool = False) -> np.ndarray:
+        """Every measurement record of `repetitions` shots in Stim's layout (its
+        `compile_sampler().sample(...)`): bool [shots, records], or uint8 bit-packed."""
+        program = self.compile(circuit)
+        return shot_major(self.sample_packed(program, repetitions), repetitions, bit_packed)
+
+    def detector_coordinates(self, circuit: Any) -> Dict[int, List[float]]:
+        """{detector index: coordinates}, as Stim's `circuit.get_detector_coordinates()`."""
+        return {i: list(d.coords) for i, d in enumerate(self.compile(circuit).detectors)}
 
     # ---------------------------------------------------------------------------- final state
     def _start(self, initial: Optional[Initial], qubits: tuple):
@@ -258,7 +327,9 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         run = self.engine.run_tableau(prep, sched, _REFERENCE_KEY)
         return run.tableau, _zero_state(n, prep.base_phase), [(prep, sched, _REFERENCE_KEY, run.records)]
 
-    def _qubits(self, circuit: cirq.AbstractCircuit, qubit_order, initial: Any) -> tuple:
+    def _qubits(self, circuit: Any, qubit_order, initial: Any) -> tuple:
+        if _is_stim(circuit):
+            return tuple(cirq.LineQubit.range(circuit.num_qubits))
         qubits = set(circuit.all_qubits())
         given = getattr(initial, "qubits", None)
         if given is None and isinstance(initial, cirq.ProductState):

@@ -12,12 +12,14 @@ over moments, subcircuits and classical control, on the `emitter.Emitter` state)
 """
 
 from .compile import build_template, clear_cache, compile_circuit, compile_resolved, compile_template
+from .stim_circuit import compile_stim
 from .template import Template
 
 __all__ = [
     "compile_circuit",
     "compile_template",
     "compile_resolved",
+    "compile_stim",
     "build_template",
     "clear_cache",
     "Template",

@@ -33,7 +33,7 @@ _SINGLE_ERROR = {paulis.X: "X_ERROR", paulis.Y: "Y_ERROR", paulis.Z: "Z_ERROR"}
 TWO_QUBIT_ORDER = tuple((a, b) for a in range(4) for b in range(4))[1:]
 
 
-def _spec_from_outcomes(outcomes: Dict[Tuple[int, ...], float], n: int, gate) -> Optional[NoiseSpec]:
+def spec_from_outcomes(outcomes: Dict[Tuple[int, ...], float], n: int, gate) -> Optional[NoiseSpec]:
     items = [(letters, p) for letters, p in outcomes.items() if any(letters) and p > 0]
     if not items:
         return None
@@ -76,7 +76,7 @@ def from_channel(gate, n: int) -> Optional[NoiseSpec]:
             outcomes[found[1]] = outcomes.get(found[1], 0.0) + abs(found[0]) ** 2
     else:
         raise errors.UnsupportedNoiseError(f"{gate!r} is not a Pauli channel")
-    return _spec_from_outcomes(outcomes, n, gate)
+    return spec_from_outcomes(outcomes, n, gate)
 
 
 # -- readers of known channel types (the registry's entries) --------------------------------------
@@ -112,7 +112,7 @@ def depolarize(gate: cirq.DepolarizingChannel, n: int) -> Optional[NoiseSpec]:
 
 def two_qubit_asymmetric_depolarize(gate, n: int) -> Optional[NoiseSpec]:
     """stimcirq.TwoQubitAsymmetricDepolarizingChannel: Stim's PAULI_CHANNEL_2 order."""
-    return _spec_from_outcomes(dict(zip(TWO_QUBIT_ORDER, (float(p) for p in gate.probabilities))), 2, gate)
+    return spec_from_outcomes(dict(zip(TWO_QUBIT_ORDER, (float(p) for p in gate.probabilities))), 2, gate)
 
 
 def identity_error(gate, n: int) -> None:

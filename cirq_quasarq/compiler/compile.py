@@ -13,6 +13,7 @@ import cirq
 
 from ..core.program import Program
 from . import cache
+from .stim_circuit import clear_stim_cache
 from .template import Template
 from .walker import Ops, Rewalk, Walker
 
@@ -119,5 +120,7 @@ def compile_circuit(circuit, *, qubit_order=cirq.QubitOrder.DEFAULT, noise=None,
 
 
 def clear_cache() -> None:
+    """Forget every compiled circuit (Cirq and Stim)."""
     cache.TEMPLATES.clear()
     cache.PROGRAMS.clear()
+    clear_stim_cache()

@@ -12,6 +12,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..core.parities import Parities
 from ..core.program import Program
 from ..core.tableau import InverseTableau
 from ..schedule import Schedule
@@ -45,9 +46,10 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-                      shots: int) -> np.ndarray:
+                      shots: int, parities: Optional[Parities] = None) -> np.ndarray:
         """Frame mode: uint64 [num_records, ceil(shots/64)] of measured bits (reference XOR flips);
-        bit l of word w is shot 64w + l (bits past `shots` are unspecified)."""
+        bit l of word w is shot 64w + l (bits past `shots` are unspecified). With `parities`
+        (detectors, observables), uint64 [parities.count, words] of those parities instead."""
 
     def sample_controlled(self, program: Program, schedule: Schedule, key, shots: int) -> np.ndarray:
         """Programs with classically controlled non-Pauli gates, packed as sample_frames: shot

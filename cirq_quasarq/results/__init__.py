@@ -4,7 +4,7 @@
 - `state`: the inverse tableau -> `QuasarqState` (stabilizers, `cirq.CliffordTableau`, state vector).
 """
 
-from .records import last_measurements, records_from_packed, unpack_records
+from .records import last_measurements, records_from_packed, shot_major, unpack_records
 from .state import QuasarqState
 
-__all__ = ["last_measurements", "records_from_packed", "unpack_records", "QuasarqState"]
+__all__ = ["last_measurements", "records_from_packed", "shot_major", "unpack_records", "QuasarqState"]

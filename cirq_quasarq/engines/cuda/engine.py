@@ -16,6 +16,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from ...core.parities import Parities
 from ...core.program import Program
 from ...core.tableau import InverseTableau
 from ...schedule import Schedule
@@ -112,8 +113,8 @@ class CudaEngine(Engine):
         return run
 
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-                      shots: int) -> np.ndarray:
-        out, kernel_s = self._frames.sample(program, schedule, key, reference, shots)
+                      shots: int, parities: Optional[Parities] = None) -> np.ndarray:
+        out, kernel_s = self._frames.sample(program, schedule, key, reference, shots, parities)
         if kernel_s is not None:
             self.last_frame_kernel_s = kernel_s
             self._collect_stage_times()

@@ -4,7 +4,9 @@ Kernels driven (frames.cu): frames_program_shared (frames in shared memory, wher
 all qubits fits) or frames_program_global (frames in global memory, any n). Either runs the whole
 program, loops included, in one launch per chunk of shot words; chunks are sized to the device
 memory (and `max_shot_words`), and results do not depend on them (docs/engine-semantics.md,
-"Frame mode"). The records come back through page-locked host memory.
+"Frame mode"). With parities (detectors, observables), parities.cu's record_parities reduces each
+chunk's records on the device and only the parities are copied. What comes back goes through
+page-locked host memory.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from ...core.parities import Parities
 from ...core.program import Program
 from ...errors import OutOfMemoryError
 from ...schedule import Schedule
@@ -22,6 +25,7 @@ from . import loader
 from .device_program import _pad
 
 FRAME_BLOCK = loader.source_define("frames.cu", "QQ_FRAME_BLOCK")
+PARITY_BLOCK = loader.source_define("parities.cu", "QQ_PARITY_BLOCK")
 
 
 class FrameMode:
@@ -33,17 +37,18 @@ class FrameMode:
         self._buffers = {}
         self._pinned: Optional[np.ndarray] = None
 
-    def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-               shots: int) -> Tuple[np.ndarray, Optional[float]]:
-        """The records of `shots` shots (engine.sample_frames) and the device time of their kernels
-        (None when no kernel ran: no records or no shots)."""
+    def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
+               parities: Optional[Parities] = None) -> Tuple[np.ndarray, Optional[float]]:
+        """The records (or `parities`) of `shots` shots (engine.sample_frames) and the device time
+        of their kernels (None when no kernel ran: no records or no shots)."""
         engine = self.engine
         cuda, launch = engine.cuda, engine.launcher.launch
         words = (shots + 63) // 64
         num_records = program.num_records
-        if num_records == 0 or words == 0:
-            return np.zeros((num_records, words), dtype=np.uint64), None
-        out = self._host_records(num_records * words).reshape(num_records, words)
+        rows = num_records if parities is None else parities.count
+        if num_records == 0 or words == 0 or rows == 0:
+            return np.zeros((rows, words), dtype=np.uint64), None
+        out = self._host_records(rows * words).reshape(rows, words)
         dp = engine.device_program(program, schedule)
         ref = cuda.to_device(_pad(np.asarray(reference, dtype=np.uint8) & 1, np.uint8))
         n = program.num_qubits
@@ -52,7 +57,7 @@ class FrameMode:
         if engine.frame_memory == "shared" and not shared:
             raise OutOfMemoryError(f"the frames of {n} qubits need {slab_word} bytes of shared memory per 64 shots; "
                                    f"a block has at most {engine.smem_optin}")
-        per_word = 8 * num_records + (0 if shared else slab_word)
+        per_word = 8 * num_records + (0 if shared else slab_word) + (0 if parities is None else 8 * rows)
         held = sum(b[1] for b in self._buffers.values())  # reused, so available to this call
         budget = engine.free_bytes() + held - (1 << 20)
         chunk = budget // per_word if per_word else words
@@ -80,6 +85,12 @@ class FrameMode:
         blocks = -(-chunk // S)
         out_dev = self._scratch("frames_out", 8 * num_records * chunk)
         slab = None if shared else self._scratch("frames_slab", 8 * 2 * n * S * blocks)
+        copied = out_dev
+        if parities is not None:
+            copied = self._scratch("parities_out", 8 * rows * chunk)
+            offsets = cuda.to_device(_pad(parities.offsets, np.int32))
+            flat = cuda.to_device(_pad(parities.records, np.int32))
+            flip = cuda.to_device(_pad(parities.flip, np.uint8))
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
         kernel_s = 0.0
         for start in range(0, words, chunk):
@@ -92,17 +103,22 @@ class FrameMode:
             else:
                 start_evt, end_evt = launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref),
                                             int(out_dev), chunk, start, count, S, int(slab), k0, k1, timed=True)
+            if parities is not None:
+                total = rows * count
+                launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
+                       (PARITY_BLOCK, 1, 1), int(out_dev), chunk, int(offsets), int(flat), int(flip),
+                       int(copied), chunk, rows, count)
             if count == words:  # one chunk: same layout as `out`
-                cuda.memcpy_dtoh(out, out_dev)
-            else:  # the chunk's columns of every record row, straight into `out`
+                cuda.memcpy_dtoh(out, copied)
+            else:  # the chunk's columns of every row, straight into `out`
                 copy = cuda.Memcpy2D()
-                copy.set_src_device(out_dev)
+                copy.set_src_device(copied)
                 copy.src_pitch = 8 * chunk
                 copy.set_dst_host(out)
                 copy.dst_pitch = 8 * words
                 copy.dst_x_in_bytes = 8 * start
                 copy.width_in_bytes = 8 * count
-                copy.height = num_records
+                copy.height = rows
                 copy(aligned=True)
             kernel_s += end_evt.time_since(start_evt) / 1000.0
         return out, kernel_s

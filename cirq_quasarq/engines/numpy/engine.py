@@ -12,6 +12,7 @@ import numpy as np
 from ...core import opcodes, rng
 from ...core.draws import channel_masks, coin, confusion_values, noise_targets
 from ...core.memory import available_memory
+from ...core.parities import Parities
 from ...core.paulis import spread
 from ...core.program import AUX, COND, FLAG_INVERT, FLAGS, OP, RAND, REC, A, B, Program
 from ...core.tableau import InverseTableau
@@ -114,23 +115,24 @@ class NumpyEngine(Engine):
 
     # ------------------------------------------------------------------ frame mode
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-                      shots: int) -> np.ndarray:
+                      shots: int, parities: Optional[Parities] = None) -> np.ndarray:
         words = (shots + 63) // 64
         n, records = program.num_qubits, program.num_records
-        budget = self._budget() - 8 * records * words  # the packed result itself
+        rows = records if parities is None else parities.count
+        budget = self._budget() - 8 * rows * words  # the packed result itself
         # Per 64-shot word of a chunk: frames (2n words), flips (records), noise and temporaries.
         per_word = 8 * (4 * n + 2 * records + 64)
         chunk = min(self.max_shot_words, budget // per_word) if budget > 0 else 0
         if chunk < 1:
             raise OutOfMemoryError(
                 f"sampling {shots} shots of {n} qubits and {records} records needs at least "
-                f"{gib(8 * records * words + per_word)} of host memory; {gib(self._budget())} "
+                f"{gib(8 * rows * words + per_word)} of host memory; {gib(self._budget())} "
                 "is available to the NumPy engine (use fewer repetitions per call)")
-        out = np.zeros((records, words), dtype=np.uint64)
+        out = np.zeros((rows, words), dtype=np.uint64)
         for start in range(0, words, chunk):
             count = min(chunk, words - start)
-            out[:, start : start + count] = self._frames_chunk(program, schedule, key, reference,
-                                                               start, count)
+            chunk_records = self._frames_chunk(program, schedule, key, reference, start, count)
+            out[:, start : start + count] = chunk_records if parities is None else parities.reduce(chunk_records)
         return out
 
     def _frames_chunk(self, program, schedule, key, reference, start, count):

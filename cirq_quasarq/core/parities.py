@@ -1,0 +1,59 @@
+"""Parities of records: detectors and observables, reduced where the records are made.
+
+A `Parities` is a list of XORs of record bits (each a row of `records` between two `offsets`),
+each XORed with a constant `flip`. Detectors and logical observables are parities whose flip is
+the parity of the noiseless reference over the same records, so that they come out as Stim
+reports them: detection events and observable flips relative to the noiseless run. An engine
+given parities returns them instead of the records (the CUDA engine reduces them on the device, so
+only those bits travel to the host).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from .program import Annotation
+
+
+@dataclasses.dataclass(frozen=True)
+class Parities:
+    offsets: np.ndarray  # int64 [P + 1]: parity p XORs records[offsets[p]:offsets[p + 1]]
+    records: np.ndarray  # int64 [offsets[-1]]: absolute record slots
+    flip: np.ndarray  # uint8 [P]: XORed into each parity
+
+    @property
+    def count(self) -> int:
+        return len(self.offsets) - 1
+
+    @classmethod
+    def of(cls, annotations: Sequence[Annotation], reference: np.ndarray) -> "Parities":
+        """The parities of detectors / observables, relative to the records' reference values."""
+        lengths = np.array([len(a.records) for a in annotations], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        records = (np.concatenate([np.asarray(a.records, dtype=np.int64) for a in annotations])
+                   if annotations else np.zeros(0, dtype=np.int64))
+        ref = np.asarray(reference, dtype=np.uint8) & 1
+        flip = np.zeros(len(annotations), dtype=np.uint8)
+        if len(records):
+            np.bitwise_xor.at(flip, np.repeat(np.arange(len(annotations)), lengths), ref[records])
+        return cls(offsets, records, flip)
+
+    def reduce(self, packed: np.ndarray) -> np.ndarray:
+        """uint64 [P, W] from packed records uint64 [R, W] (bit l of word w: shot 64w + l)."""
+        words = packed.shape[1]
+        out = np.zeros((self.count, words), dtype=np.uint64)
+        lengths = np.diff(self.offsets)
+        for length in np.unique(lengths):  # parities of one length at once: a gather and XORs
+            rows = np.flatnonzero(lengths == length)
+            if length == 0:
+                continue
+            index = self.offsets[rows][:, None] + np.arange(length)[None, :]
+            acc = packed[self.records[index[:, 0]]].copy()
+            for j in range(1, int(length)):
+                acc ^= packed[self.records[index[:, j]]]
+            out[rows] = acc
+        out ^= np.uint64(0) - self.flip.astype(np.uint64)[:, None]
+        return out

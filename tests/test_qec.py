@@ -1,0 +1,213 @@
+"""The QEC workflow: detection events and observable flips against Stim, stim.Circuit inputs, the
+sinter plug-in against stim + pymatching, the command line's formats against Stim's."""
+
+import pathlib
+import subprocess
+import sys
+
+import cirq
+import numpy as np
+import pytest
+import sinter
+import stim
+import stimcirq
+
+import cirq_quasarq
+from cirq_quasarq import QuasarqSimulator, cli
+from cirq_quasarq.sinter import QuasarqSampler
+
+NOISE = dict(after_clifford_depolarization=0.01, before_round_data_depolarization=0.01,
+             before_measure_flip_probability=0.01, after_reset_flip_probability=0.01)
+
+
+def code(kind: str, d: int = 3, rounds: int = 3, p: float = 0.01) -> stim.Circuit:
+    name = {"surface": "surface_code:rotated_memory_z", "surface_x": "surface_code:rotated_memory_x",
+            "repetition": "repetition_code:memory", "color": "color_code:memory_xyz"}[kind]
+    return stim.Circuit.generated(name, distance=d, rounds=rounds, **{k: p for k in NOISE})
+
+
+def _rates_agree(ours: np.ndarray, theirs: np.ndarray, what: str) -> None:
+    """Per column rates within 6σ of the two binomial estimates."""
+    p_ours, p_theirs = ours.mean(axis=0), theirs.mean(axis=0)
+    pooled = (p_ours + p_theirs) / 2
+    sigma = np.sqrt(pooled * (1 - pooled) * (1 / len(ours) + 1 / len(theirs)))
+    bad = np.flatnonzero(np.abs(p_ours - p_theirs) > 6 * sigma + 1e-9)
+    assert len(bad) == 0, (what, bad[:5], p_ours[bad[:5]], p_theirs[bad[:5]])
+
+
+@pytest.mark.parametrize("kind", ["surface", "surface_x", "repetition", "color"])
+@pytest.mark.parametrize("source", ["stim", "cirq"])
+def test_detector_and_observable_rates_match_stim(device, kind, source):
+    circuit = code(kind)
+    given = circuit if source == "stim" else stimcirq.stim_circuit_to_cirq_circuit(circuit)
+    shots = 40000
+    dets, obs = QuasarqSimulator(seed=1, device=device).sample_detectors(given, shots, separate_observables=True)
+    ref_dets, ref_obs = circuit.compile_detector_sampler(seed=2).sample(shots, separate_observables=True)
+    assert dets.shape == ref_dets.shape and obs.shape == ref_obs.shape and dets.dtype == ref_dets.dtype
+    _rates_agree(dets, ref_dets, f"{kind} detectors from {source}")
+    _rates_agree(obs, ref_obs, f"{kind} observables from {source}")
+
+
+def test_shapes_and_bit_packing_are_stims():
+    circuit = code("surface", 3, 2)
+    sim = QuasarqSimulator(seed=3, device="cpu")
+    ref = circuit.compile_detector_sampler()
+    for kwargs in ({}, {"append_observables": True}, {"bit_packed": True},
+                   {"append_observables": True, "bit_packed": True}):
+        ours, theirs = sim.sample_detectors(circuit, 100, **kwargs), ref.sample(100, **kwargs)
+        assert ours.shape == theirs.shape and ours.dtype == theirs.dtype, kwargs
+    plain = QuasarqSimulator(seed=4, device="cpu").sample_detectors(circuit, 100, append_observables=True)
+    packed = QuasarqSimulator(seed=4, device="cpu").sample_detectors(circuit, 100, append_observables=True,
+                                                                     bit_packed=True)
+    assert np.array_equal(np.unpackbits(packed, axis=1, bitorder="little")[:, :plain.shape[1]], plain)
+    with pytest.raises(ValueError):
+        sim.sample_detectors(circuit, 10, separate_observables=True, append_observables=True)
+
+
+def test_detector_coordinates_are_stims():
+    circuit = code("surface", 5, 3)
+    ours = QuasarqSimulator(device="cpu").detector_coordinates(circuit)
+    assert ours == {k: list(v) for k, v in circuit.get_detector_coordinates().items()}
+
+
+def test_detector_bits_do_not_depend_on_the_engine_or_the_reference():
+    circuit = code("surface", 3, 3)
+    a = QuasarqSimulator(seed=8, device="cpu").sample_detectors(circuit, 3000, append_observables=True)
+    b = QuasarqSimulator(seed=8, device="cpu").sample_detectors(stimcirq.stim_circuit_to_cirq_circuit(circuit),
+                                                                3000, append_observables=True)
+    assert np.array_equal(a, b)  # a stim.Circuit and its Cirq conversion compile to the same Program
+    if cirq_quasarq.engines.cuda_available():
+        g = QuasarqSimulator(seed=8, device="gpu").sample_detectors(circuit, 3000, append_observables=True)
+        assert np.array_equal(a, g)
+
+
+def test_noiseless_detectors_never_fire(device):
+    circuit = code("color", 3, 2, p=0.0)
+    dets = QuasarqSimulator(seed=1, device=device).sample_detectors(circuit, 2000, append_observables=True)
+    assert not dets.any()
+
+
+def test_measurement_records_in_stims_layout():
+    circuit = stim.Circuit("X 0 2\nM 0 1 2\nH 3\nM 3\nMR 0")
+    ours = QuasarqSimulator(seed=1, device="cpu").sample_measurements(circuit, 500)
+    assert ours.shape == (500, 5) and ours.dtype == bool
+    assert np.all(ours[:, [0, 1, 2, 4]] == [True, False, True, True])
+    assert 0.4 < ours[:, 3].mean() < 0.6
+    packed = QuasarqSimulator(seed=1, device="cpu").sample_measurements(circuit, 500, bit_packed=True)
+    assert packed.shape == (500, 1) and np.array_equal(np.unpackbits(packed, axis=1, bitorder="little")[:, :5], ours)
+
+
+def test_run_and_simulate_take_stim_circuits():
+    circuit = stim.Circuit("H 0\nCX 0 1\nM 0 1")
+    result = QuasarqSimulator(seed=2, device="cpu").run(circuit, repetitions=200)
+    assert np.array_equal(result.measurements["0"], result.measurements["1"])
+    trial = QuasarqSimulator(seed=2, device="cpu").simulate(stim.Circuit("H 0\nCX 0 1"))
+    assert sorted(str(s) for s in trial.final_state.stabilizers()) == ["+XX", "+ZZ"]
+
+
+# ---------------------------------------------------------------------------------------------
+# sinter
+
+
+def test_sinter_plug_in_matches_stim_and_pymatching():
+    tasks = [sinter.Task(circuit=code("surface", d, d, p=0.008), json_metadata={"d": d}) for d in (3, 5)]
+    common = dict(num_workers=2, tasks=tasks, max_shots=30000, max_errors=3000)
+    ours = sinter.collect(decoders=["quasarq"], custom_decoders={"quasarq": QuasarqSampler(device="cpu", seed=1)},
+                          **common)
+    theirs = sinter.collect(decoders=["pymatching"], **common)
+    for d in (3, 5):
+        a = next(s for s in ours if s.json_metadata["d"] == d)
+        b = next(s for s in theirs if s.json_metadata["d"] == d)
+        fa = sinter.fit_binomial(num_shots=a.shots, num_hits=a.errors, max_likelihood_factor=1e3)
+        fb = sinter.fit_binomial(num_shots=b.shots, num_hits=b.errors, max_likelihood_factor=1e3)
+        assert fa.low <= fb.high and fb.low <= fa.high, (d, a, b)  # overlapping 99.9% intervals
+
+
+def test_sinter_workers_draw_different_shots(monkeypatch):
+    task = sinter.Task(circuit=code("surface", 3, 3), json_metadata={})
+    sampler = QuasarqSampler(device="cpu", seed=7)
+    first = sampler.compiled_sampler_for_task(task)
+    monkeypatch.setattr("os.getpid", lambda: 123456)  # another worker process
+    second = sampler.compiled_sampler_for_task(task)
+    a = first.simulator.sample_detectors(task.circuit, 2048, bit_packed=True)
+    b = second.simulator.sample_detectors(task.circuit, 2048, bit_packed=True)
+    assert not np.array_equal(a, b)
+    stats = first.sample(100)
+    assert stats.shots >= 100 and 0 <= stats.errors <= stats.shots
+
+
+def test_sinter_postselection_discards(tmp_path):
+    task = sinter.Task(circuit=code("repetition", 3, 2, p=0.05), json_metadata={},
+                       postselection_mask=np.array([0b1], dtype=np.uint8))
+    stats = QuasarqSampler(device="cpu", seed=2).compiled_sampler_for_task(task).sample(5000)
+    assert 0 < stats.discards < stats.shots
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+
+
+def test_cli_formats_are_byte_identical_to_stims(tmp_path):
+    circuit = stim.Circuit("X 0 2 5 8 9\nM 0 1 2 3 4 5 6 7 8 9")  # deterministic, 10 columns
+    path = tmp_path / "c.stim"
+    path.write_text(str(circuit))
+    for fmt in ("01", "b8"):
+        ours, theirs = tmp_path / f"ours.{fmt}", tmp_path / f"theirs.{fmt}"
+        assert cli.main(["sample", str(path), "--shots", "70", "--format", fmt, "--out", str(ours), "--quiet",
+                         "--device", "cpu"]) == 0
+        circuit.compile_sampler().sample_write(70, filepath=str(theirs), format=fmt)
+        assert ours.read_bytes() == theirs.read_bytes(), fmt
+
+
+def test_cli_detectors_and_npz(tmp_path):
+    circuit = code("surface", 3, 2, p=0.0)
+    path = tmp_path / "s.stim"
+    path.write_text(str(circuit))
+    out = tmp_path / "d.01"
+    assert cli.main(["sample", str(path), "--shots", "10", "--detectors", "--append-observables", "--out", str(out),
+                     "--quiet", "--device", "cpu"]) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 10 and set(lines) == {"0" * (circuit.num_detectors + circuit.num_observables)}
+    npz = tmp_path / "r.npz"
+    assert cli.main(["sample", str(path), "--shots", "10", "--format", "npz", "--out", str(npz), "--quiet",
+                     "--device", "cpu"]) == 0
+    assert np.load(npz)["records"].shape == (10, circuit.num_measurements)
+
+
+def test_cli_reads_qasm_and_cirq_json(tmp_path, capsys):
+    qasm = tmp_path / "bell.qasm"
+    qasm.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\ncreg c[2];\nh q[0];\ncx q[0],q[1];\n'
+                    "measure q -> c;\n")
+    out = tmp_path / "bell.01"
+    assert cli.main(["sample", str(qasm), "--shots", "200", "--out", str(out), "--quiet", "--device", "cpu"]) == 0
+    rows = out.read_text().splitlines()
+    assert set(rows) <= {"00", "11"} and len(set(rows)) == 2
+    js = tmp_path / "c.json"
+    a = cirq.LineQubit(0)
+    js.write_text(cirq.to_json(cirq.Circuit(cirq.X(a), cirq.measure(a, key="m"))))
+    assert cli.main(["simulate", str(js), "--device", "cpu"]) == 0
+    assert "m=1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, suffix, expected", [
+    ("H 0\nT 0\nM 0\n", ".stim", "line 2"),
+    ("H 0\nM 0\n", ".txt", "unknown circuit format"),
+    ('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\nt q[0];\n', ".qasm", "Clifford"),
+    ("{not json", ".json", "not a Cirq JSON circuit"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, content, suffix, expected):
+    path = tmp_path / f"bad{suffix}"
+    path.write_text(content)
+    proc = subprocess.run([sys.executable, "-m", "cirq_quasarq.cli", "sample", str(path), "--shots", "5",
+                           "--device", "cpu", "--quiet"], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert expected in proc.stderr and str(path) in proc.stderr
+
+
+def test_surface_code_threshold_example_runs_tiny(tmp_path):
+    example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "surface_code_threshold.py"
+    proc = subprocess.run([sys.executable, str(example), "--tiny", "--out", str(tmp_path / "t.png"), "--device", "cpu"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "t.png").stat().st_size > 1000
