@@ -217,6 +217,72 @@ def case_stim_frames(d, shots):
     return {"seconds": timed(lambda: sampler.sample(shots, bit_packed=True), 1)}
 
 
+def case_ours_detectors(d, shots):
+    """Detection events and observable flips, bit-packed on the host, a new simulator per call
+    (the process's compile cache warm after the first): stim's layout, and record-major."""
+    import numpy as np
+
+    from cirq_quasarq import QuasarqSimulator
+
+    circuit = _surface(d)
+    t0 = time.perf_counter()
+    QuasarqSimulator(seed=0, device="gpu").sample_detectors(circuit, shots, append_observables=True, bit_packed=True)
+    first = time.perf_counter() - t0
+    stim_layout = timed(lambda: QuasarqSimulator(seed=1, device="gpu").sample_detectors(
+        circuit, shots, append_observables=True, bit_packed=True))
+    sim = QuasarqSimulator(seed=2, device="gpu")
+    program = sim.compile(circuit)
+    both = program.detectors + program.observables
+    record_major = timed(lambda: QuasarqSimulator(seed=3, device="gpu").sample_parities(program, both, shots))
+    same_sim = timed(lambda: sim.sample_detectors(program, shots, append_observables=True, bit_packed=True))
+    dets = sim.sample_parities(program, program.detectors, shots)
+    return {"first_s": first, "stim_layout_s": stim_layout, "record_major_s": record_major,
+            "same_simulator_s": same_sim, "detectors": len(program.detectors),
+            "observables": len(program.observables), "event_rate": float(np.mean(np.bitwise_count(dets)) / 64)}
+
+
+def case_stim_detectors(d, shots):
+    sampler = _surface(d).compile_detector_sampler(seed=1)
+    return {"seconds": timed(lambda: sampler.sample(shots, append_observables=True, bit_packed=True), 1)}
+
+
+def case_quasarq_detectors(d, shots):
+    import quasarq
+
+    sampler = quasarq.compile_detector_sampler(_surface(d), seed=1)
+    sampler.sample(1024, bit_packed=True)
+    return {"seconds": timed(lambda: sampler.sample(shots, bit_packed=True))}
+
+
+def case_custab_detectors(d, shots):
+    import cupy as cp
+    from cuquantum.stabilizer import Circuit, FrameSimulator
+
+    circuit = _surface(d)
+    cc = Circuit(circuit)
+    sim = FrameSimulator(circuit.num_qubits, shots, num_measurements=circuit.num_measurements,
+                         num_detectors=circuit.num_detectors, package="cupy", seed=1)
+    sim.apply(cc, seed=1)
+    cp.cuda.Device().synchronize()
+    getter = next((getattr(sim, n) for n in ("get_detector_bits", "get_detection_events", "get_detectors")
+                   if hasattr(sim, n)), None)
+    if getter is None:
+        return {"error": "no detector getter on FrameSimulator: " + ", ".join(
+            n for n in dir(sim) if not n.startswith("_"))}
+
+    def on_gpu():
+        sim.apply(cc, seed=2)
+        cp.cuda.Device().synchronize()
+
+    def to_host():
+        sim.apply(cc, seed=3)
+        out = getter(bit_packed=True)
+        if hasattr(out, "get"):
+            out.get()
+
+    return {"gpu_s": timed(on_gpu), "host_s": timed(to_host)}
+
+
 def case_cirq_end_to_end(d, shots):
     import stimcirq
 
@@ -286,6 +352,9 @@ def plan(quick):
     for d, shots in frames:
         jobs += [("ours_frames", d, shots), ("custab_frames", d, shots), ("quasarq_frames", d, shots),
                  ("stim_frames", d, shots)]
+    for d, shots in ((11, 1_000_000), (25, 100_000)):
+        jobs += [("ours_detectors", d, shots), ("custab_detectors", d, shots), ("quasarq_detectors", d, shots),
+                 ("stim_detectors", d, shots)]
     jobs += [("cirq_end_to_end", 11, 100_000), ("cirq_end_to_end", 25, 10_000), ("reference", 25),
              ("validity", 3000, 60)]
     return jobs

@@ -119,13 +119,13 @@ def sample(args: argparse.Namespace) -> None:
         for lo in range(0, args.shots, BATCH):
             shots = min(BATCH, args.shots - lo)
             if args.detectors:
-                dets, obs = sim.sample_parities_packed(program, shots)
                 if args.format == "npz":
-                    parts.setdefault("detectors", []).append(shot_major(dets, shots))
-                    parts.setdefault("observables", []).append(shot_major(obs, shots))
+                    dets, obs = sim.sample_detectors(program, shots, separate_observables=True)
+                    parts.setdefault("detectors", []).append(dets)
+                    parts.setdefault("observables", []).append(obs)
                 else:
-                    both = np.concatenate([dets, obs]) if args.append_observables else dets
-                    _write(shot_major(both, shots), args.format, out)
+                    _write(sim.sample_detectors(program, shots, append_observables=args.append_observables),
+                           args.format, out)
             else:
                 rows = shot_major(sim.sample_packed(program, shots), shots)
                 if args.format == "npz":

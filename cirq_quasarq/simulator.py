@@ -16,8 +16,8 @@ import numpy as np
 
 from .compiler import compile_circuit, compile_stim, compile_template
 from .core import rng
-from .core.parities import Parities
-from .core.program import Program, ProgramBuilder
+from .core.parities import Parities, parities_shot_major
+from .core.program import Annotation, Program, ProgramBuilder
 from .engines import Engine, select_engine
 from .errors import InvalidInputError
 from .initial import Initial
@@ -225,7 +225,10 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
             yield resolver, template.resolve(resolver)
 
     def compile(self, circuit: Any, param_resolver: cirq.ParamResolverOrSimilarType = None) -> Program:
-        """The Program of a Cirq circuit (this simulator's noise applied) or of a stim.Circuit."""
+        """The Program of a Cirq circuit (this simulator's noise applied) or of a stim.Circuit (a
+        Program is returned as it is)."""
+        if isinstance(circuit, Program):
+            return circuit
         (_, program), = self._programs(circuit, cirq.ParamResolver(param_resolver))
         return program
 
@@ -273,31 +276,39 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
             raise InvalidInputError("sample_detectors: separate_observables and append_observables exclude "
                                     "each other (as in Stim)")
         program = self.compile(circuit)
-        dets, obs = self.sample_parities_packed(program, repetitions)
-        if separate_observables:
-            return shot_major(dets, repetitions, bit_packed), shot_major(obs, repetitions, bit_packed)
-        both = np.concatenate([dets, obs]) if append_observables else dets
-        return shot_major(both, repetitions, bit_packed)
+        dets, obs = program.detectors, program.observables
+        if separate_observables:  # observables from a byte boundary on, so both halves are whole bytes
+            pad = [Annotation("pad", np.zeros(0, dtype=np.int64))] * (-len(dets) % 8)
+            both = self.sample_parities(program, dets + pad + obs, repetitions, shot_major=True)
+            split = (len(dets) + 7) // 8
+            parts = (both[:, :split], both[:, split:])
+            widths = (len(dets), len(obs))
+            if bit_packed:
+                return parts
+            return tuple(np.unpackbits(p, axis=1, count=w, bitorder="little").astype(bool)
+                         for p, w in zip(parts, widths))
+        chosen = dets + obs if append_observables else dets
+        packed = self.sample_parities(program, chosen, repetitions, shot_major=True)
+        if bit_packed:
+            return packed
+        return np.unpackbits(packed, axis=1, count=len(chosen), bitorder="little").astype(bool)
 
-    def sample_parities_packed(self, program: Program, repetitions: int):
-        """Record-major packed detection events uint64 [detectors, words] and observable flips
-        uint64 [observables, words] (bit l of word w: shot 64w + l), no unpacking."""
+    def sample_parities(self, program: Program, annotations: List[Annotation], repetitions: int,
+                        shot_major: bool = False) -> np.ndarray:
+        """Detection events / observable flips of the given annotations (relative to the noiseless
+        run): record-major uint64 [annotations, words] (bit l of word w: shot 64w + l), or with
+        `shot_major` Stim's bit-packed uint8 [shots, ceil(annotations / 8)]."""
         sched = prepared(program)
         if program.conditions or program.confusions or program.needs_branching():
             reference = self.reference(program)
         else:  # the frames are the flips themselves: no tableau run for a reference
             reference = np.zeros(program.num_records, dtype=np.uint8)
-        parities = program.derived.get(("parities", reference.tobytes()))
-        if parities is None:
-            parities = Parities.of(program.detectors + program.observables, reference)
-            program.derived[("parities", reference.tobytes())] = parities
+        parities = Parities.of(annotations, reference)
         key = self._next_key()
         if program.needs_branching():
             packed = parities.reduce(self.engine.sample_controlled(program, sched, key, repetitions))
-        else:
-            packed = self.engine.sample_frames(program, sched, key, reference, repetitions, parities)
-        num_det = len(program.detectors)
-        return packed[:num_det], packed[num_det:]
+            return parities_shot_major(packed, repetitions) if shot_major else packed
+        return self.engine.sample_frames(program, sched, key, reference, repetitions, parities, shot_major)
 
     def sample_measurements(self, circuit: Any, repetitions: int, *, bit_packed: bool = False) -> np.ndarray:
         """Every measurement record of `repetitions` shots in Stim's layout (its

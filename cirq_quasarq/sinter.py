@@ -30,7 +30,6 @@ from typing import Optional, Union
 import numpy as np
 import sinter
 
-from .results import shot_major
 from .simulator import QuasarqSimulator
 
 # Shots per sample() call at least: the engines amortise their setup over large batches.
@@ -64,9 +63,7 @@ class _CompiledQuasarqSampler(sinter.CompiledSampler):
     def sample(self, suggested_shots: int) -> "sinter.AnonTaskStats":
         t0 = time.monotonic()
         shots = max(int(suggested_shots), self.batch)
-        dets_packed, obs_packed = self.simulator.sample_parities_packed(self.program, shots)
-        dets = shot_major(dets_packed, shots, bit_packed=True)
-        obs = shot_major(obs_packed, shots, bit_packed=True)
+        dets, obs = self.simulator.sample_detectors(self.program, shots, separate_observables=True, bit_packed=True)
         discards = 0
         if self.task.postselection_mask is not None:
             drop = np.any(dets & self.task.postselection_mask, axis=1)

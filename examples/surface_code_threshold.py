@@ -3,6 +3,7 @@ cirq-quasarq (the GPU where there is one) inside sinter, decoded by pymatching, 
 
     python examples/surface_code_threshold.py [--out docs/figures/surface_code_threshold.png]
                                               [--device auto|gpu|cpu] [--workers 2] [--tiny]
+                                              [--max-shots 2000000] [--max-errors 2000]
 
 Each point is sinter.collect over a `surface_code:rotated_memory_z` memory experiment with
 rounds = d and every noise knob at p; the curves cross near the code's threshold (~0.7% for this
@@ -40,10 +41,12 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--max-shots", type=int, default=2_000_000)
+    parser.add_argument("--max-errors", type=int, default=2000)
     args = parser.parse_args()
     distances = (3, 5) if args.tiny else (3, 5, 7)
     noises = (0.004, 0.012) if args.tiny else (0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.01, 0.012)
-    shots, errors = (4000, 200) if args.tiny else (2_000_000, 2000)
+    shots, errors = (4000, 200) if args.tiny else (args.max_shots, args.max_errors)
     stats = sinter.collect(num_workers=args.workers, tasks=list(tasks(distances, noises)), decoders=["quasarq"],
                            custom_decoders={"quasarq": QuasarqSampler(device=args.device)},
                            max_shots=shots, max_errors=errors, print_progress=not args.tiny)

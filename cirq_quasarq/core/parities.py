@@ -57,3 +57,21 @@ class Parities:
             out[rows] = acc
         out ^= np.uint64(0) - self.flip.astype(np.uint64)[:, None]
         return out
+
+
+def parities_shot_major(packed: np.ndarray, shots: int, bit_packed: bool = True, chunk_bytes: int = 1 << 26) -> np.ndarray:
+    """uint64 [R, W] record-major packed bits -> Stim's shot-major layout: uint8 [shots, ceil(R/8)]
+    (bit b of byte k is column 8k + b), or with bit_packed=False bool [shots, R]. Converted in
+    chunks of shots so the unpacked bits never exceed `chunk_bytes`."""
+    rows = packed.shape[0]
+    out = np.zeros((shots, (rows + 7) // 8) if bit_packed else (shots, rows), dtype=np.uint8 if bit_packed else bool)
+    step = max(1, chunk_bytes // max(1, 64 * rows))  # words of 64 shots per chunk
+    for w0 in range(0, packed.shape[1], step):
+        w1 = min(packed.shape[1], w0 + step)
+        lo, hi = 64 * w0, min(shots, 64 * w1)
+        if lo >= hi:
+            break
+        bits = np.unpackbits(np.ascontiguousarray(packed[:, w0:w1]).view(np.uint8), axis=1, bitorder="little")
+        block = bits[:, : hi - lo].T
+        out[lo:hi] = np.packbits(block, axis=1, bitorder="little") if bit_packed else block.astype(bool)
+    return out

@@ -46,10 +46,11 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-                      shots: int, parities: Optional[Parities] = None) -> np.ndarray:
+                      shots: int, parities: Optional[Parities] = None, shot_major: bool = False) -> np.ndarray:
         """Frame mode: uint64 [num_records, ceil(shots/64)] of measured bits (reference XOR flips);
         bit l of word w is shot 64w + l (bits past `shots` are unspecified). With `parities`
-        (detectors, observables), uint64 [parities.count, words] of those parities instead."""
+        (detectors, observables), uint64 [parities.count, words] of those parities instead. With
+        `shot_major`, Stim's bit-packed samples: uint8 [shots, ceil(rows / 8)]."""
 
     def sample_controlled(self, program: Program, schedule: Schedule, key, shots: int) -> np.ndarray:
         """Programs with classically controlled non-Pauli gates, packed as sample_frames: shot

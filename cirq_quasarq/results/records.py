@@ -9,6 +9,7 @@ from typing import Dict
 
 import numpy as np
 
+from ..core.parities import parities_shot_major
 from ..core.program import Program
 
 
@@ -38,19 +39,8 @@ def last_measurements(program: Program, records: np.ndarray) -> Dict[str, np.nda
 
 
 
-def shot_major(packed: np.ndarray, shots: int, bit_packed: bool = False, chunk_bytes: int = 1 << 26) -> np.ndarray:
-    """uint64 [R, W] record-major packed bits -> Stim's shot-major layout: bool [shots, R], or with
-    `bit_packed` uint8 [shots, ceil(R/8)] (bit b of byte k is column 8k + b). Converted in chunks
-    of shots so the unpacked bits never exceed `chunk_bytes`."""
-    rows = packed.shape[0]
-    out = np.zeros((shots, (rows + 7) // 8) if bit_packed else (shots, rows), dtype=np.uint8 if bit_packed else bool)
-    step = max(1, chunk_bytes // max(1, 64 * rows))  # words of 64 shots per chunk
-    for w0 in range(0, packed.shape[1], step):
-        w1 = min(packed.shape[1], w0 + step)
-        lo, hi = 64 * w0, min(shots, 64 * w1)
-        if lo >= hi:
-            break
-        bits = np.unpackbits(np.ascontiguousarray(packed[:, w0:w1]).view(np.uint8), axis=1, bitorder="little")
-        block = bits[:, : hi - lo].T
-        out[lo:hi] = np.packbits(block, axis=1, bitorder="little") if bit_packed else block.astype(bool)
-    return out
+
+def shot_major(packed: np.ndarray, shots: int, bit_packed: bool = False) -> np.ndarray:
+    """Record-major packed bits -> Stim's shot-major layout: bool [shots, R], or with `bit_packed`
+    uint8 [shots, ceil(R/8)] (core.parities.parities_shot_major)."""
+    return parities_shot_major(packed, shots, bit_packed)

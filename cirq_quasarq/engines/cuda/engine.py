@@ -113,8 +113,8 @@ class CudaEngine(Engine):
         return run
 
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-                      shots: int, parities: Optional[Parities] = None) -> np.ndarray:
-        out, kernel_s = self._frames.sample(program, schedule, key, reference, shots, parities)
+                      shots: int, parities: Optional[Parities] = None, shot_major: bool = False) -> np.ndarray:
+        out, kernel_s = self._frames.sample(program, schedule, key, reference, shots, parities, shot_major)
         if kernel_s is not None:
             self.last_frame_kernel_s = kernel_s
             self._collect_stage_times()

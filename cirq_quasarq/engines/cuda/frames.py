@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ...core.parities import Parities
+from ...core.parities import Parities, parities_shot_major
 from ...core.program import Program
 from ...errors import OutOfMemoryError
 from ...schedule import Schedule
@@ -38,7 +38,7 @@ class FrameMode:
         self._pinned: Optional[np.ndarray] = None
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
-               parities: Optional[Parities] = None) -> Tuple[np.ndarray, Optional[float]]:
+               parities: Optional[Parities] = None, shot_major: bool = False) -> Tuple[np.ndarray, Optional[float]]:
         """The records (or `parities`) of `shots` shots (engine.sample_frames) and the device time
         of their kernels (None when no kernel ran: no records or no shots)."""
         engine = self.engine
@@ -46,9 +46,15 @@ class FrameMode:
         words = (shots + 63) // 64
         num_records = program.num_records
         rows = num_records if parities is None else parities.count
+        row_words = (rows + 63) // 64
         if num_records == 0 or words == 0 or rows == 0:
-            return np.zeros((rows, words), dtype=np.uint64), None
-        out = self._host_records(rows * words).reshape(rows, words)
+            empty = np.zeros((rows, words), dtype=np.uint64)
+            return (parities_shot_major(empty, shots) if shot_major else empty), None
+        if shot_major:  # Stim's bit-packed samples: a row of ceil(rows / 8) bytes per shot
+            out = self._host_records(words * 8 * row_words).view(np.uint8)[: 64 * words * ((rows + 7) // 8)]
+            out = out.reshape(64 * words, (rows + 7) // 8)
+        else:
+            out = self._host_records(rows * words).reshape(rows, words)
         dp = engine.device_program(program, schedule)
         ref = cuda.to_device(_pad(np.asarray(reference, dtype=np.uint8) & 1, np.uint8))
         n = program.num_qubits
@@ -57,7 +63,8 @@ class FrameMode:
         if engine.frame_memory == "shared" and not shared:
             raise OutOfMemoryError(f"the frames of {n} qubits need {slab_word} bytes of shared memory per 64 shots; "
                                    f"a block has at most {engine.smem_optin}")
-        per_word = 8 * num_records + (0 if shared else slab_word) + (0 if parities is None else 8 * rows)
+        per_word = (8 * num_records + (0 if shared else slab_word) + (0 if parities is None else 8 * rows)
+                    + (8 * 64 * row_words if shot_major else 0))
         held = sum(b[1] for b in self._buffers.values())  # reused, so available to this call
         budget = engine.free_bytes() + held - (1 << 20)
         chunk = budget // per_word if per_word else words
@@ -91,6 +98,8 @@ class FrameMode:
             offsets = cuda.to_device(_pad(parities.offsets, np.int32))
             flat = cuda.to_device(_pad(parities.records, np.int32))
             flip = cuda.to_device(_pad(parities.flip, np.uint8))
+        if shot_major:
+            by_shot = self._scratch("shot_major", 8 * 64 * row_words * chunk)
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
         kernel_s = 0.0
         for start in range(0, words, chunk):
@@ -108,7 +117,19 @@ class FrameMode:
                 launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
                        (PARITY_BLOCK, 1, 1), int(out_dev), chunk, int(offsets), int(flat), int(flip),
                        int(copied), chunk, rows, count)
-            if count == words:  # one chunk: same layout as `out`
+            if shot_major:
+                total = 64 * row_words * count
+                launch("parities", "parities_shot_major", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
+                       (PARITY_BLOCK, 1, 1), int(copied), chunk, rows, int(by_shot), row_words, count)
+                copy = cuda.Memcpy2D()  # 64·count shot rows, each its first ceil(rows/8) bytes
+                copy.set_src_device(by_shot)
+                copy.src_pitch = 8 * row_words
+                copy.set_dst_host(out[64 * start:])
+                copy.dst_pitch = out.shape[1]
+                copy.width_in_bytes = out.shape[1]
+                copy.height = 64 * count
+                copy(aligned=True)
+            elif count == words:  # one chunk: same layout as `out`
                 cuda.memcpy_dtoh(out, copied)
             else:  # the chunk's columns of every row, straight into `out`
                 copy = cuda.Memcpy2D()
@@ -121,7 +142,7 @@ class FrameMode:
                 copy.height = rows
                 copy(aligned=True)
             kernel_s += end_evt.time_since(start_evt) / 1000.0
-        return out, kernel_s
+        return (out[:shots] if shot_major else out), kernel_s
 
     def _host_records(self, count: int) -> np.ndarray:
         """Page-locked host memory for the records (a DMA copy at full link speed). The buffer is

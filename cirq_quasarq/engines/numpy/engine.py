@@ -12,7 +12,7 @@ import numpy as np
 from ...core import opcodes, rng
 from ...core.draws import channel_masks, coin, confusion_values, noise_targets
 from ...core.memory import available_memory
-from ...core.parities import Parities
+from ...core.parities import Parities, parities_shot_major
 from ...core.paulis import spread
 from ...core.program import AUX, COND, FLAG_INVERT, FLAGS, OP, RAND, REC, A, B, Program
 from ...core.tableau import InverseTableau
@@ -115,7 +115,7 @@ class NumpyEngine(Engine):
 
     # ------------------------------------------------------------------ frame mode
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-                      shots: int, parities: Optional[Parities] = None) -> np.ndarray:
+                      shots: int, parities: Optional[Parities] = None, shot_major: bool = False) -> np.ndarray:
         words = (shots + 63) // 64
         n, records = program.num_qubits, program.num_records
         rows = records if parities is None else parities.count
@@ -133,7 +133,7 @@ class NumpyEngine(Engine):
             count = min(chunk, words - start)
             chunk_records = self._frames_chunk(program, schedule, key, reference, start, count)
             out[:, start : start + count] = chunk_records if parities is None else parities.reduce(chunk_records)
-        return out
+        return parities_shot_major(out, shots) if shot_major else out
 
     def _frames_chunk(self, program, schedule, key, reference, start, count):
         n = program.num_qubits
