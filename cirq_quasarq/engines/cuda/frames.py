@@ -51,8 +51,8 @@ class FrameMode:
             empty = np.zeros((rows, words), dtype=np.uint64)
             return (parities_shot_major(empty, shots) if shot_major else empty), None
         if shot_major:  # Stim's bit-packed samples: a row of ceil(rows / 8) bytes per shot
-            out = self._host_records(words * 8 * row_words).view(np.uint8)[: 64 * words * ((rows + 7) // 8)]
-            out = out.reshape(64 * words, (rows + 7) // 8)
+            row_bytes = (rows + 7) // 8
+            out = self._host_records(8 * words * row_bytes).view(np.uint8).reshape(64 * words, row_bytes)
         else:
             out = self._host_records(rows * words).reshape(rows, words)
         dp = engine.device_program(program, schedule)
@@ -128,7 +128,7 @@ class FrameMode:
                 copy.dst_pitch = out.shape[1]
                 copy.width_in_bytes = out.shape[1]
                 copy.height = 64 * count
-                copy(aligned=True)
+                copy(aligned=False)  # rows of ceil(rows/8) bytes: any pitch
             elif count == words:  # one chunk: same layout as `out`
                 cuda.memcpy_dtoh(out, copied)
             else:  # the chunk's columns of every row, straight into `out`
