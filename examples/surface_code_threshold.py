@@ -6,8 +6,8 @@ cirq-quasarq (the GPU where there is one) inside sinter, decoded by pymatching, 
                                               [--max-shots 2000000] [--max-errors 2000]
 
 Each point is sinter.collect over a `surface_code:rotated_memory_z` memory experiment with
-rounds = d and every noise knob at p; the curves cross near the code's threshold (~0.7% for this
-noise model with pymatching). --tiny runs a few thousand shots of d = 3, 5 (for the tests).
+rounds = d and every noise knob at p; the curves cross near the threshold of this noise model with
+pymatching (about 1%, docs/figures/surface_code_threshold.png). --tiny runs a few thousand shots of d = 3, 5 (for the tests).
 Needs the `qec` extra: pip install "cirq-quasarq[qec]".
 """
 

@@ -21,23 +21,34 @@ def cuda_available() -> bool:
         return False
 
 
+_SHARED: dict = {}
+
+
 def select_engine(device: str) -> Engine:
     """The engine for `device`: "cpu" -> NumPy; "gpu" -> CUDA or a clear error; "auto" -> CUDA
-    when a usable GPU is present, else NumPy."""
+    when a usable GPU is present, else NumPy. One engine of each kind per process, shared by every
+    simulator: a new simulator reuses the compiled kernels, device buffers and page-locked memory."""
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     if device == "cpu":
-        return NumpyEngine()
+        return _shared("numpy", NumpyEngine)
     if cuda_available():
         from .cuda import CudaEngine
 
-        return CudaEngine()
+        return _shared("cuda", CudaEngine)
     if device == "gpu":
         raise DeviceUnavailableError(
             'device="gpu" needs PyCUDA and an NVIDIA GPU with a working driver; none was found. '
             'Install the GPU extra (pip install "cirq-quasarq[gpu]") on a CUDA machine, or use '
             'device="cpu" / "auto".')
-    return NumpyEngine()
+    return _shared("numpy", NumpyEngine)
+
+
+def _shared(kind: str, make) -> Engine:
+    engine = _SHARED.get(kind)
+    if engine is None:
+        engine = _SHARED[kind] = make()
+    return engine
 
 
 __all__ = ["Engine", "TableauRun", "NumpyEngine", "select_engine", "cuda_available"]
