@@ -34,17 +34,20 @@ def cuda_engine():
     return CudaEngine()
 
 
-@pytest.fixture(scope="module", params=["block", "no-sync", "sync"])
+@pytest.fixture(scope="module", params=["block", "rows", "no-sync", "sync"])
 def cuda_engines(request):
-    """Each measurement path: small windows in one block; per collapse with and without the
-    per-window host read of deterministic / random flags."""
+    """Each measurement path: small windows in one block; the window in one pass over the rows
+    (measure_rows.cu); per collapse, transposed, with and without the per-window host read of
+    deterministic / random flags (the batched path's sequential oracle)."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
 
     if request.param == "block":
         return CudaEngine()
-    return CudaEngine(window_sync=request.param == "sync", block_windows=False)
+    if request.param == "rows":
+        return CudaEngine(block_windows=False)
+    return CudaEngine(window_sync=request.param == "sync", block_windows=False, batch_windows=False)
 
 
 @pytest.fixture(scope="module")
@@ -462,3 +465,80 @@ def test_out_of_memory_is_reported():
     with pytest.raises(OutOfMemoryError, match="GPU memory"):
         engine.sample_frames(program, sched, rng.make_key(1), np.zeros(program.num_records, np.uint8), 1000)
 
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_window_batched_collapse_equals_sequential(numpy_engine, seed):
+    """Windows of 1..512 collapses (random, deterministic, R, MR; the paper's random Clifford layers
+    and wide measurement layers): the batched path gives the sequential path's records and
+    inverse tableau bit for bit, and both the NumPy engine's."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    batched, sequential = CudaEngine(block_windows=False), CudaEngine(block_windows=False, batch_windows=False)
+    r = random.Random(seed)
+    n = [600, 1500, 5000, 9000, 700, 2048][seed]
+    b = ProgramBuilder(n)
+    for layer in range(12):
+        b.next_step()
+        qs = list(range(n))
+        r.shuffle(qs)
+        while len(qs) > 1 and r.random() < 0.9:
+            if r.random() < 0.5:
+                b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
+            else:
+                b.gate(r.choice(UNITARY_1), qs.pop())
+        b.next_step()
+        width = r.choice([1, 2, 3, 17, 64, 200, 512])
+        for q in r.sample(range(n), min(width, n)):
+            kind = r.random()
+            if kind < 0.6:
+                b.measure(q, invert=r.random() < 0.2)
+            elif kind < 0.8:
+                b.reset(q)
+            else:
+                b.measure(q, reset=True)
+    program = b.build()
+    sched = schedule(program)
+    for repetition, reference in ((0, False), (7, False), (0, True)):
+        key = rng.make_key(1000 + seed)
+        got = batched.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        ctx = f"seed={seed} n={n} rep={repetition} ref={reference}"
+        assert np.array_equal(got.records, want.records), ctx
+        assert got.tableau.equals(want.tableau), ctx
+        if n <= 2048:
+            ref = numpy_engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+            assert np.array_equal(got.records, ref.records), ctx
+            assert got.tableau.equals(ref.tableau), ctx
+
+
+test_window_batched_collapse_equals_sequential = pytest.mark.gpu(test_window_batched_collapse_equals_sequential)
+
+
+def test_repeated_measurements_at_the_end_of_a_large_circuit_repeat():
+    """n = 30k random Clifford circuit: measuring a block of qubits twice in a row gives the same
+    outcomes twice (the batched path, large tableau)."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from benchmarks.bench_gpu_tableau import random_clifford_program
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    n = 30000
+    program = random_clifford_program(n, 10)
+    measured = random.Random(3).sample(range(n), 300)
+    extra = ProgramBuilder(n)
+    for _ in range(2):
+        extra.next_step()
+        for q in measured:
+            extra.measure(q)
+    second = extra.build()
+    engine = CudaEngine()
+    first = engine.run_tableau(program, schedule(program), rng.make_key(5))
+    again = engine.run_tableau(second, schedule(second), rng.make_key(6), initial=first.tableau)
+    assert np.array_equal(again.records[:300], again.records[300:])
+
+
+test_repeated_measurements_at_the_end_of_a_large_circuit_repeat = pytest.mark.gpu(
+    test_repeated_measurements_at_the_end_of_a_large_circuit_repeat)

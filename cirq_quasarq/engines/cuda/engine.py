@@ -40,6 +40,8 @@ class CudaEngine(Engine):
     tableaux over 1 GiB, where that saves more than the round trip costs.
     block_windows: for tableaux of at most measure.BLOCK_MAX_W words a row (n <= 4096), run each
     measurement window in one block (measure_window_block): one launch a window, no transposes.
+    batch_windows: larger tableaux run each window of up to max(64, n/64) collapses in one pass
+    (measure_rows.cu); False keeps the per-collapse transposed path (the batched path's oracle).
     profile: when set, every kernel launch is bracketed by CUDA events and each run_tableau /
     sample_frames leaves its device time per stage in stage_seconds (init, gates, confusion,
     transpose, pivot search + compaction, elimination, collapse window (one block), frames).
@@ -48,7 +50,8 @@ class CudaEngine(Engine):
     name = "cuda"
 
     def __init__(self, max_shot_words: Optional[int] = None, device: int = 0, memory_fraction: float = 0.85,
-                 frame_memory: str = "auto", window_sync: Optional[bool] = None, block_windows: bool = True):
+                 frame_memory: str = "auto", window_sync: Optional[bool] = None, block_windows: bool = True,
+                 batch_windows: bool = True):
         import pycuda.driver as cuda
 
         if frame_memory not in ("auto", "shared", "global"):
@@ -56,6 +59,7 @@ class CudaEngine(Engine):
         self.frame_memory = frame_memory
         self.window_sync = window_sync
         self.block_windows = block_windows
+        self.batch_windows = batch_windows
 
         self.cuda = cuda
         self.max_shot_words = max_shot_words

@@ -303,6 +303,7 @@ class Launcher:
             for name, arg_types in kernels.items():
                 self.functions[name] = module.function(name, arg_types)
         self.profile = False
+        self.shared_set: Dict[str, int] = {}  # dynamic shared memory each kernel was opted in to
         self._events: List[Tuple[str, object, object]] = []
 
     def launch(self, stage: str, name: str, grid, block, *args, shared_size: int = 0, timed: bool = False):

@@ -1,8 +1,13 @@
 """Tableau mode's collapse windows: Z measurements and resets of one window (paper Algs. 4-8).
 
-Kernels driven, per window ('C' action of the plan), one of three equivalent paths
-(docs/engine-semantics.md, "Z measurement of qubit q"):
+Kernels driven, per window ('C' action of the plan), one of four equivalent paths
+(docs/engine-semantics.md, "Z measurement of qubit q"), chosen by `window_path`:
 
+- rows (`batch_windows`, the default, for windows of up to max(64, n/64) collapses without
+  classical control): measure_rows_plan decides the whole window on the measured qubits' rows
+  alone, then measure_rows_apply takes every row of the tableau through all of the window's
+  collapses in shared memory (measure_rows.cu): one read and one write of the tableau a window,
+  no transposes, so no second tableau buffer either.
 - one block (`block_windows` and W <= BLOCK_MAX_W words a row, n <= 4096): measure_window_block
   (measure_block.cu: Algs. 5, 7 and 8 for the whole window in gate layout), one launch a window.
 - with the window's host read: measure_window_scan (measure_scan.cu, Alg. 5 for every collapse at
@@ -23,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core import opcodes
-from ...core.program import OP
+from ...core.program import COND, OP
 from . import loader
 
 _M = opcodes.CODE["M"]
@@ -37,6 +42,42 @@ BLOCK_MAX_W = loader.source_define("measure_block.cu", "QQ_BLOCK_MAX_W")  # word
 TILE = loader.source_define("transpose.cu", "QQ_TILE")
 TILE_ROWS = loader.source_define("transpose.cu", "QQ_TILE_ROWS")
 SYNC_WINDOW = 16  # collapses in a window above which its flags are read back
+PLAN_BLOCK = loader.source_define("measure_rows.cu", "QQ_PLAN_BLOCK")
+ROWS_MAX_PER_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_MAX_PER_BLOCK")
+PLAN_FIELDS = loader.source_define("measure_rows.cu", "QQ_PLAN_FIELDS")
+
+
+def rows_per_block(smem_optin: int, W: int) -> int:
+    """Rows a block of measure_rows_apply holds in shared memory (0: a row does not fit)."""
+    return max(0, min(ROWS_MAX_PER_BLOCK, (smem_optin // 8 - W) // (2 * W)))
+
+
+def window_path(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int) -> str:
+    """"block", "rows" or "transpose": how collapses [cstart, cend) of a window run."""
+    if engine.block_windows and W <= BLOCK_MAX_W:
+        return "block"
+    count = cend - cstart
+    if (engine.batch_windows and count <= max(64, n // 64) and not (ins[cstart:cend, COND] >= 0).any()
+            and rows_per_block(engine.smem_optin, W) >= 1):
+        return "rows"
+    return "transpose"
+
+
+def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
+    """The window in one pass over the tableau (measure_rows.cu)."""
+    cuda, launch = engine.cuda, engine.launcher.launch
+    n, W, k = ws.n, ws.W, cend - cstart
+    launch("collapse window plan", "measure_rows_plan", (1, 1), (PLAN_BLOCK, 1, 1), T, ctx, cstart, cend, int(X), int(Z),
+           int(ws.S), int(ws.sx), int(ws.sz), int(ws.ss), int(ws.plan), int(ws.vrows), int(ws.active), int(ws.rec),
+           W, k0, k1, rep, ref_flag)
+    per = rows_per_block(engine.smem_optin, W)
+    smem = 8 * (2 * per + 1) * W
+    name = "measure_rows_apply"
+    if smem > engine.launcher.shared_set.get(name, 48 * 1024):
+        engine.launcher.functions[name].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+        engine.launcher.shared_set[name] = smem
+    launch("collapse window (rows)", name, ((2 * n + per - 1) // per, 1), (32 * per, 1, 1), int(X), int(Z),
+           int(ws.S), int(ws.plan), int(ws.vrows), int(ws.active), k, n, W, per, shared_size=smem)
 
 
 def elimination_seg_shift(sm_count: int, n: int) -> int:
@@ -49,7 +90,11 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
     """Collapses [cstart, cend) of one window; returns the buffers (X, Z, X2, Z2), gate layout first."""
     cuda, launch = engine.cuda, engine.launcher.launch
     n, W = ws.n, ws.W
-    if engine.block_windows and W <= BLOCK_MAX_W:  # small tableau: the whole window in one launch
+    path = window_path(engine, n, W, ins, cstart, cend)
+    if path == "rows":
+        _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
+        return X, Z, X2, Z2
+    if path == "block":  # small tableau: the whole window in one launch
         launch("collapse window (one block)", "measure_window_block", (1, 1), (WINDOW_BLOCK, 1, 1),
                T, ctx, cstart, cend, int(X), int(Z), int(ws.S), int(ws.rec), W, k0, k1, rep, ref_flag)
         return X, Z, X2, Z2

@@ -30,7 +30,9 @@ INIT_MAX_BLOCKS = 4096  # tableau_init is grid-stride: any launch shape
 
 
 class _Workspace:
-    """Device buffers of tableau mode for one (n, num_records, collapses) shape, reused per shot."""
+    """Device buffers of tableau mode for one (n, num_records, collapses) shape, reused per shot.
+    The second tableau buffer (X2, Z2) exists only when some window takes the transpose path; the
+    window-batched path needs the measured rows' slice and its plan instead (measure_rows.cu)."""
 
     def __init__(self, cuda, n: int, num_records: int, max_collapses: int, need_scratch: bool):
         self.n, self.num_records = n, num_records
@@ -47,14 +49,20 @@ class _Workspace:
         self.ms = alloc(4 * 8)
         self.vw = alloc(4 * self.W)
         self.vmask = alloc(8 * self.W)
+        slice_words = max(1, max_collapses) * self.W
+        self.sx, self.sz, self.vrows = alloc(8 * slice_words), alloc(8 * slice_words), alloc(8 * slice_words)
+        self.ss = alloc(4 * max(1, max_collapses))
+        self.plan = alloc(4 * measure.PLAN_FIELDS * max(1, max_collapses))
+        self.active = alloc(4)
         self.max_collapses = max_collapses
         self.scratch = need_scratch
         self.seg_shift = 0  # measure_eliminate's threads per row (2^seg_shift); set by the owner
 
     @staticmethod
-    def bytes_needed(n: int, num_records: int, need_scratch: bool) -> int:
+    def bytes_needed(n: int, num_records: int, need_scratch: bool, max_collapses: int = 0) -> int:
         W = max(1, (n + 63) // 64)
-        return 8 * 2 * n * W * (4 if need_scratch else 2) + 2 * n + num_records + 12 * W + 4096
+        return (8 * 2 * n * W * (4 if need_scratch else 2) + 2 * n + num_records + 12 * W + 4096
+                + 8 * 3 * max(1, max_collapses) * W + 28 * max(1, max_collapses))
 
 
 class _LazyTableauRun(TableauRun):
@@ -97,7 +105,12 @@ class TableauMode:
         dp = engine.device_program(program, schedule)
         plan = dp.tableau_plan()
         n = program.num_qubits
-        ws = self._workspace(n, program.num_records, plan.max_collapses)
+        W = max(1, (n + 63) // 64)
+        ins = schedule.instructions
+        # The second tableau buffer only for windows that take the transpose path.
+        need_scratch = any(kind == "C" and measure.window_path(engine, n, W, ins, start, end) == "transpose"
+                           for kind, start, end, _ in plan.actions)
+        ws = self._workspace(n, program.num_records, plan.max_collapses, need_scratch)
         W = ws.W
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
         rep, ref_flag = int(repetition), int(bool(reference))
@@ -121,7 +134,6 @@ class TableauMode:
             cuda.memset_d8(ws.rec, 0, program.num_records)
         gshift = 3 if W <= 8 else 4 if W <= 16 else 5 if W <= 64 else 6 if W <= 256 else 7 if W <= 1024 else 8
         ctx_base = int(dp.ctx)
-        ins = schedule.instructions
         for kind, start, end, ctx_id in plan.actions:
             ctx = ctx_base + 4 * CTX_STRIDE * ctx_id
             if kind == "G":
@@ -147,15 +159,14 @@ class TableauMode:
         self.pending = weakref.ref(run)
         return run
 
-    def _workspace(self, n: int, num_records: int, max_collapses: int) -> _Workspace:
+    def _workspace(self, n: int, num_records: int, max_collapses: int, need_scratch: bool) -> _Workspace:
         """The workspace for this shape: the current one when it fits, else a new one."""
-        need_scratch = max_collapses > 0
         ws = self.ws
         if (ws is None or ws.n != n or ws.num_records != num_records
                 or ws.max_collapses < max_collapses or (need_scratch and not ws.scratch)):
             self.ws = None
             free = self.engine.free_bytes
-            need = _Workspace.bytes_needed(n, num_records, need_scratch)
+            need = _Workspace.bytes_needed(n, num_records, need_scratch, max_collapses)
             if need > free():
                 raise OutOfMemoryError(
                     f"tableau mode on {n} qubits needs {gib(need)} of GPU memory (the 2n x n-bit X and Z "
