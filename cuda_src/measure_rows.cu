@@ -15,12 +15,13 @@
 //                       reset?, q) and the number of active (random) collapses. Deterministic ones
 //                       read their sign. blockDim.x == QQ_PLAN_BLOCK; one warp per slice row.
 //   measure_rows_apply  every row of the tableau, each loaded once into shared memory, goes through
-//                       the same k collapses with the plan's decisions (the same device function as
-//                       the plan, so the result is the sequential one), then is written back once.
-//                       One warp per row, rows_per_block rows a block; blockDim.x == 32 *
-//                       rows_per_block; dynamic shared memory (2 * rows_per_block + 1) * W words
-//                       (the block's rows, and the current collapse's victim mask). With no active
-//                       collapse a block only clears the deterministic resets' signs.
+//                       the same k collapses with the plan's decisions (the same closed form and
+//                       qq_row_finish as the plan, so the result is the sequential one), then is
+//                       written back once. QQ_ROW_THREADS threads a row, rows_per_block rows a
+//                       block; blockDim.x == QQ_ROW_THREADS * rows_per_block; dynamic shared memory
+//                       (2 * rows_per_block + 1) * W words (the block's rows, and the current
+//                       collapse's victim mask). With no active collapse a block only clears the
+//                       deterministic resets' signs.
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include "paulis.cuh"
 #include "tables.cuh"
@@ -47,6 +48,7 @@ __device__ __forceinline__ void qq_row_cx(qq_u64* x, qq_u64* z, const qq_u64* v,
                                           int* zp_out, int* term_out) {
     const int pw = p >> 6, pb = p & 63;
     const int xp = (int)((x[pw] >> pb) & 1), zp = (int)((z[pw] >> pb) & 1);
+    __syncwarp();  // every lane has read the pivot word before the lane that owns it writes it
     const int len = W - pw, per = (len + 31) >> 5;
     const int lo = pw + min(len, lane * per), hi = pw + min(len, lane * per + per);
     int term = 0, carry = 0;
@@ -181,15 +183,25 @@ measure_rows_plan(const QQTables* T, const int* ctx, int cstart, int cend, const
     }
 }
 
-extern "C" __global__ void measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* V,
-                                              const int* active, int k, int n, int W, int rows_per_block) {
+// measure_rows_apply: QQ_ROW_THREADS threads (QQ_ROW_WARPS warps) a row, each a contiguous segment of
+// the row's words; a collapse's closed form combines the segments' (term, parity) pairs by the
+// same carry identity as qq_row_cx, first across a warp's lanes, then across the row's warps.
+#define QQ_ROW_WARPS 4
+#define QQ_ROW_THREADS (32 * QQ_ROW_WARPS)
+
+extern "C" __global__ void __launch_bounds__(QQ_ROW_THREADS * QQ_ROWS_MAX_PER_BLOCK)
+measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* V, const int* active,
+                   int k, int n, int W, int rows_per_block) {
     extern __shared__ qq_u64 smem[];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    __shared__ int s_term[QQ_ROWS_MAX_PER_BLOCK][QQ_ROW_WARPS], s_par[QQ_ROWS_MAX_PER_BLOCK][QQ_ROW_WARPS];
+    __shared__ int s_sign[QQ_ROWS_MAX_PER_BLOCK];
+    const int tid = threadIdx.x, lane = tid & 31, local = tid / QQ_ROW_THREADS;  // the block's row
+    const int part = tid % QQ_ROW_THREADS, wid = part >> 5;                     // thread and warp in the row
     const size_t R = (size_t)2 * n, r0 = (size_t)blockIdx.x * rows_per_block;
-    const size_t r = r0 + warp;
-    const bool live = warp < rows_per_block && r < R;
+    const size_t r = r0 + local;
+    const bool live = local < rows_per_block && r < R;
     if (*active == 0) {  // only deterministic collapses: their resets clear q's signs
-        if (!live || lane != 0) return;
+        if (!live || part != 0) return;
         for (int i = 0; i < k; ++i) {
             const int* pl = plan + QQ_PLAN_FIELDS * i;
             if (pl[QQ_PLAN_RESET] && (r == (size_t)pl[QQ_PLAN_Q] || r == (size_t)n + pl[QQ_PLAN_Q])) S[r] = 0;
@@ -204,29 +216,66 @@ extern "C" __global__ void measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned cha
         xs[idx] = X[r0 * W + idx];
         zs[idx] = Z[r0 * W + idx];
     }
-    int s = live ? S[r] : 0;
-    __syncthreads();
-    qq_u64* x = xs + (size_t)warp * W;
-    qq_u64* z = zs + (size_t)warp * W;
+    if (live && part == 0) s_sign[local] = S[r];
+    qq_u64* x = xs + (size_t)local * W;
+    qq_u64* z = zs + (size_t)local * W;
     for (int i = 0; i < k; ++i) {
         const int* pl = plan + QQ_PLAN_FIELDS * i;
         if (pl[QQ_PLAN_ACTIVE]) {
-            const int p = pl[QQ_PLAN_P];
+            const int p = pl[QQ_PLAN_P], pw = p >> 6, pb = p & 63;
             const qq_u64* vi = V + (size_t)i * W;
             for (int w = tid; w < W; w += blockDim.x) vs[w] = vi[w];
-            __syncthreads();
+            __syncthreads();  // the rows are loaded / the last collapse is finished; vs is ready
+            int xp = 0, zp = 0, term = 0, carry = 0;
             if (live) {
-                int xp, zp, term;
-                qq_row_cx(x, z, vs, W, p, lane, &xp, &zp, &term);
-                qq_row_finish(x, z, &s, p, xp, zp, term, pl[QQ_PLAN_YZ], pl[QQ_PLAN_INJECT], lane);
+                xp = (int)((x[pw] >> pb) & 1);
+                zp = (int)((z[pw] >> pb) & 1);
             }
-            __syncthreads();  // vs is rewritten for the next collapse
+            __syncthreads();  // every thread has read the pivot word before it is written
+            if (live) {
+                const int len = W - pw, per = (len + QQ_ROW_THREADS - 1) / QQ_ROW_THREADS;
+                const int lo = pw + min(len, part * per), hi = pw + min(len, part * per + per);
+                for (int w = lo; w < hi; ++w) {
+                    const qq_u64 vw = vs[w];
+                    if (!vw) continue;
+                    const qq_u64 zw = z[w];
+                    if (xp) {
+                        const qq_u64 xw = x[w];
+                        term ^= qq_cx_victims_word(xw, zw, vw, zp, &carry);
+                        x[w] = xw ^ vw;
+                    } else {
+                        carry ^= qq_popc(zw & vw) & 1;
+                    }
+                }
+                int incl = carry;
+                for (int off = 1; off < 32; off <<= 1) {
+                    const int t = __shfl_up_sync(QQ_FULL_MASK, incl, off);
+                    if (lane >= off) incl ^= t;
+                }
+                term ^= (incl ^ carry) & carry;
+                for (int off = 16; off; off >>= 1) term ^= __shfl_xor_sync(QQ_FULL_MASK, term, off);
+                if (lane == 31) s_par[local][wid] = incl;
+                if (lane == 0) s_term[local][wid] = term & 1;
+            }
+            __syncthreads();
+            if (live && part == 0) {  // the row's warps in order: carry-in times each warp's parity
+                int total = 0, t_all = 0;
+                for (int u = 0; u < QQ_ROW_WARPS; ++u) {
+                    t_all ^= s_term[local][u] ^ (total & s_par[local][u]);
+                    total ^= s_par[local][u];
+                }
+                int s = s_sign[local];
+                qq_row_finish(x, z, &s, p, xp, zp ^ total, t_all, pl[QQ_PLAN_YZ], pl[QQ_PLAN_INJECT], 0);
+                s_sign[local] = s;
+            }
         }
-        if (live && pl[QQ_PLAN_RESET] && (r == (size_t)pl[QQ_PLAN_Q] || r == (size_t)n + pl[QQ_PLAN_Q])) s = 0;
+        if (live && part == 0 && pl[QQ_PLAN_RESET] && (r == (size_t)pl[QQ_PLAN_Q] || r == (size_t)n + pl[QQ_PLAN_Q]))
+            s_sign[local] = 0;
     }
+    __syncthreads();
     for (size_t idx = tid; idx < (size_t)rows * W; idx += blockDim.x) {
         X[r0 * W + idx] = xs[idx];
         Z[r0 * W + idx] = zs[idx];
     }
-    if (live && lane == 0) S[r] = (unsigned char)s;
+    if (live && part == 0) S[r] = (unsigned char)s_sign[local];
 }
