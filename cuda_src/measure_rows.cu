@@ -17,8 +17,8 @@
 //   measure_rows_apply  every row of the tableau, each loaded once into shared memory, goes through
 //                       the same k collapses with the plan's decisions (the same closed form and
 //                       qq_row_finish as the plan, so the result is the sequential one), then is
-//                       written back once. QQ_ROW_THREADS threads a row, rows_per_block rows a
-//                       block; blockDim.x == QQ_ROW_THREADS * rows_per_block; dynamic shared memory
+//                       written back once. 32 * row_warps threads a row, rows_per_block rows a
+//                       block; blockDim.x == 32 * row_warps * rows_per_block; dynamic shared memory
 //                       (2 * rows_per_block + 1) * W words (the block's rows, and the current
 //                       collapse's victim mask). With no active collapse a block only clears the
 //                       deterministic resets' signs.
@@ -183,20 +183,21 @@ measure_rows_plan(const QQTables* T, const int* ctx, int cstart, int cend, const
     }
 }
 
-// measure_rows_apply: QQ_ROW_THREADS threads (QQ_ROW_WARPS warps) a row, each a contiguous segment of
-// the row's words; a collapse's closed form combines the segments' (term, parity) pairs by the
-// same carry identity as qq_row_cx, first across a warp's lanes, then across the row's warps.
-#define QQ_ROW_WARPS 4
-#define QQ_ROW_THREADS (32 * QQ_ROW_WARPS)
+// measure_rows_apply: row_warps warps (1 to QQ_ROW_MAX_WARPS) a row, each thread a contiguous segment
+// of the row's words; a collapse's closed form combines the segments' (term, parity) pairs by the
+// same carry identity as qq_row_cx, first across a warp's lanes, then across the row's warps. Long
+// rows want several warps (latency), short ones one (fewer block-wide barriers per collapse).
+#define QQ_ROW_MAX_WARPS 4
 
-extern "C" __global__ void __launch_bounds__(QQ_ROW_THREADS * QQ_ROWS_MAX_PER_BLOCK)
+extern "C" __global__ void __launch_bounds__(32 * QQ_ROW_MAX_WARPS * QQ_ROWS_MAX_PER_BLOCK)
 measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* V, const int* active,
-                   int k, int n, int W, int rows_per_block) {
+                   int k, int n, int W, int rows_per_block, int row_warps) {
     extern __shared__ qq_u64 smem[];
-    __shared__ int s_term[QQ_ROWS_MAX_PER_BLOCK][QQ_ROW_WARPS], s_par[QQ_ROWS_MAX_PER_BLOCK][QQ_ROW_WARPS];
+    __shared__ int s_term[QQ_ROWS_MAX_PER_BLOCK][QQ_ROW_MAX_WARPS], s_par[QQ_ROWS_MAX_PER_BLOCK][QQ_ROW_MAX_WARPS];
     __shared__ int s_sign[QQ_ROWS_MAX_PER_BLOCK];
-    const int tid = threadIdx.x, lane = tid & 31, local = tid / QQ_ROW_THREADS;  // the block's row
-    const int part = tid % QQ_ROW_THREADS, wid = part >> 5;                     // thread and warp in the row
+    const int row_threads = 32 * row_warps;
+    const int tid = threadIdx.x, lane = tid & 31, local = tid / row_threads;  // the block's row
+    const int part = tid % row_threads, wid = part >> 5;                      // thread and warp in the row
     const size_t R = (size_t)2 * n, r0 = (size_t)blockIdx.x * rows_per_block;
     const size_t r = r0 + local;
     const bool live = local < rows_per_block && r < R;
@@ -233,7 +234,7 @@ measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, cons
             }
             __syncthreads();  // every thread has read the pivot word before it is written
             if (live) {
-                const int len = W - pw, per = (len + QQ_ROW_THREADS - 1) / QQ_ROW_THREADS;
+                const int len = W - pw, per = (len + row_threads - 1) / row_threads;
                 const int lo = pw + min(len, part * per), hi = pw + min(len, part * per + per);
                 for (int w = lo; w < hi; ++w) {
                     const qq_u64 vw = vs[w];
@@ -260,7 +261,7 @@ measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, cons
             __syncthreads();
             if (live && part == 0) {  // the row's warps in order: carry-in times each warp's parity
                 int total = 0, t_all = 0;
-                for (int u = 0; u < QQ_ROW_WARPS; ++u) {
+                for (int u = 0; u < row_warps; ++u) {
                     t_all ^= s_term[local][u] ^ (total & s_par[local][u]);
                     total ^= s_par[local][u];
                 }

@@ -45,7 +45,8 @@ SYNC_WINDOW = 16  # collapses in a window above which its flags are read back
 PLAN_BLOCK = loader.source_define("measure_rows.cu", "QQ_PLAN_BLOCK")
 ROWS_MAX_PER_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_MAX_PER_BLOCK")
 PLAN_FIELDS = loader.source_define("measure_rows.cu", "QQ_PLAN_FIELDS")
-ROW_THREADS = loader.source_define("measure_rows.cu", "QQ_ROW_THREADS")
+ROW_MAX_WARPS = loader.source_define("measure_rows.cu", "QQ_ROW_MAX_WARPS")
+ONE_WARP_WORDS = 512  # rows of at most this many words take one warp each (measured on an H100)
 
 
 def rows_per_block(smem_optin: int, W: int) -> int:
@@ -77,8 +78,9 @@ def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None
     if smem > engine.launcher.shared_set.get(name, 48 * 1024):
         engine.launcher.functions[name].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
         engine.launcher.shared_set[name] = smem
-    launch("collapse window (rows)", name, ((2 * n + per - 1) // per, 1), (ROW_THREADS * per, 1, 1), int(X), int(Z),
-           int(ws.S), int(ws.plan), int(ws.vrows), int(ws.active), k, n, W, per, shared_size=smem)
+    warps = 1 if W <= ONE_WARP_WORDS else ROW_MAX_WARPS
+    launch("collapse window (rows)", name, ((2 * n + per - 1) // per, 1), (32 * warps * per, 1, 1), int(X), int(Z),
+           int(ws.S), int(ws.plan), int(ws.vrows), int(ws.active), k, n, W, per, warps, shared_size=smem)
 
 
 def elimination_seg_shift(sm_count: int, n: int) -> int:
