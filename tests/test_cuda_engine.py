@@ -477,6 +477,8 @@ def test_window_batched_collapse_equals_sequential(numpy_engine, seed):
     from cirq_quasarq.engines.cuda import CudaEngine
 
     batched, sequential = CudaEngine(block_windows=False), CudaEngine(block_windows=False, batch_windows=False)
+    wide = CudaEngine(block_windows=False)
+    wide.row_warps = 4  # the long-row configuration on rows of any length
     r = random.Random(seed)
     n = [600, 1500, 5000, 9000, 700, 2048][seed]
     b = ProgramBuilder(n)
@@ -508,6 +510,8 @@ def test_window_batched_collapse_equals_sequential(numpy_engine, seed):
         ctx = f"seed={seed} n={n} rep={repetition} ref={reference}"
         assert np.array_equal(got.records, want.records), ctx
         assert got.tableau.equals(want.tableau), ctx
+        other = wide.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        assert np.array_equal(other.records, want.records) and other.tableau.equals(want.tableau), ctx
         if n <= 2048:
             ref = numpy_engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
             assert np.array_equal(got.records, ref.records), ctx

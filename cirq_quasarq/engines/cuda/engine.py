@@ -60,6 +60,7 @@ class CudaEngine(Engine):
         self.window_sync = window_sync
         self.block_windows = block_windows
         self.batch_windows = batch_windows
+        self.row_warps: Optional[int] = None  # warps a row in measure_rows_apply (None: by row length)
 
         self.cuda = cuda
         self.max_shot_words = max_shot_words

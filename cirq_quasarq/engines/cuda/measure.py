@@ -78,7 +78,7 @@ def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None
     if smem > engine.launcher.shared_set.get(name, 48 * 1024):
         engine.launcher.functions[name].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
         engine.launcher.shared_set[name] = smem
-    warps = 1 if W <= ONE_WARP_WORDS else ROW_MAX_WARPS
+    warps = engine.row_warps or (1 if W <= ONE_WARP_WORDS else ROW_MAX_WARPS)
     launch("collapse window (rows)", name, ((2 * n + per - 1) // per, 1), (32 * warps * per, 1, 1), int(X), int(Z),
            int(ws.S), int(ws.plan), int(ws.vrows), int(ws.active), k, n, W, per, warps, shared_size=smem)
 
