@@ -120,8 +120,9 @@ class NumpyEngine(Engine):
         n, records = program.num_qubits, program.num_records
         rows = records if parities is None else parities.count
         budget = self._budget() - 8 * rows * words  # the packed result itself
-        # Per 64-shot word of a chunk: frames (2n words), flips (records), noise and temporaries.
-        per_word = 8 * (4 * n + 2 * records + 64)
+        # Per 64-shot word of a chunk: frames (2n words), flips (records), the collapses' fresh
+        # frames (random slots bound them), noise and temporaries.
+        per_word = 8 * (4 * n + 2 * records + program.num_rand_slots + 64)
         chunk = min(self.max_shot_words, budget // per_word) if budget > 0 else 0
         if chunk < 1:
             raise OutOfMemoryError(
@@ -154,8 +155,7 @@ class NumpyEngine(Engine):
             elif kind in (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET):
                 qs = rows[:, A]
                 slots = (rows[:, RAND] + step.rand_shift).astype(np.uint64)
-                fresh = rng.words_range(key, rng.Stream.FRAME_MEASURE, slots, 0, start, count)
-                fresh = fresh.reshape(len(qs), count)
+                fresh = noise.fresh(slots.astype(np.int64))
                 measured = rows[:, OP] != _R
                 if measured.any():
                     flips[rows[measured, REC] + step.rec_shift] = fx[qs[measured]]
