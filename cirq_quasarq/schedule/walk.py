@@ -4,7 +4,7 @@ final-state replay, walk a schedule this way)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, List
+from typing import Callable, Iterator, Optional, Tuple, Union
 
 import numpy as np
 
@@ -22,45 +22,72 @@ class Step:
     op: int
     rec_shift: int
     rand_shift: int
-    depth_rec_shifts: List[int]  # [d] = record shift of the d outermost open loops (d = 0: 0)
+    depth_rec_shifts: Tuple[int, ...]  # [d] = record shift of the d outermost open loops (d = 0: 0)
 
 
-def walk(program: Program, schedule: Schedule) -> Iterator[Step]:
+@dataclasses.dataclass
+class LoopBlock:
+    """A loop handed to the caller whole (`walk`'s `fold`): its runs, and the shifts of its first
+    iteration. `iteration(k)` walks iteration k like `walk` would."""
+
+    program: Program
+    schedule: Schedule
+    loop_id: int
+    first_run: int  # the body's first run (after REPEAT)
+    end_run: int  # the END_REPEAT run
+    depth_rec_shifts: Tuple[int, ...]  # of the enclosing loops
+    rand_shift: int
+    fold: Optional[Callable[["LoopBlock"], bool]] = None
+
+    @property
+    def loop(self):
+        return self.program.loops[self.loop_id]
+
+    @property
+    def rec_shift(self) -> int:
+        return self.depth_rec_shifts[-1]
+
+    def iteration(self, k: int) -> Iterator[Union[Step, "LoopBlock"]]:
+        loop = self.loop
+        return _walk(self.program, self.schedule, self.first_run, self.end_run,
+                     self.depth_rec_shifts + (self.rec_shift + k * loop.rec_stride,),
+                     self.rand_shift + k * loop.rand_stride, self.fold)
+
+    def instructions(self) -> np.ndarray:
+        """Every instruction row of the body (nested loops' bodies included), as scheduled."""
+        runs = self.schedule.runs
+        if self.end_run <= self.first_run:
+            return self.schedule.instructions[:0]
+        return self.schedule.instructions[int(runs[self.first_run, RUN_START]) : int(runs[self.end_run - 1, RUN_END])]
+
+
+def walk(program: Program, schedule: Schedule,
+         fold: Optional[Callable[[LoopBlock], bool]] = None) -> Iterator[Union[Step, LoopBlock]]:
+    """The schedule's runs in execution order, loops repeated. A loop for which `fold(block)` is
+    true is yielded once as a `LoopBlock` instead (its caller runs the iterations)."""
+    return _walk(program, schedule, 0, len(schedule.runs), (0,), 0, fold)
+
+
+def _walk(program, schedule, r, r_end, depth_rec, rand_shift, fold):
     runs = schedule.runs
-    loops = program.loops
-    repeat, end_repeat = opcodes.CODE["REPEAT"], opcodes.CODE["END_REPEAT"]
-    stack: List[List[int]] = []  # [loop id, iteration]
-    depth_rec = [0]
-    depth_rand = [0]
-    r = 0
-    while r < len(runs):
+    repeat = opcodes.CODE["REPEAT"]
+    while r < r_end:
         start, end, op = int(runs[r, RUN_START]), int(runs[r, RUN_END]), int(runs[r, RUN_OP])
-        if op == repeat:
-            loop_id = int(schedule.instructions[start, 1])
-            if loops[loop_id].count == 0:
-                r = int(schedule.loop_runs[loop_id, 1]) + 1
-                continue
-            stack.append([loop_id, 0])
-            depth_rec.append(depth_rec[-1])
-            depth_rand.append(depth_rand[-1])
+        if op != repeat:
+            yield Step(start, end, op, depth_rec[-1], rand_shift, depth_rec)
             r += 1
             continue
-        if op == end_repeat:
-            frame = stack[-1]
-            loop = loops[frame[0]]
-            frame[1] += 1
-            if frame[1] < loop.count:
-                depth_rec[-1] += loop.rec_stride
-                depth_rand[-1] += loop.rand_stride
-                r = int(schedule.loop_runs[frame[0], 0]) + 1
+        loop_id = int(schedule.instructions[start, 1])
+        close = int(schedule.loop_runs[loop_id, 1])
+        loop = program.loops[loop_id]
+        if loop.count:
+            block = LoopBlock(program, schedule, loop_id, r + 1, close, depth_rec, rand_shift, fold)
+            if fold is not None and fold(block):
+                yield block
             else:
-                stack.pop()
-                depth_rec.pop()
-                depth_rand.pop()
-                r += 1
-            continue
-        yield Step(start, end, op, depth_rec[-1], depth_rand[-1], depth_rec)
-        r += 1
+                for k in range(loop.count):
+                    yield from block.iteration(k)
+        r = close + 1
 
 
 def condition_refs(program: Program, cond: int, step: Step) -> np.ndarray:

@@ -16,6 +16,10 @@ parses each ``extern "C" __global__`` prototype into PyCUDA's argument string (`
 an unknown C type fails loudly), and `source_define()` reads block sizes and tile shapes from the
 sources' ``#define`` lines.
 
+Compiled modules are kept on disk across processes (`kernel_cache_dir`, one cubin per source hash,
+options, architecture and compiler), so only the first process on a machine pays for nvcc: PyCUDA's
+own cache would preprocess the CUB sources with nvcc on every load just to key them.
+
 Importing this module never imports PyCUDA: that happens on the first `load_module` call.
 """
 
@@ -26,7 +30,10 @@ import ast
 import functools
 import hashlib
 import importlib.resources
+import os
 import re
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -264,10 +271,64 @@ def device_arch(device) -> str:
     return f"sm_{major}{minor}"
 
 
-def load_module(filename: str, options: Sequence[str] = ()) -> KernelModule:
-    """Compile (or fetch) cuda_src/<filename> for the current context's device."""
+def kernel_cache_dir() -> Optional[Path]:
+    """Where compiled kernels are kept across processes: ``$CIRQ_QUASARQ_KERNEL_CACHE`` if set (an
+    empty value or ``0`` turns the disk cache off), else the user's cache folder."""
+    value = os.environ.get("CIRQ_QUASARQ_KERNEL_CACHE")
+    if value is not None:
+        return None if value.strip() in ("", "0") else Path(value).expanduser()
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "cirq-quasarq" / "kernels"
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_identity() -> str:
+    """The nvcc in use, by path, size and time (cheaper than running it for its version, and it
+    changes whenever the toolkit, and so CUB's headers, change)."""
+    nvcc = shutil.which("nvcc") or "nvcc"
+    try:
+        st = os.stat(nvcc)
+        return f"{os.path.realpath(nvcc)}:{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        return nvcc
+
+
+def _compile_cubin(filename: str, source: str, opts: Tuple[str, ...], arch: str) -> bytes:
+    """The cubin of a source: from the disk cache, or compiled by nvcc and then stored there."""
+    from pycuda.compiler import compile as nvcc_compile
     import pycuda.driver as cuda
-    from pycuda.compiler import SourceModule
+
+    root = kernel_cache_dir()
+    path = None
+    if root is not None:
+        digest = hashlib.sha256("\0".join((source, *opts, arch, _compiler_identity())).encode()).hexdigest()
+        path = root / f"{Path(filename).stem}-{arch}-{digest[:32]}.cubin"
+        try:
+            return path.read_bytes()
+        except OSError:
+            pass
+    try:
+        cubin = nvcc_compile(source, no_extern_c=True, options=list(opts), arch=arch, cache_dir=False)
+    except cuda.CompileError as exc:
+        raise KernelCompileError(
+            f"nvcc failed on cuda_src/{filename} (arch {arch}, options {' '.join(opts)}):\n"
+            f"{exc}\n--- source as compiled ---\n{_numbered(source)}") from exc
+    if path is not None:
+        try:  # written whole under a temporary name, then renamed: a reader never sees half a file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
+            with os.fdopen(fd, "wb") as f:
+                f.write(cubin)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache folder only costs the next process a compile
+    return cubin
+
+
+def load_module(filename: str, options: Sequence[str] = ()) -> KernelModule:
+    """Compile (or fetch, from this process or the disk cache) cuda_src/<filename> for the
+    current context's device."""
+    import pycuda.driver as cuda
 
     source = inline_source(filename)
     opts = tuple(BASE_OPTIONS) + tuple(options)
@@ -277,13 +338,7 @@ def load_module(filename: str, options: Sequence[str] = ()) -> KernelModule:
     with _LOCK:
         module = _MODULES.get(key)
         if module is None:
-            try:
-                compiled = SourceModule(source, no_extern_c=True, options=list(opts), arch=arch)
-            except cuda.CompileError as exc:
-                raise KernelCompileError(
-                    f"nvcc failed on cuda_src/{filename} (arch {arch}, options {' '.join(opts)}):\n"
-                    f"{exc}\n--- source as compiled ---\n{_numbered(source)}") from exc
-            module = KernelModule(compiled, filename)
+            module = KernelModule(cuda.module_from_buffer(_compile_cubin(filename, source, opts, arch)), filename)
             _MODULES[key] = module
         return module
 

@@ -18,25 +18,33 @@ from ...core.program import AUX, COND, FLAG_INVERT, FLAGS, OP, RAND, REC, A, B, 
 from ...core.tableau import InverseTableau
 from ...errors import OutOfMemoryError
 from ...schedule import Schedule
-from ...schedule.walk import assignment_index, condition_refs, walk
+from ...schedule.walk import LoopBlock, assignment_index, condition_refs, walk
 from ..base import Engine, TableauRun, gib
-from .noise import NoisePlan
+from .frames import confuse, controlled_pauli, frame_plan
+from .noise import Draws, walked_inventory
 from .tableau import TableauState
 
 Kind = opcodes.Kind
+_UNITARY, _NOISE, _RECORD_NOISE = int(Kind.UNITARY), int(Kind.NOISE), int(Kind.RECORD_NOISE)
+_COLLAPSES = (int(Kind.MEASURE), int(Kind.RESET), int(Kind.MEASURE_RESET))
 _ONE = np.uint64(1)
-_M, _R, _MR = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"]
+_M, _R, _MR, _I = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"], opcodes.CODE["I"]
 _PAULI_OF_OP = {opcodes.CODE["X"]: 1, opcodes.CODE["Y"]: 2, opcodes.CODE["Z"]: 3}
 
 
 class NumpyEngine(Engine):
     name = "numpy"
 
-    def __init__(self, max_shot_words: int = 1 << 14, memory_fraction: float = 0.5):
+    def __init__(self, max_shot_words: int = 1 << 14, memory_fraction: float = 0.5, fast_paths=True):
         # Frame mode processes shots in chunks of at most this many 64-shot words, fewer when
         # memory is short; results do not depend on it.
         self.max_shot_words = max_shot_words
         self.memory_fraction = memory_fraction
+        # True: frame mode runs the program's compiled frame plan (merged collapses, loops folded
+        # where the cost model says so: frames.py) and the reference pass defers collapses and
+        # finds loop cycles (_TableauPass); "always": loops folded wherever they can be; False:
+        # the plain walks, run by run and iteration by iteration, the oracle of the others.
+        self.fast_paths = fast_paths
 
     def _budget(self) -> int:
         return int(available_memory() * self.memory_fraction)
@@ -54,37 +62,8 @@ class NumpyEngine(Engine):
         state = TableauState(n) if initial is None else TableauState.from_inverse(initial)
         records = (np.zeros(program.num_records, dtype=np.uint8) if records is None
                    else _initial_records(records, program.num_records))
-        ins = schedule.instructions
-        word, lane = repetition // 64, np.uint64(repetition % 64)
-        for step in walk(program, schedule):
-            rows = ins[step.start : step.end]
-            kind = opcodes.KIND[step.op]
-            if rows[0, COND] >= 0:  # barrier runs hold a single instruction
-                refs = condition_refs(program, int(rows[0, COND]), step)
-                if not program.conditions[int(rows[0, COND])].table[assignment_index(records[refs])]:
-                    continue
-            if kind == Kind.UNITARY:
-                if step.op != opcodes.CODE["I"]:
-                    state.apply_unitary(step.op, rows[:, A], rows[:, B])
-            elif kind in (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET):
-                self._collapse_run(state, rows, step, records, key, repetition, reference)
-            elif kind == Kind.NOISE:
-                if reference:
-                    continue
-                for row in rows:
-                    channel = program.channels[int(row[AUX])]
-                    slot = np.array([row[RAND] + step.rand_shift])
-                    xm, zm = channel_masks(key, channel, slot, word, 1)
-                    for j, q in enumerate(noise_targets(program, row[None])[0]):
-                        x = int((xm[j, 0, 0] >> lane) & _ONE)
-                        z = int((zm[j, 0, 0] >> lane) & _ONE)
-                        if x or z:
-                            state.apply_pauli(int(q), {(1, 0): 1, (1, 1): 2, (0, 1): 3}[(x, z)])
-            elif kind == Kind.RECORD_NOISE:
-                if reference:
-                    continue
-                for row in rows:
-                    self._confuse_tableau(program, row, step, records, key, repetition)
+        run = _TableauPass(self, program, schedule, key, repetition, reference, state, records)
+        run.steps(walk(program, schedule, fold=run.folds))
         return TableauRun(records=records, tableau=state.snapshot())
 
     def _collapse_run(self, state, rows, step, records, key, repetition, reference):
@@ -142,20 +121,31 @@ class NumpyEngine(Engine):
         fz = rng.words_range(key, rng.Stream.FRAME_INIT, np.arange(n, dtype=np.uint64), 0, start, count)
         fz = fz.reshape(n, count)
         flips = np.zeros((program.num_records, count), dtype=np.uint64)
-        noise = NoisePlan(key, program, schedule, start, count)
+        if self.fast_paths:
+            plan = frame_plan(program, schedule, self.fast_paths)
+            draws = Draws(key, program, plan.inventory(), start, count)
+            plan.run(fx, fz, flips, draws, reference, key, start, count)
+        else:
+            self._frames_walked(program, schedule, key, reference, start, count, fx, fz, flips)
+        return flips ^ spread(reference)[:, None]
+
+    @staticmethod
+    def _frames_walked(program, schedule, key, reference, start, count, fx, fz, flips):
+        """Frame mode by walking the schedule run by run: the oracle of the compiled plan."""
+        draws = Draws(key, program, walked_inventory(program, schedule), start, count)
         ins = schedule.instructions
         for step in walk(program, schedule):
             rows = ins[step.start : step.end]
             kind = opcodes.KIND[step.op]
+            shifts = np.array([step.rand_shift], dtype=np.int64)
             if rows[0, COND] >= 0:
-                self._controlled_frames(program, rows[0], step, reference, flips, fx, fz, start, count)
+                controlled_pauli(program, rows[0], step.depth_rec_shifts, reference, flips, fx, fz, count)
                 continue
             if kind == Kind.UNITARY:
-                self._frames_unitary(step.op, rows, fx, fz)
+                _frames_unitary(step.op, rows, fx, fz)
             elif kind in (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET):
                 qs = rows[:, A]
-                slots = (rows[:, RAND] + step.rand_shift).astype(np.uint64)
-                fresh = noise.fresh(slots.astype(np.int64))
+                fresh = draws.fresh(rows[:, RAND].astype(np.int64), shifts)
                 measured = rows[:, OP] != _R
                 if measured.any():
                     flips[rows[measured, REC] + step.rec_shift] = fx[qs[measured]]
@@ -164,63 +154,141 @@ class NumpyEngine(Engine):
                 fz[qs[reset]] = fresh[reset]
                 fz[qs[~reset]] ^= fresh[~reset]
             elif kind == Kind.NOISE:
-                noise.apply(program, rows, step.rand_shift, fx, fz)
+                for aux in np.unique(rows[:, AUX]):
+                    sel = rows[rows[:, AUX] == aux]
+                    draws.noise(int(aux), sel[:, RAND].astype(np.int64), noise_targets(program, sel), shifts, fx, fz)
             elif kind == Kind.RECORD_NOISE:
                 for row in rows:
-                    self._confuse_frames(program, row, step, key, reference, flips, start, count)
-        return flips ^ spread(reference)[:, None]
+                    confuse(program, row, step.rec_shift, step.rand_shift, key, reference, flips, start, count)
 
-    @staticmethod
-    def _frames_unitary(code, rows, fx, fz):
-        if code == opcodes.CODE["I"]:
+
+def _frames_unitary(code, rows, fx, fz):
+    if code == opcodes.CODE["I"]:
+        return
+    m = opcodes.FRAME_MAPS[code]
+    arity = opcodes.OPCODES[code].arity
+    q0, q1 = rows[:, A], rows[:, B]
+    bits = [fx[q0], fz[q0]] + ([fx[q1], fz[q1]] if arity == 2 else [])
+    outs = []
+    for o in range(2 * arity):
+        acc = np.zeros_like(bits[0])
+        for i in range(2 * arity):
+            if m[o, i]:
+                acc ^= bits[i]
+        outs.append(acc)
+    fx[q0], fz[q0] = outs[0], outs[1]
+    if arity == 2:
+        fx[q1], fz[q1] = outs[2], outs[3]
+
+
+class _TableauPass:
+    """One tableau-mode walk.
+
+    The reference pass (no coins, no noise, only the records kept) takes two liberties that leave
+    every record as it was: a collapse waits until a gate touches its qubit (collapses and gates on
+    other qubits commute, and a random outcome is 0 either way), so interleaved measurements become
+    one window; and a loop whose body reads no records runs until its tableau repeats (Brent's
+    cycle finding, exact comparisons), after which the period's records are copied for the
+    iterations left: a loop costs its transient plus one period."""
+
+    def __init__(self, engine, program, schedule, key, repetition, reference, state, records):
+        self.engine, self.program, self.schedule, self.key = engine, program, schedule, key
+        self.repetition, self.reference, self.state, self.records = repetition, reference, state, records
+        self.word, self.lane = repetition // 64, np.uint64(repetition % 64)
+        self.fast = reference and bool(engine.fast_paths)
+        self.pending: list = []  # deferred collapse rows (reference pass)
+        self.pending_qubits: set = set()
+        self.pending_step = None
+
+    def flush(self) -> None:
+        if self.pending:
+            rows = np.concatenate(self.pending)
+            self.pending, self.pending_qubits = [], set()
+            self.engine._collapse_run(self.state, rows, self.pending_step, self.records, self.key,
+                                      self.repetition, self.reference)
+
+    def folds(self, block) -> bool:
+        return (self.fast and block.loop.count > 2 and block.loop.rec_stride > 0
+                and not (block.instructions()[:, COND] >= 0).any())
+
+    def steps(self, items) -> None:
+        for item in items:
+            if isinstance(item, LoopBlock):
+                self.flush()
+                self.loop(item)
+            else:
+                self.step(item)
+        self.flush()
+
+    def loop(self, block) -> None:
+        state, count = self.state, block.loop.count
+        stride = block.loop.rec_stride
+        saved = state.copy()
+        self.steps(block.iteration(0))
+        done, power, period = 1, 1, 1
+        while done < count:
+            if state.equals(saved):
+                break
+            if power == period:  # a new checkpoint, twice as far away
+                saved, power, period = state.copy(), 2 * power, 0
+            self.steps(block.iteration(done))
+            done += 1
+            period += 1
+        else:
             return
-        m = opcodes.FRAME_MAPS[code]
-        arity = opcodes.OPCODES[code].arity
-        q0, q1 = rows[:, A], rows[:, B]
-        bits = [fx[q0], fz[q0]] + ([fx[q1], fz[q1]] if arity == 2 else [])
-        outs = []
-        for o in range(2 * arity):
-            acc = np.zeros_like(bits[0])
-            for i in range(2 * arity):
-                if m[o, i]:
-                    acc ^= bits[i]
-            outs.append(acc)
-        fx[q0], fz[q0] = outs[0], outs[1]
-        if arity == 2:
-            fx[q1], fz[q1] = outs[2], outs[3]
+        # The state after `done` iterations equals the state `period` iterations earlier: every
+        # later iteration repeats the records of the one `period` before it.
+        rows = block.instructions()
+        first = int(rows[rows[:, REC] >= 0, REC].min()) + block.rec_shift
+        lo, hi = first + (done - period) * stride, first + count * stride
+        cycle = self.records[lo : lo + period * stride].copy()
+        self.records[lo:hi] = np.resize(cycle, hi - lo)
+        for k in range(done, done + (count - done) % period):
+            self.steps(block.iteration(k))  # to the final state; the records it rewrites are equal
 
-    @staticmethod
-    def _confuse_frames(program, row, step, key, reference, flips, start, count):
-        confusion = program.confusions[int(row[AUX])]
-        first = int(row[REC]) + step.rec_shift
-        k = confusion.num_bits
-        shots = np.arange(start * 64, (start + count) * 64, dtype=np.int64)
-        recs = range(first, first + k)
-        actual = [_unpack(flips[r]) ^ int(reference[r]) for r in recs]
-        true = np.zeros(len(shots), dtype=np.int64)
-        for bits in actual:
-            true = (true << 1) | bits
-        got = confusion_values(key, confusion.matrix, int(row[RAND]) + step.rand_shift, shots, true)
-        for i, r in enumerate(recs):
-            flips[r] = _pack(((got >> (k - 1 - i)) & 1) ^ int(reference[r]))
-
-    @staticmethod
-    def _controlled_frames(program, row, step, reference, flips, fx, fz, start, count):
-        """A classically controlled Pauli: XOR it where the shot's condition differs from the
-        reference's (frame mode runs only programs whose controlled ops are Paulis)."""
-        cond = program.conditions[int(row[COND])]
-        refs = condition_refs(program, int(row[COND]), step)
-        ref_value = bool(cond.table[assignment_index(reference[refs])])
-        index = np.zeros(count * 64, dtype=np.int64)
-        for i, r in enumerate(refs):
-            index |= (_unpack(flips[r]) ^ int(reference[r])) << i
-        differs = _pack((cond.table[index] != ref_value).astype(np.int64))
-        pauli = _PAULI_OF_OP.get(int(row[OP]), 0)
-        q = int(row[A])
-        if pauli in (1, 2):
-            fx[q] ^= differs
-        if pauli in (2, 3):
-            fz[q] ^= differs
+    def step(self, step) -> None:
+        program, state, records = self.program, self.state, self.records
+        rows = self.schedule.instructions[step.start : step.end]
+        kind = int(opcodes.KIND[step.op])
+        if self.fast:
+            if kind in _COLLAPSES and rows[0, COND] < 0:
+                qs = rows[:, A].tolist()
+                if self.pending and (not self.pending_qubits.isdisjoint(qs) or (step.rec_shift, step.rand_shift)
+                                     != (self.pending_step.rec_shift, self.pending_step.rand_shift)):
+                    self.flush()  # a shared qubit, or another loop iteration's slots
+                self.pending.append(rows)
+                self.pending_qubits.update(qs)
+                self.pending_step = step
+                return
+            if self.pending and (rows[0, COND] >= 0 or not self.pending_qubits.isdisjoint(
+                    rows[:, A].tolist() + rows[:, B].tolist())):
+                self.flush()
+        if rows[0, COND] >= 0:  # barrier runs hold a single instruction
+            refs = condition_refs(program, int(rows[0, COND]), step)
+            if not program.conditions[int(rows[0, COND])].table[assignment_index(records[refs])]:
+                return
+        if kind == _UNITARY:
+            if step.op != _I:
+                state.apply_unitary(step.op, rows[:, A], rows[:, B])
+        elif kind in _COLLAPSES:
+            self.engine._collapse_run(state, rows, step, records, self.key, self.repetition, self.reference)
+        elif kind == _NOISE:
+            if self.reference:
+                return
+            for row in rows:
+                channel = program.channels[int(row[AUX])]
+                slot = np.array([row[RAND] + step.rand_shift])
+                xm, zm = channel_masks(self.key, channel, slot, self.word, 1)
+                for j, q in enumerate(noise_targets(program, row[None])[0]):
+                    x = int((xm[j, 0, 0] >> self.lane) & _ONE)
+                    z = int((zm[j, 0, 0] >> self.lane) & _ONE)
+                    if x or z:
+                        state.apply_pauli(int(q), {(1, 0): 1, (1, 1): 2, (0, 1): 3}[(x, z)])
+        elif kind == _RECORD_NOISE:
+            if self.reference:
+                return
+            for row in rows:
+                self.engine._confuse_tableau(program, row, step, records, self.key, self.repetition)
 
 
 def _initial_records(records: np.ndarray, count: int) -> np.ndarray:
@@ -229,10 +297,3 @@ def _initial_records(records: np.ndarray, count: int) -> np.ndarray:
         raise ValueError(f"initial records of shape {records.shape} for a program of {count} records")
     return records.copy()
 
-
-def _unpack(words: np.ndarray) -> np.ndarray:
-    return np.unpackbits(words.view(np.uint8), bitorder="little").astype(np.int64)
-
-
-def _pack(bits: np.ndarray) -> np.ndarray:
-    return np.packbits(bits.astype(np.uint8), bitorder="little").view(np.uint64)

@@ -1,69 +1,99 @@
 """Frame mode's draws: every random word of a shot chunk made up front, used while walking.
 
 Draws depend only on (seed, random slot, shot word), never on the frames (core/draws.py), so
-frame mode draws every noise instance of a chunk, and the fresh Z frames of every M / R / MR, in
-a few large vectorised batches (`NoisePlan`), instead of one small draw per instruction run."""
+frame mode draws the fresh Z frames of every M / R / MR of a chunk, and every noise instance, in a
+few large vectorised batches (`Draws`), instead of one small draw per instruction run.
+
+Every lookup takes the slots of a run and a vector of slot shifts, one per block of `count` words
+side by side in the frame arrays: one block for the usual walk, one per loop iteration when a
+loop's iterations are run together (frames.py).
+"""
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 import numpy as np
 
 from ...core import opcodes, rng
-from ...core.draws import noise_targets, sparse_channel
+from ...core.draws import sparse_channel
 from ...core.program import AUX, RAND, Program
 from ...schedule.walk import walk
 
+_COLLAPSES = (int(opcodes.Kind.MEASURE), int(opcodes.Kind.RESET), int(opcodes.Kind.MEASURE_RESET))
+_EMPTY = np.zeros(0, dtype=np.int64)
 
-_COLLAPSES = (opcodes.Kind.MEASURE, opcodes.Kind.RESET, opcodes.Kind.MEASURE_RESET)
+# (every collapse slot, {channel: every slot of a noise instruction of that channel}), unique.
+Inventory = Tuple[np.ndarray, Dict[int, np.ndarray]]
 
 
-class NoisePlan:
-    """Every noise draw of one shot chunk, sampled per channel in one batch, applied on demand, and
-    the FRAME_MEASURE words of every collapse, drawn in one batch (`fresh`)."""
-
-    def __init__(self, key, program: Program, schedule, start: int, count: int):
-        slots: Dict[int, list] = {}
-        collapses: list = []
-        kind = opcodes.KIND
-        for step in walk(program, schedule):
-            rows = schedule.instructions[step.start : step.end]
-            if kind[step.op] in _COLLAPSES:
-                collapses.append(rows[:, RAND] + step.rand_shift)
-            if kind[step.op] != opcodes.Kind.NOISE:
-                continue
+def walked_inventory(program: Program, schedule) -> Inventory:
+    """The slots a walk of the schedule draws from, found by walking it (loops expanded)."""
+    slots: Dict[int, list] = {}
+    collapses: list = []
+    kind = opcodes.KIND
+    for step in walk(program, schedule):
+        rows = schedule.instructions[step.start : step.end]
+        if kind[step.op] in _COLLAPSES:
+            collapses.append(rows[:, RAND] + step.rand_shift)
+        elif kind[step.op] == opcodes.Kind.NOISE:
             for aux in np.unique(rows[:, AUX]):
                 slots.setdefault(int(aux), []).append(rows[rows[:, AUX] == aux, RAND] + step.rand_shift)
-        self.collapse_slots = (np.unique(np.concatenate(collapses)).astype(np.int64) if collapses
-                               else np.zeros(0, dtype=np.int64))
+    return (_unique(collapses), {aux: _unique(parts) for aux, parts in slots.items()})
+
+
+def _unique(parts) -> np.ndarray:
+    return np.unique(np.concatenate(parts)).astype(np.int64) if parts else _EMPTY
+
+
+class Draws:
+    """Every random word of one shot chunk (words [start, start + count)): the FRAME_MEASURE words
+    of every collapse slot, and each channel's noise as sparse hits."""
+
+    def __init__(self, key, program: Program, inventory: Inventory, start: int, count: int):
+        self.count = count
+        self.collapse_slots, noise_slots = inventory
         self.collapse_words = rng.words_range(key, rng.Stream.FRAME_MEASURE, self.collapse_slots.astype(np.uint64),
                                               0, start, count).reshape(len(self.collapse_slots), count)
         self.entries = {}
-        for aux, parts in slots.items():
-            unique = np.unique(np.concatenate(parts)).astype(np.int64)
+        for aux, unique in noise_slots.items():
             r, c, xm, zm = sparse_channel(key, program.channels[aux], unique, start, count)
             self.entries[aux] = (unique[r], c, xm, zm)  # sorted by slot (row-major nonzero)
 
-    def fresh(self, slots: np.ndarray) -> np.ndarray:
-        """The FRAME_MEASURE words [len(slots), count] of these collapse slots."""
-        return self.collapse_words[np.searchsorted(self.collapse_slots, slots)]
+    def fresh(self, slots: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+        """FRAME_MEASURE words [len(slots), len(shifts) * count]: block b holds slots + shifts[b]."""
+        index = np.searchsorted(self.collapse_slots, slots[:, None] + shifts[None, :])
+        return self.collapse_words[index].reshape(len(slots), len(shifts) * self.count)
 
-    def apply(self, program: Program, rows: np.ndarray, rand_shift: int, fx, fz) -> None:
-        for aux in np.unique(rows[:, AUX]):
-            sel = rows[rows[:, AUX] == aux]
-            slot_of_entry, word, xm, zm = self.entries[int(aux)]
-            slots = sel[:, RAND].astype(np.int64) + rand_shift
-            lo = np.searchsorted(slot_of_entry, slots, side="left")
-            hi = np.searchsorted(slot_of_entry, slots, side="right")
-            counts = hi - lo
-            if counts.sum() == 0:
-                continue
-            which = np.repeat(np.arange(len(sel)), counts)
-            idx = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + lo[which]
-            targets = noise_targets(program, sel)
-            w = word[idx]
-            for j in range(targets.shape[1]):
-                q = targets[which, j]
-                fx[q, w] ^= xm[j, idx]  # (qubit, word) pairs are distinct within a run
-                fz[q, w] ^= zm[j, idx]
+    def noise(self, aux: int, slots: np.ndarray, targets: np.ndarray, shifts: np.ndarray, fx, fz) -> None:
+        """XOR channel `aux`'s hits on instructions (slots [k], target qubits [k, arity]) into the
+        frames; block b of the columns takes slots + shifts[b]."""
+        slot_of_entry, word, xm, zm = self.entries[aux]
+        shifted = (slots[:, None] + shifts[None, :]).ravel()  # pair p = (instruction p // B, block p % B)
+        lo = np.searchsorted(slot_of_entry, shifted, side="left")
+        hi = np.searchsorted(slot_of_entry, shifted, side="right")
+        counts = hi - lo
+        total = int(counts.sum())
+        if total == 0:
+            return
+        pair = np.repeat(np.arange(len(shifted)), counts)
+        idx = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts) + lo[pair]
+        which, block = np.divmod(pair, len(shifts))
+        col = block * self.count + word[idx]
+        for j in range(targets.shape[1]):
+            q = targets[which, j]
+            fx[q, col] ^= xm[j, idx]  # (qubit, column) pairs are distinct within a run
+            fz[q, col] ^= zm[j, idx]
+
+
+class NoDraws:
+    """Every draw zero: the frames' linear part alone (a loop's transfer matrix, frames.py)."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def fresh(self, slots: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+        return np.zeros((len(slots), len(shifts) * self.count), dtype=np.uint64)
+
+    def noise(self, aux, slots, targets, shifts, fx, fz) -> None:
+        return None

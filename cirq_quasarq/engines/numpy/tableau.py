@@ -7,13 +7,37 @@ Every gate and collapse follows docs/engine-semantics.md, so the CUDA engine mat
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...core import opcodes
-from ...core.paulis import bit, inclusive_prefix_xor, popcount_rows, product_phase, spread
+from ...core.paulis import bit, inclusive_prefix_xor, popcount_rows, spread
 from ...core.tableau import InverseTableau
 
 _ONE = np.uint64(1)
+
+
+@functools.lru_cache(maxsize=None)
+def _recipe(code: int):
+    """(arity, [(log_i, input rows) per output row]) of an opcode from `INVERSE_TABLE`: output g is
+    i^log_i times the product of the old rows `inputs` (0 = X_q0, 1 = Z_q0, 2 = X_q1, 3 = Z_q1),
+    multiplied in this order."""
+    arity = opcodes.ARITY[code]
+    table = opcodes.INVERSE_TABLE[code]
+    outputs = []
+    for g in range(2 * arity):
+        log_i, inputs = 2 * int(table[g, 0]), []
+        for j in range(arity):
+            xbit, zbit = table[g, 1 + 2 * j], table[g, 2 + 2 * j]
+            if xbit and zbit:
+                log_i += 1  # Y = i·X·Z
+            if xbit:
+                inputs.append(2 * j)
+            if zbit:
+                inputs.append(2 * j + 1)
+        outputs.append((log_i, tuple(inputs)))
+    return arity, tuple(outputs)
 
 
 class TableauState:
@@ -38,33 +62,50 @@ class TableauState:
     # -- gates ---------------------------------------------------------------------------
     def apply_unitary(self, code: int, q0: np.ndarray, q1: np.ndarray) -> None:
         """Apply opcode `code` to each (q0[i], q1[i]) pair (disjoint), vectorised over i."""
-        arity = opcodes.OPCODES[code].arity
-        table = opcodes.INVERSE_TABLE[code]
-        qs = [q0] if arity == 1 else [q0, q1]
-        # Old rows per generator position: X_j is row q_j, Z_j is row n + q_j.
-        old = []
-        for q in qs:
-            for row in (q, q + self.n):
-                old.append((self.X[row], self.Z[row], self.S[row].astype(np.int64)))
+        arity, outputs = _recipe(code)
+        n, X, Z, S = self.n, self.X, self.Z, self.S
+        if len(q0) == 1:
+            return self._apply_one(arity, outputs, int(q0[0]), int(q1[0]))
+        rows = (q0, q0 + n) if arity == 1 else (q0, q0 + n, q1, q1 + n)
+        old = [(X[r], Z[r], S[r].astype(np.int64)) for r in rows]
         new = []
-        for g in range(2 * arity):
-            k = len(q0)
-            ax = np.zeros((k, self.words), dtype=np.uint64)
-            az = np.zeros_like(ax)
-            log_i = 2 * int(table[g, 0]) * np.ones(k, dtype=np.int64)
-            for j in range(arity):
-                xbit, zbit = table[g, 1 + 2 * j], table[g, 2 + 2 * j]
-                if xbit and zbit:
-                    log_i += 1  # Y = i·X·Z
-                for use, (rx, rz, rs) in ((xbit, old[2 * j]), (zbit, old[2 * j + 1])):
-                    if use:
-                        log_i += product_phase(ax, az, rx, rz) + 2 * rs
-                        ax ^= rx
-                        az ^= rz
+        for log_i, inputs in outputs:
+            ax, az, s = old[inputs[0]]
+            log_i = log_i + 2 * s
+            for i in inputs[1:]:
+                bx, bz, bs = old[i]
+                cx, cz = ax ^ bx, az ^ bz
+                # With P = i^(x.z) X^x Z^z per position: P1 P2 = i^(x1.z1 + x2.z2 - x3.z3 + 2 z1.x2) P3.
+                log_i = (log_i + 2 * bs + popcount_rows(ax & az) + popcount_rows(bx & bz)
+                         - popcount_rows(cx & cz) + 2 * popcount_rows(az & bx))
+                ax, az = cx, cz
             new.append((ax, az, ((log_i & 3) >> 1).astype(np.uint8)))
-        for (ax, az, s), (q, is_z) in zip(new, [(q, z) for q in qs for z in (0, 1)]):
-            row = q + self.n * is_z
-            self.X[row], self.Z[row], self.S[row] = ax, az, s
+        for row, (ax, az, s) in zip(rows, new):
+            X[row], Z[row], S[row] = ax, az, s
+
+    def _apply_one(self, arity: int, outputs, q0: int, q1: int) -> None:
+        """`apply_unitary` for a single gate (a run of one, as in a chain of dependent gates):
+        rows as Python integers, so a gate costs a few dozen integer operations, not numpy calls."""
+        n, X, Z, S = self.n, self.X, self.Z, self.S
+        rows = (q0, q0 + n) if arity == 1 else (q0, q0 + n, q1, q1 + n)
+        old = [(int.from_bytes(X[r].tobytes(), "little"), int.from_bytes(Z[r].tobytes(), "little"), int(S[r]))
+               for r in rows]
+        new = []
+        for log_i, inputs in outputs:
+            ax, az, s = old[inputs[0]]
+            log_i += 2 * s
+            for i in inputs[1:]:
+                bx, bz, bs = old[i]
+                cx, cz = ax ^ bx, az ^ bz
+                log_i += (2 * bs + (ax & az).bit_count() + (bx & bz).bit_count() - (cx & cz).bit_count()
+                          + 2 * (az & bx).bit_count())
+                ax, az = cx, cz
+            new.append((ax, az, (log_i & 3) >> 1))
+        size = 8 * self.words
+        for row, (ax, az, s) in zip(rows, new):
+            X[row] = np.frombuffer(ax.to_bytes(size, "little"), dtype=np.uint64)
+            Z[row] = np.frombuffer(az.to_bytes(size, "little"), dtype=np.uint64)
+            S[row] = s
 
     def apply_pauli(self, q: int, pauli: int) -> None:
         """Apply Pauli 1=X, 2=Y, 3=Z to the state: X flips zrow's sign, Z flips xrow's."""
@@ -132,6 +173,22 @@ class TableauState:
         """After a collapse of q: reset it to |0> (both of its rows' signs to +)."""
         self.S[q] = 0
         self.S[self.n + q] = 0
+
+    def copy(self) -> "TableauState":
+        other = TableauState.__new__(TableauState)
+        other.n, other.words = self.n, self.words
+        other.X, other.Z, other.S = self.X.copy(), self.Z.copy(), self.S.copy()
+        return other
+
+    def equals(self, other: "TableauState") -> bool:
+        """Exact equality, in blocks of rows so that states which differ are told apart early."""
+        if not np.array_equal(self.S, other.S):
+            return False
+        for lo in range(0, 2 * self.n, 256):
+            if not (np.array_equal(self.X[lo : lo + 256], other.X[lo : lo + 256])
+                    and np.array_equal(self.Z[lo : lo + 256], other.Z[lo : lo + 256])):
+                return False
+        return True
 
     def snapshot(self) -> InverseTableau:
         n = self.n
