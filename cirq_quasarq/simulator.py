@@ -314,6 +314,9 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         """Every measurement record of `repetitions` shots in Stim's layout (its
         `compile_sampler().sample(...)`): bool [shots, records], or uint8 bit-packed."""
         program = self.compile(circuit)
+        if bit_packed and not program.needs_branching():  # laid out shot-major where the frames are
+            return self.engine.sample_frames(program, prepared(program), self._next_key(), self.reference(program),
+                                             repetitions, shot_major=True)
         return shot_major(self.sample_packed(program, repetitions), repetitions, bit_packed)
 
     def detector_coordinates(self, circuit: Any) -> Dict[int, List[float]]:

@@ -5,7 +5,10 @@ channels (dense and sparse Bernoulli), confusion maps, classical control and nes
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -546,3 +549,31 @@ def test_repeated_measurements_at_the_end_of_a_large_circuit_repeat():
 
 test_repeated_measurements_at_the_end_of_a_large_circuit_repeat = pytest.mark.gpu(
     test_repeated_measurements_at_the_end_of_a_large_circuit_repeat)
+
+
+_CACHE_PROBE = """
+import sys, numpy as np, cirq
+import pycuda.compiler
+if sys.argv[1] == "cached":  # a second process must never call nvcc: every kernel comes from disk
+    def refuse(*args, **kwargs):
+        raise AssertionError("nvcc called although the kernel cache holds this kernel")
+    pycuda.compiler.compile = refuse
+from cirq_quasarq import QuasarqSimulator
+q = cirq.LineQubit.range(3)
+c = cirq.Circuit(cirq.H(q[0]), cirq.CX(q[0], q[1]), cirq.depolarize(0.1).on(q[2]), cirq.measure(*q, key="m"))
+bits = QuasarqSimulator(seed=7, device="gpu").run(c, repetitions=200).measurements["m"]
+print(int(np.packbits(bits).sum()), int(bits.sum()))
+"""
+
+
+@pytest.mark.gpu
+def test_kernels_are_cached_on_disk_across_processes(cuda_engine, tmp_path):
+    env = dict(os.environ, CIRQ_QUASARQ_KERNEL_CACHE=str(tmp_path))
+    first = subprocess.run([sys.executable, "-c", _CACHE_PROBE, "fresh"], env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert list(tmp_path.glob("*.cubin")), "no kernel was written to the cache folder"
+    second = subprocess.run([sys.executable, "-c", _CACHE_PROBE, "cached"], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout

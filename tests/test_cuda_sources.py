@@ -112,3 +112,14 @@ def test_every_kernel_compiles_with_plain_nvcc(generated, filename):
     result = subprocess.run([nvcc, "-arch=sm_90", "-std=c++17", "-I", str(SOURCES), "-I", str(generated), "--cubin",
                              "-o", "/dev/null", str(SOURCES / filename)], capture_output=True, text=True)
     assert result.returncode == 0, f"nvcc failed on cuda_src/{filename}:\n{result.stdout}\n{result.stderr}"
+
+
+def test_kernel_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("CIRQ_QUASARQ_KERNEL_CACHE", str(tmp_path / "k"))
+    assert loader.kernel_cache_dir() == tmp_path / "k"
+    for off in ("", "0", " 0 "):
+        monkeypatch.setenv("CIRQ_QUASARQ_KERNEL_CACHE", off)
+        assert loader.kernel_cache_dir() is None
+    monkeypatch.delenv("CIRQ_QUASARQ_KERNEL_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert loader.kernel_cache_dir() == tmp_path / "xdg" / "cirq-quasarq" / "kernels"

@@ -87,13 +87,13 @@ def test_noiseless_detectors_never_fire(device):
     assert not dets.any()
 
 
-def test_measurement_records_in_stims_layout():
+def test_measurement_records_in_stims_layout(device):
     circuit = stim.Circuit("X 0 2\nM 0 1 2\nH 3\nM 3\nMR 0")
-    ours = QuasarqSimulator(seed=1, device="cpu").sample_measurements(circuit, 500)
+    ours = QuasarqSimulator(seed=1, device=device).sample_measurements(circuit, 500)
     assert ours.shape == (500, 5) and ours.dtype == bool
     assert np.all(ours[:, [0, 1, 2, 4]] == [True, False, True, True])
     assert 0.4 < ours[:, 3].mean() < 0.6
-    packed = QuasarqSimulator(seed=1, device="cpu").sample_measurements(circuit, 500, bit_packed=True)
+    packed = QuasarqSimulator(seed=1, device=device).sample_measurements(circuit, 500, bit_packed=True)
     assert packed.shape == (500, 1) and np.array_equal(np.unpackbits(packed, axis=1, bitorder="little")[:, :5], ours)
 
 

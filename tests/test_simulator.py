@@ -159,6 +159,32 @@ def test_parameter_sweep(device):
         QuasarqSimulator(device=device).run(circuit, {"t": 0.25})
 
 
+def test_sweep_shares_what_resolution_cannot_change(device):
+    """Noise-only resolutions share the schedule and the reference sample; resolutions that
+    write other rows (a swept Pauli) get their own; every point samples what the resolved circuit
+    compiled on its own samples, bit for bit."""
+    p, t = sympy.Symbol("p"), sympy.Symbol("t")
+    circuit = cirq.Circuit(
+        cirq.H(Q[0]), cirq.CX(Q[0], Q[1]), cirq.X(Q[2]) ** t, cirq.X.with_probability(p).on_each(*Q[:3]),
+        cirq.measure(Q[0], key="a"), cirq.measure(Q[1], Q[2], key="b"), cirq.H(Q[0]),
+        cirq.measure(Q[0], key="c"))
+    sim = QuasarqSimulator(device=device)
+    points = [{"p": 0.001, "t": 0}, {"p": 0.01, "t": 0}, {"p": 0.2, "t": 0}, {"p": 0.01, "t": 1}]
+    programs = [sim.compile(circuit, r) for r in points]
+    for program in programs:
+        sim.reference(program)
+    assert programs[0].derived is programs[1].derived is programs[2].derived
+    assert programs[3].derived is not programs[0].derived
+    assert programs[0].derived["reference"] is programs[2].derived["reference"]
+    assert programs[0].derived["reference"][2] == 0 and programs[3].derived["reference"][2] == 1  # X**t on b[1]
+    for r in points:
+        swept = QuasarqSimulator(seed=5, device=device).run(circuit, r, repetitions=300)
+        alone = QuasarqSimulator(seed=5, device=device).run(cirq.resolve_parameters(circuit, r),
+                                                             repetitions=300)
+        for key in "abc":
+            assert np.array_equal(swept.records[key], alone.records[key]), (r, key)
+
+
 def test_noise_model_like_and_channels(device):
     circuit = cirq.Circuit(cirq.I(Q[0]), cirq.measure(Q[0], key="m"))
     shots = 100_000

@@ -12,6 +12,7 @@ makes the template fall back to a full walk with the resolver (`rewalk`).
 
 from __future__ import annotations
 
+import collections
 import itertools
 from typing import Callable, List, Optional, Tuple
 
@@ -32,6 +33,7 @@ PROBE_VALUES = (0.0, 0.5, 1.0, 1.5, -0.5, 0.25, 2.0)
 MAX_PROBES = 200
 
 _PROBE_CACHE: dict = {}
+_SHARED_RESOLUTIONS = 8  # resolutions whose derived caches a template keeps
 
 
 def probe_slot(op, resolvers) -> Optional[Tuple[str, int]]:
@@ -112,6 +114,9 @@ class Template:
         self.slots = slots
         self.rewalk = rewalk
         self.needs_rewalk = needs_rewalk
+        # derived caches (schedule, reference sample, frame plan) of recent resolutions, keyed by
+        # the rows they patch: resolutions that differ only in noise probabilities share them
+        self._derived: "collections.OrderedDict[bytes, dict]" = collections.OrderedDict()
         self._row_index = None
         if program is not None and slots:
             aux = program.instructions[:, AUX]
@@ -200,6 +205,20 @@ class Template:
                     a.append(qs[0])
                     b.append(-1)
         codes = np.array([opcodes.CODE[name] for name in ops], dtype=np.int32)
-        return self.program.patched(np.asarray(rows, dtype=np.int64), codes, np.asarray(a, dtype=np.int32),
-                                    np.asarray(b, dtype=np.int32), np.asarray(aux, dtype=np.int32), chans,
-                                    phases)
+        a32, b32, aux32 = (np.asarray(v, dtype=np.int32) for v in (a, b, aux))
+        program = self.program.patched(np.asarray(rows, dtype=np.int64), codes, a32, b32, aux32, chans, phases)
+        program.derived = self._derived_for(b"".join(v.tobytes() for v in (codes, a32, b32, aux32)))
+        return program
+
+    def _derived_for(self, patch: bytes) -> dict:
+        """The derived-cache dict shared by every resolution that writes the same rows (the
+        schedule, the reference sample and the frame plan depend on the instructions, the
+        conditions and the confusions, never on the channels' probabilities)."""
+        shared = self._derived.get(patch)
+        if shared is None:
+            shared = self._derived[patch] = {}
+            while len(self._derived) > _SHARED_RESOLUTIONS:
+                self._derived.popitem(last=False)
+        else:
+            self._derived.move_to_end(patch)
+        return shared
