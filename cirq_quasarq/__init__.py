@@ -6,7 +6,12 @@
 
 from .errors import (
     DeviceUnavailableError,
+    InvalidConfusionMapError,
     InvalidInputError,
+    InvalidProbabilityError,
+    InvalidRepetitionsError,
+    InvalidSeedError,
+    LongRunWarning,
     MeasurementKeyError,
     NonCliffordError,
     OutOfMemoryError,
@@ -38,5 +43,10 @@ __all__ = [
     "OutOfMemoryError",
     "TooLargeError",
     "InvalidInputError",
+    "InvalidRepetitionsError",
+    "InvalidSeedError",
+    "InvalidConfusionMapError",
+    "InvalidProbabilityError",
+    "LongRunWarning",
     "json_resolver",
 ]

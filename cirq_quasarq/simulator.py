@@ -14,9 +14,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 import cirq
 import numpy as np
 
+from . import contract
 from .compiler import compile_circuit, compile_stim, compile_template
 from .core import rng
 from .core.parities import Parities, parities_shot_major
+from .core.memory import require_host_memory
 from .core.program import Annotation, Program, ProgramBuilder
 from .engines import Engine, select_engine
 from .errors import InvalidInputError
@@ -28,6 +30,9 @@ from .results.state import canonical_vector
 from .schedule import Schedule, schedule
 
 _REFERENCE_KEY = rng.make_key(0)
+_SPLIT_ADVICE = "Ask for fewer repetitions per call (results do not depend on how shots are split)"
+_UNPACKED_ADVICE = ("sample_measurements(..., bit_packed=True) / sample_detectors(..., bit_packed=True) keep "
+                    "8 shots a byte, and fewer repetitions per call (or cirq_quasarq.distributed) keep less at once")
 
 
 class QuasarqTrialResult(cirq.SimulationTrialResult):
@@ -65,6 +70,7 @@ class QuasarqStepResult:
         """Z-basis samples of `qubits` from this state, bool [repetitions, len(qubits)], the state
         left as it is. Measuring a stabilizer state gives a reference outcome XOR a uniform element of
         the span of its stabilizers' X parts on those qubits: one tableau run, then vectorised."""
+        repetitions = contract.repetitions(repetitions, "sample")
         qs = [self.state.qubit_map[q] for q in qubits]
         inv = self.state.inverse_tableau
         b = ProgramBuilder(self.state.n)
@@ -128,16 +134,7 @@ def _measured_in(program: Program, records: np.ndarray, lo: int, hi: int) -> Dic
     return out
 
 
-def _parse_seed(seed: Any):
-    """What Cirq's simulators accept as a seed (cirq.RANDOM_STATE_OR_SEED_LIKE)."""
-    if seed is None or seed is np.random:
-        return np.random
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        return np.random.RandomState(int(seed) & 0xFFFFFFFF if int(seed) >= 2**32 else int(seed))
-    if isinstance(seed, (np.random.RandomState, np.random.Generator)):
-        return seed
-    raise TypeError(f"seed must be None, an int, a numpy.random.RandomState or a numpy.random.Generator "
-                    f"(as Cirq's simulators take), not {type(seed).__name__}")
+_parse_seed = contract.seed  # what Cirq's simulators accept as a seed
 
 
 def _draw_key(prng):
@@ -236,17 +233,30 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
     def sample_packed(self, program: Program, repetitions: int) -> np.ndarray:
         """Bit-packed records uint64 [num_records, ceil(repetitions/64)] for a compiled Program
         (bit l of word w is repetition 64w + l): the `bit_packed` path, no unpacking."""
+        repetitions = contract.repetitions(repetitions, "sample_packed")
+        require_host_memory(f"{repetitions:,} repetitions of {program.num_records:,} records, bit-packed",
+                                     contract.records_bytes(program, repetitions, unpacked=False), _SPLIT_ADVICE)
+        contract.warn_if_long(program, self.engine.name, shots=repetitions)
         sched = prepared(program)
         key = self._next_key()
         if program.needs_branching():
             return self.engine.sample_controlled(program, sched, key, repetitions)
         return self.engine.sample_frames(program, sched, key, self.reference(program), repetitions)
 
+    def sample(self, program: cirq.AbstractCircuit, *, repetitions: int = 1, params: cirq.Sweepable = None):
+        """cirq.Sampler.sample (a pandas DataFrame), `repetitions` checked first."""
+        return super().sample(program, repetitions=contract.repetitions(repetitions, "sample"), params=params)
+
     def run_sweep_iter(self, program: cirq.AbstractCircuit, params: cirq.Sweepable,
                        repetitions: int = 1) -> Iterator[cirq.Result]:
+        repetitions = contract.repetitions(repetitions, "run")
         if not (program.num_measurements if _is_stim(program) else program.has_measurements()):
             raise ValueError("Circuit has no measurements to sample.")
         for resolver, compiled in self._programs(program, params):
+            require_host_memory(
+                f"run() of {repetitions:,} repetitions of {compiled.num_records:,} measured bits (Cirq's int8 "
+                f"arrays and the packed records)", contract.records_bytes(compiled, repetitions, unpacked=True),
+                _UNPACKED_ADVICE)
             if repetitions == 0:  # exactly what Cirq's simulators give: (0, 1, 1) whatever the key
                 records = {k.key: np.empty((0, 1, 1), dtype=np.int8) for k in compiled.keys}
             else:
@@ -256,7 +266,11 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
 
     def _run(self, circuit: cirq.AbstractCircuit, param_resolver: cirq.ParamResolver,
              repetitions: int) -> dict:
+        repetitions = contract.repetitions(repetitions, "run")
         (_, compiled), = self._programs(circuit, param_resolver)
+        require_host_memory(
+            f"run() of {repetitions:,} repetitions of {compiled.num_records:,} measured bits",
+            contract.records_bytes(compiled, repetitions, unpacked=True), _UNPACKED_ADVICE)
         return records_from_packed(compiled, self.sample_packed(compiled, repetitions), repetitions)
 
     # ---------------------------------------------------------------------------- QEC
@@ -275,8 +289,14 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         if separate_observables and append_observables:
             raise InvalidInputError("sample_detectors: separate_observables and append_observables exclude "
                                     "each other (as in Stim)")
+        repetitions = contract.repetitions(repetitions, "sample_detectors")
         program = self.compile(circuit)
         dets, obs = program.detectors, program.observables
+        columns = len(dets) + len(obs)
+        require_host_memory(
+            f"sample_detectors() of {repetitions:,} shots of {columns:,} detectors and observables"
+            + ("" if bit_packed else " as bool arrays"),
+            repetitions * (columns + 7) // 8 * (1 if bit_packed else 9), _UNPACKED_ADVICE)
         if separate_observables:  # observables from a byte boundary on, so both halves are whole bytes
             pad = [Annotation("pad", np.zeros(0, dtype=np.int64))] * (-len(dets) % 8)
             both = self.sample_parities(program, dets + pad + obs, repetitions, shot_major=True)
@@ -298,6 +318,8 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         """Detection events / observable flips of the given annotations (relative to the noiseless
         run): record-major uint64 [annotations, words] (bit l of word w: shot 64w + l), or with
         `shot_major` Stim's bit-packed uint8 [shots, ceil(annotations / 8)]."""
+        repetitions = contract.repetitions(repetitions, "sample_parities")
+        contract.warn_if_long(program, self.engine.name, shots=repetitions)
         sched = prepared(program)
         if program.conditions or program.confusions or program.needs_branching():
             reference = self.reference(program)
@@ -313,8 +335,14 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
     def sample_measurements(self, circuit: Any, repetitions: int, *, bit_packed: bool = False) -> np.ndarray:
         """Every measurement record of `repetitions` shots in Stim's layout (its
         `compile_sampler().sample(...)`): bool [shots, records], or uint8 bit-packed."""
+        repetitions = contract.repetitions(repetitions, "sample_measurements")
         program = self.compile(circuit)
-        if bit_packed and not program.needs_branching():  # laid out shot-major where the frames are
+        require_host_memory(
+            f"sample_measurements() of {repetitions:,} shots of {program.num_records:,} records"
+            + ("" if bit_packed else " as bool arrays"),
+            contract.records_bytes(program, repetitions, unpacked=not bit_packed), _UNPACKED_ADVICE)
+        if bit_packed and not program.needs_branching():
+            contract.warn_if_long(program, self.engine.name, shots=repetitions)  # laid out shot-major where the frames are
             return self.engine.sample_frames(program, prepared(program), self._next_key(), self.reference(program),
                                              repetitions, shot_major=True)
         return shot_major(self.sample_packed(program, repetitions), repetitions, bit_packed)
@@ -360,6 +388,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         for resolver, compiled in self._programs(program, params, qubits):
             start_tableau, start, segments = self._start(initial, qubits)
             sched = prepared(compiled)
+            contract.warn_if_long(compiled, self.engine.name, tableau_runs=1)
             key = self._next_key()
             run = self.engine.run_tableau(compiled, sched, key, initial=start_tableau)
             phase = _Replay(start, segments + [(compiled, sched, key, run.records)])

@@ -80,7 +80,8 @@ def test_no_import_circle(graph):
             visit(m, [m])
 
 
-LAYER = {"core": 0, "errors": 0, "compiler": 1, "schedule": 1, "engines": 2, "results": 3, "simulator": 4}
+LAYER = {"core": 0, "errors": 0, "compiler": 1, "schedule": 1, "engines": 2, "results": 3, "contract": 4,
+         "simulator": 4}
 
 
 def _layer(module: str):

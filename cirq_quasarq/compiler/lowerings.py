@@ -37,6 +37,29 @@ def _no_control(em: "Emitter", op, what: str) -> None:
                 "in some shots)")
 
 
+def _stochastic(em: "Emitter", op, idxs, matrix) -> np.ndarray:
+    """A confusion map's matrix, checked as Cirq's simulators check it (never renormalised)."""
+    k = len(idxs)
+    try:
+        m = np.asarray(matrix, dtype=np.float64)
+    except (TypeError, ValueError):
+        em.fail(errors.InvalidConfusionMapError, op, f"the confusion map of qubit indices {tuple(idxs)} is not a "
+                f"numeric matrix")
+    if m.shape != (1 << k, 1 << k):
+        em.fail(errors.InvalidConfusionMapError, op, f"the confusion map of qubit indices {tuple(idxs)} has shape "
+                f"{m.shape}; {k} qubit(s) need a {1 << k}x{1 << k} matrix")
+    if not np.all(np.isfinite(m)) or m.min() < -1e-9 or m.max() > 1 + 1e-9:
+        em.fail(errors.InvalidConfusionMapError, op, f"the confusion map of qubit indices {tuple(idxs)} has entries "
+                f"outside [0, 1]")
+    sums = m.sum(axis=1)
+    bad = np.flatnonzero(np.abs(sums - 1) > 1e-6)
+    if len(bad):
+        em.fail(errors.InvalidConfusionMapError, op, f"row {int(bad[0])} of the confusion map of qubit indices "
+                f"{tuple(idxs)} sums to {sums[bad[0]]:.6g}; every row must be a probability distribution "
+                f"summing to 1 (it is not renormalised)")
+    return np.clip(m, 0.0, 1.0)
+
+
 def measurement(em: "Emitter", op, gate: cirq.MeasurementGate, scope: "Scope", at: "Cursor") -> None:
     _no_control(em, op, "measurement")
     if any(d != 2 for d in cirq.qid_shape(gate)):
@@ -56,7 +79,7 @@ def measurement(em: "Emitter", op, gate: cirq.MeasurementGate, scope: "Scope", a
         slots[i] = b.measure(qs[i], invert=inv[i], pos=at.place((qs[i],)))
     for idxs, matrix in cmap.items():
         k = len(idxs)
-        matrix = np.asarray(matrix, dtype=np.float64)
+        matrix = _stochastic(em, op, idxs, matrix)
         # Cirq confuses the raw bits and inverts afterwards (SimulationState.measure); our
         # CONFUSION acts on the recorded (inverted) bits, so conjugate the matrix by the
         # group's invert mask. When Cirq samples terminal measurements it inverts first

@@ -159,7 +159,13 @@ class Template:
                 b.append(-1)
                 aux.append(-1)
                 continue
-            op = resolve_chain(slot.op, slot.resolvers, r)
+            try:
+                op = resolve_chain(slot.op, slot.resolvers, r)
+            except (errors.InvalidProbabilityError, ValueError) as error:
+                if slot.kind != "noise":
+                    raise
+                raise errors.InvalidProbabilityError(f"cannot compile {slot.op!r} at {slot.where} for {dict(r.param_dict)}: "
+                                                     f"{error}") from None
             if cirq.is_parameterized(op):
                 raise errors.UnsupportedOperationError(
                     f"cannot compile {slot.op!r} at {slot.where}: unresolved parameters "

@@ -24,6 +24,7 @@ import sympy
 
 from .. import errors
 from ..core import opcodes
+from ..core.memory import available_memory
 from ..core.program import Program
 from .conditions import condition_table
 from .emitter import Cursor, Emitter
@@ -34,6 +35,11 @@ from .registry import Lowering, lower, lower_operation
 from .template import probe_slot
 
 CODE = opcodes.CODE
+# Host bytes per measurement record of a compiled circuit (key tables, reference sample, a shot's
+# records: about 32 measured at compile, the rest at sampling), and per repetition-id name.
+_BYTES_PER_RECORD = 48
+_BYTES_PER_NAME = 120
+
 _TAGGED = cirq.TaggedOperation
 _CIRCUIT_OP = cirq.CircuitOperation
 _CONTROLLED = cirq.ClassicallyControlledOperation
@@ -283,8 +289,22 @@ class Walker(Emitter):
         if reps > 1:
             b.end_moment()
             b.end_loop()
+            self._check_record_tables(op, reps, use_ids)
             self.keys.close_loop(b.loops[loop_id].rec_stride)
         b.begin_moment()
+
+    def _check_record_tables(self, op, reps: int, use_ids: bool) -> None:
+        """Refuse, before they are built, the per-record tables of a loop that measures more times
+        than host memory can list (key tables, reference sample, one shot's record bits; and a
+        name per iteration where Cirq gives repetition ids)."""
+        records = self.b.num_records
+        nbytes = _BYTES_PER_RECORD * records + (_BYTES_PER_NAME * reps if use_ids else 0)
+        free = available_memory()
+        if nbytes > free:
+            self.fail(errors.OutOfMemoryError, op,
+                      f"its {reps:,} repetitions make the circuit write {records:,} measurement records per "
+                      f"shot; listing them needs about {nbytes / 2**30:.1f} GiB of host memory and "
+                      f"{free / 2**30:.1f} GiB is available (fewer repetitions, or measure less inside the loop)")
 
     # -- classical control ------------------------------------------------------------------------
     def _controlled(self, op: cirq.ClassicallyControlledOperation, scope: Scope, at: Cursor) -> None:

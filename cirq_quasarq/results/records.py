@@ -30,7 +30,16 @@ def records_from_packed(program: Program, packed: np.ndarray, shots: int) -> Dic
     """{key: int8 [shots, instances, qubits]} (Cirq's `records`), gathered record-major so each
     key costs one contiguous copy of its own bits."""
     bits = _record_major(packed, shots).view(np.int8)
-    return {entry.key: bits[entry.records].transpose(2, 0, 1) for entry in program.keys}
+    return {entry.key: _rows(bits, entry.records).transpose(2, 0, 1) for entry in program.keys}
+
+
+def _rows(bits: np.ndarray, records: np.ndarray) -> np.ndarray:
+    """bits[records] ([instances, qubits, shots]): a view where the key's records are consecutive
+    (the usual case, no copy of the shots), else a gathered copy."""
+    flat = records.ravel()
+    if flat.size and np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+        return bits[flat[0] : flat[0] + flat.size].reshape(*records.shape, bits.shape[1])
+    return bits[records]
 
 
 def last_measurements(program: Program, records: np.ndarray) -> Dict[str, np.ndarray]:

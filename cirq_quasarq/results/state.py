@@ -14,10 +14,10 @@ import cirq
 import numpy as np
 
 from ..core import paulis
-from ..core.memory import available_memory
+from ..core.memory import require_host_memory
 from ..core.paulis import product_phase
 from ..core.tableau import InverseTableau
-from ..errors import OutOfMemoryError, TooLargeError
+from ..errors import TooLargeError
 from .phase import Amplitudes
 
 MAX_STATE_VECTOR_QUBITS = 20
@@ -82,7 +82,7 @@ class QuasarqState:
     def _forward(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = self.n
         need = 4 * (2 * n) * n + 16 * 2 * n * max(1, (n + 63) // 64)
-        _require(f"the forward tableau of {n} qubits", need)
+        require_host_memory(f"the forward tableau of {n} qubits", need)
         return self.inverse_tableau.forward()
 
     @property
@@ -102,11 +102,11 @@ class QuasarqState:
 
     def stabilizers(self) -> List[cirq.DensePauliString]:
         """The stabilizer generators S_p = T Z_p T⁻¹, as `cirq.CliffordTableau.stabilizers()`."""
-        _require(f"stabilizers() of {self.n} qubits", 2 * self.n * self.n + 64 * self.n)
+        require_host_memory(f"stabilizers() of {self.n} qubits", 2 * self.n * self.n + 64 * self.n)
         return self._rows(self.n)
 
     def destabilizers(self) -> List[cirq.DensePauliString]:
-        _require(f"destabilizers() of {self.n} qubits", 2 * self.n * self.n + 64 * self.n)
+        require_host_memory(f"destabilizers() of {self.n} qubits", 2 * self.n * self.n + 64 * self.n)
         return self._rows(0)
 
     # -- expectation values -------------------------------------------------------------------------
@@ -204,9 +204,3 @@ class QuasarqState:
         return "cirq_quasarq"
 
 
-def _require(what: str, nbytes: int) -> None:
-    """Refuse up front what host memory cannot hold (the forward tableau's bool arrays, Cirq objects)."""
-    free = available_memory()
-    if nbytes > free:
-        raise OutOfMemoryError(f"{what} needs about {nbytes / 2**30:.2f} GiB of host memory; "
-                               f"{free / 2**30:.2f} GiB is available")
