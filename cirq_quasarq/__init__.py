@@ -6,6 +6,7 @@
 
 from .errors import (
     DeviceUnavailableError,
+    GpuFaultError,
     InvalidConfusionMapError,
     InvalidInputError,
     InvalidProbabilityError,
@@ -40,6 +41,7 @@ __all__ = [
     "UnsupportedNoiseError",
     "MeasurementKeyError",
     "DeviceUnavailableError",
+    "GpuFaultError",
     "OutOfMemoryError",
     "TooLargeError",
     "InvalidInputError",

@@ -25,7 +25,7 @@ import os
 import secrets
 import time
 import zlib
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 import numpy as np
 import sinter
@@ -64,20 +64,30 @@ class _CompiledQuasarqSampler(sinter.CompiledSampler):
         t0 = time.monotonic()
         shots = max(int(suggested_shots), self.batch)
         dets, obs = self.simulator.sample_detectors(self.program, shots, separate_observables=True, bit_packed=True)
-        discards = 0
-        if self.task.postselection_mask is not None:
-            drop = np.any(dets & self.task.postselection_mask, axis=1)
-            discards += int(np.count_nonzero(drop))
-            dets, obs = dets[~drop], obs[~drop]
-        predictions = self.decoder.decode_shots_bit_packed(bit_packed_detection_event_data=dets)
-        if predictions.shape[1] == obs.shape[1] + 1:  # the decoder's own discard byte
-            drop = predictions[:, -1] != 0
-            discards += int(np.count_nonzero(drop))
-            predictions, obs = predictions[~drop, :-1], obs[~drop]
-        if self.task.postselected_observables_mask is not None:
-            drop = np.any((obs ^ predictions) & self.task.postselected_observables_mask, axis=1)
-            discards += int(np.count_nonzero(drop))
-            predictions, obs = predictions[~drop], obs[~drop]
-        errors = int(np.count_nonzero(np.any(predictions != obs, axis=1)))
+        errors, discards = count_errors(self.decoder, dets, obs, self.task.postselection_mask,
+                                        self.task.postselected_observables_mask)
         return sinter.AnonTaskStats(shots=shots, errors=errors, discards=discards, seconds=time.monotonic() - t0)
 
+
+def count_errors(decoder: "sinter.CompiledDecoder", dets: np.ndarray, obs: np.ndarray,
+                 postselection_mask: Optional[np.ndarray] = None,
+                 postselected_observables_mask: Optional[np.ndarray] = None) -> Tuple[int, int]:
+    """(errors, discards) of a batch of bit-packed detection events `dets` and observable flips
+    `obs` (uint8 [shots, bytes], as sample_detectors(separate_observables=True, bit_packed=True)
+    gives them), decoded by a compiled sinter decoder; shots are discarded as sinter does (the
+    postselection masks, and the decoder's own discard byte)."""
+    discards = 0
+    if postselection_mask is not None:
+        drop = np.any(dets & postselection_mask, axis=1)
+        discards += int(np.count_nonzero(drop))
+        dets, obs = dets[~drop], obs[~drop]
+    predictions = decoder.decode_shots_bit_packed(bit_packed_detection_event_data=dets)
+    if predictions.shape[1] == obs.shape[1] + 1:  # the decoder's own discard byte
+        drop = predictions[:, -1] != 0
+        discards += int(np.count_nonzero(drop))
+        predictions, obs = predictions[~drop, :-1], obs[~drop]
+    if postselected_observables_mask is not None:
+        drop = np.any((obs ^ predictions) & postselected_observables_mask, axis=1)
+        discards += int(np.count_nonzero(drop))
+        predictions, obs = predictions[~drop], obs[~drop]
+    return int(np.count_nonzero(np.any(predictions != obs, axis=1))), discards

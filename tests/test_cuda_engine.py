@@ -577,3 +577,25 @@ def test_kernels_are_cached_on_disk_across_processes(cuda_engine, tmp_path):
                             text=True, timeout=600)
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
+
+
+_THREAD_PROBE = """
+import threading, numpy as np, cirq
+from cirq_quasarq import QuasarqSimulator
+q = cirq.LineQubit.range(3)
+c = cirq.Circuit(cirq.H(q[0]), cirq.CX(q[0], q[1]), cirq.depolarize(0.1).on(q[2]), cirq.measure(*q, key="m"))
+out = {}
+def worker():  # the process's engine is made on a thread that then ends
+    out["thread"] = QuasarqSimulator(seed=3, device="gpu").run(c, repetitions=300).measurements["m"]
+t = threading.Thread(target=worker); t.start(); t.join()
+main = QuasarqSimulator(seed=3, device="gpu").run(c, repetitions=300).measurements["m"]
+state = QuasarqSimulator(seed=3, device="gpu").simulate(c[:-1]).final_state.stabilizers()
+print(np.array_equal(out["thread"], main), len(state))
+"""
+
+
+@pytest.mark.gpu
+def test_an_engine_made_on_another_thread_works_everywhere_and_exits_cleanly(cuda_engine):
+    proc = subprocess.run([sys.executable, "-c", _THREAD_PROBE], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]  # no "context stack was not empty" abort at exit
+    assert proc.stdout.split() == ["True", "3"]

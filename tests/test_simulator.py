@@ -243,3 +243,12 @@ def test_simulate_initial_state_and_qubit_order(device):
                                                qubit_order=[Q[2], Q[1], Q[0]])
     assert cirq.allclose_up_to_global_phase(ours.final_state.state_vector(),
                                             theirs.final_state.state_vector())
+
+
+@pytest.mark.parametrize("shape", [(1441, 1563), (3, 5), (20000, 3), (7, 100000)])
+def test_unpacking_by_blocks_on_threads_equals_one_unpack(shape):
+    from cirq_quasarq.results import records
+
+    packed = np.random.default_rng(1).integers(0, 2**63, size=shape, dtype=np.int64).view(np.uint64)
+    want = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little")
+    assert np.array_equal(records._unpacked(packed, 64 * shape[1]), want)

@@ -126,7 +126,7 @@ class Program:
     moment_records: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     # What is derived from the program alone (its schedule, its reference sample, its frame plan)
     # is kept here, so every simulator and seed shares it and it is freed with the program. It may
-    # depend on the instructions, conditions and confusions but never on the channels'
+    # depend on the instructions, keys, conditions and confusions but never on the channels'
     # probabilities: a template's resolutions that differ only in those share one dict.
     derived: Dict[str, object] = dataclasses.field(default_factory=dict, repr=False)
 

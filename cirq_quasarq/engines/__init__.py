@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from ..errors import DeviceUnavailableError
 from .base import Engine, TableauRun
 from .numpy import NumpyEngine
@@ -27,15 +29,26 @@ _SHARED: dict = {}
 def select_engine(device: str) -> Engine:
     """The engine for `device`: "cpu" -> NumPy; "gpu" -> CUDA or a clear error; "auto" -> CUDA
     when a usable GPU is present, else NumPy. One engine of each kind per process, shared by every
-    simulator: a new simulator reuses the compiled kernels, device buffers and page-locked memory."""
+    simulator: a new simulator reuses the compiled kernels, device buffers and page-locked memory.
+    Once a sticky CUDA error killed the process's context no CUDA engine is handed out: "gpu"
+    raises GpuFaultError (restart the process), "auto" warns and gives the NumPy engine."""
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     if device == "cpu":
         return _shared("numpy", NumpyEngine)
     if cuda_available():
         from .cuda import CudaEngine
+        from .cuda.faults import context_fault, dead_engine_error
 
-        return _shared("cuda", CudaEngine)
+        if context_fault() is None:
+            return _shared("cuda", CudaEngine)
+        _SHARED.pop("cuda", None)
+        if device == "gpu":
+            raise dead_engine_error('device="gpu"')
+        warnings.warn(f'device="auto": the GPU engine is unusable in this process ({context_fault().cuda_error}); '
+                      "using the NumPy engine (same results, slower). Restart the process to use the GPU again.",
+                      RuntimeWarning, stacklevel=2)
+        return _shared("numpy", NumpyEngine)
     if device == "gpu":
         raise DeviceUnavailableError(
             'device="gpu" needs PyCUDA and an NVIDIA GPU with a working driver; none was found. '

@@ -46,23 +46,36 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-                      shots: int, parities: Optional[Parities] = None, shot_major: bool = False) -> np.ndarray:
+                      shots: int, parities: Optional[Parities] = None, shot_major: bool = False, *,
+                      first_word: int = 0) -> np.ndarray:
         """Frame mode: uint64 [num_records, ceil(shots/64)] of measured bits (reference XOR flips);
         bit l of word w is shot 64w + l (bits past `shots` are unspecified). With `parities`
         (detectors, observables), uint64 [parities.count, words] of those parities instead. With
-        `shot_major`, Stim's bit-packed samples: uint8 [shots, ceil(rows / 8)]."""
+        `shot_major`, Stim's bit-packed samples: uint8 [shots, ceil(rows / 8)].
 
-    def sample_controlled(self, program: Program, schedule: Schedule, key, shots: int) -> np.ndarray:
+        `first_word`: the call samples the absolute shot words [first_word, first_word +
+        ceil(shots/64)), each with exactly the bits it has in one call from word 0 (random
+        streams are keyed by the absolute word); the output is local (column / shot row 0 is
+        word first_word's first shot). Calls over adjacent word ranges, concatenated, equal one
+        call over their union: the sharding contract of cirq_quasarq.distributed."""
+
+    def sample_controlled(self, program: Program, schedule: Schedule, key, shots: int, *,
+                          first_word: int = 0) -> np.ndarray:
         """Programs with classically controlled non-Pauli gates, packed as sample_frames: shot
-        branching (engines/branching.py), one frame pass per branch."""
+        branching (engines/branching.py), one frame pass per branch. `first_word` as in
+        sample_frames: every random draw is keyed by the absolute shot; split calls equal one call
+        where `branching.splits_exactly(schedule)` (see there for the other programs)."""
 
-        return branching.sample(self, program, schedule, key, shots)
+        return branching.sample(self, program, schedule, key, shots, first_word=first_word)
 
-    def sample_tableau_shots(self, program: Program, schedule: Schedule, key, shots: int) -> np.ndarray:
-        """Tableau mode once per shot (circuits frames cannot express), packed as sample_frames."""
+    def sample_tableau_shots(self, program: Program, schedule: Schedule, key, shots: int, *,
+                             first_word: int = 0) -> np.ndarray:
+        """Tableau mode once per shot (circuits frames cannot express), packed as sample_frames;
+        shot r of the call is absolute repetition 64 * first_word + r."""
         words = (shots + 63) // 64
         out = np.zeros((program.num_records, words), dtype=np.uint64)
+        base = 64 * int(first_word)
         for r in range(shots):
-            bits = self.run_tableau(program, schedule, key, repetition=r).records
+            bits = self.run_tableau(program, schedule, key, repetition=base + r).records
             out[:, r // 64] |= bits.astype(np.uint64) << np.uint64(r % 64)
         return out

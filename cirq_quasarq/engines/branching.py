@@ -15,6 +15,12 @@ distinct branch. A shot's bits depend only on the seed, its index and its own br
 those of frame mode on its branch's variant, on every engine and whatever the other shots do.
 Decisions inside loops (one per iteration) and runs where the branches outnumber the open shots
 fall back to one tableau run per shot.
+
+Split calls (`first_word`, the sharding of cirq_quasarq.distributed): every draw is keyed by the
+absolute shot, so where every shot runs alone in tableau mode (`splits_exactly`: decisions inside
+loops) calls over adjacent word ranges equal one call. Elsewhere a shot's bits are its branch's
+frame-mode bits unless the per-shot fallback takes it, and whether it does depends on the other
+shots of the call: such programs are sampled in one call where bits must match.
 """
 
 from __future__ import annotations
@@ -70,12 +76,21 @@ def _decisions(program: Program, schedule: Schedule, rows: np.ndarray, packed: n
     return out
 
 
-def sample(engine, program: Program, schedule: Schedule, key, shots: int) -> np.ndarray:
-    """Packed records uint64 [num_records, ceil(shots/64)], as `Engine.sample_frames` returns."""
+def splits_exactly(schedule: Schedule) -> bool:
+    """True when `sample` runs every shot alone in tableau mode, so that calls over adjacent word
+    ranges (`first_word`) give exactly the bits of one call over their union."""
+    rows = decision_rows(schedule)
+    return len(rows) == 0 or _inside_loops(schedule, rows)
+
+
+def sample(engine, program: Program, schedule: Schedule, key, shots: int, *, first_word: int = 0) -> np.ndarray:
+    """Packed records uint64 [num_records, ceil(shots/64)], as `Engine.sample_frames` returns;
+    local shot s is absolute shot 64 * first_word + s (every draw keyed by the absolute shot)."""
     rows = decision_rows(schedule)
     words = (shots + 63) // 64
+    base = 64 * int(first_word)
     if len(rows) == 0 or _inside_loops(schedule, rows):
-        return engine.sample_tableau_shots(program, schedule, key, shots)
+        return engine.sample_tableau_shots(program, schedule, key, shots, first_word=first_word)
     out = np.zeros((program.num_records, words), dtype=np.uint64)
     # The first variant follows the decisions of the reference run of the controlled program.
     natural = engine.run_tableau(program, schedule, _REFERENCE_KEY, reference=True).records
@@ -86,14 +101,14 @@ def sample(engine, program: Program, schedule: Schedule, key, shots: int) -> np.
         if len(groups) > pending:  # more branches than shots left: one tableau run per shot
             for members in groups.values():
                 for shot in members:
-                    bits = engine.run_tableau(program, schedule, key, repetition=int(shot)).records
+                    bits = engine.run_tableau(program, schedule, key, repetition=base + int(shot)).records
                     out[:, shot // 64] |= bits.astype(np.uint64) << np.uint64(shot % 64)
             break
         next_groups: Dict[Tuple[bool, ...], List[np.ndarray]] = {}
         for d, members in groups.items():
             variant = _variant(schedule, rows, d)
             reference = engine.run_tableau(program, variant, _REFERENCE_KEY, reference=True).records
-            packed = engine.sample_frames(program, variant, key, reference, shots)
+            packed = engine.sample_frames(program, variant, key, reference, shots, first_word=first_word)
             actual = _decisions(program, schedule, rows, packed, shots)[:, members]
             wrong = actual != np.asarray(d, dtype=bool)[:, None]
             done = ~wrong.any(axis=0)

@@ -5,6 +5,8 @@ here; each key's bits are gathered by slicing with the Program's key table, neve
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 from typing import Dict
 
 import numpy as np
@@ -19,27 +21,67 @@ def unpack_records(packed: np.ndarray, shots: int) -> np.ndarray:
 
 
 def _record_major(packed: np.ndarray, shots: int) -> np.ndarray:
-    """uint64 [R, W] -> uint8 [R, shots], one contiguous row of shots per record."""
-    if packed.shape[0] == 0:
+    """uint64 [R, W] -> uint8 [R, shots], a row of shots per record (a view of `_unpacked`)."""
+    return _unpacked(packed, shots)[:, :shots]
+
+
+def _unpacked(packed: np.ndarray, shots: int) -> np.ndarray:
+    """uint64 [R, W] -> contiguous uint8 [R, 64 W] (bits past `shots` unspecified). Large arrays
+    are unpacked by blocks of rows on several threads (NumPy releases the GIL; first touching the
+    fresh pages is most of the cost, and it spreads over the cores too)."""
+    rows, words = packed.shape
+    if rows == 0:
         return np.zeros((0, shots), dtype=np.uint8)
-    bits = np.unpackbits(np.ascontiguousarray(packed).view(np.uint8), axis=1, bitorder="little")
-    return bits[:, :shots]
+    data = np.ascontiguousarray(packed).view(np.uint8)
+    threads = min(_UNPACK_THREADS, rows, (64 * words * rows) // _UNPACK_BLOCK_BYTES)
+    if threads < 2:
+        return np.unpackbits(data, axis=1, bitorder="little")
+    out = np.empty((rows, 64 * words), dtype=np.uint8)
+    step = max(1, _UNPACK_BLOCK_BYTES // (64 * words))
+
+    def unpack(lo: int) -> None:
+        out[lo : lo + step] = np.unpackbits(data[lo : lo + step], axis=1, bitorder="little")
+
+    list(_pool().map(unpack, range(0, rows, step)))
+    return out
+
+
+_UNPACK_THREADS = min(8, os.cpu_count() or 1)
+_UNPACK_BLOCK_BYTES = 4 << 20  # output bytes a task (big enough to amortise, small enough to spread)
+_POOL = None
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(_UNPACK_THREADS, thread_name_prefix="quasarq-unpack")
+    return _POOL
 
 
 def records_from_packed(program: Program, packed: np.ndarray, shots: int) -> Dict[str, np.ndarray]:
     """{key: int8 [shots, instances, qubits]} (Cirq's `records`), gathered record-major so each
     key costs one contiguous copy of its own bits."""
-    bits = _record_major(packed, shots).view(np.int8)
-    return {entry.key: _rows(bits, entry.records).transpose(2, 0, 1) for entry in program.keys}
+    bits = _unpacked(packed, shots).view(np.int8)  # whole words: slicing shots last keeps views
+    out = {}
+    for key, first, records in _key_rows(program):
+        rows = (bits[first : first + records.size].reshape(*records.shape, bits.shape[1]) if first >= 0
+                else bits[records])  # a view where the key's records are consecutive, else a copy
+        out[key] = rows[..., :shots].transpose(2, 0, 1)
+    return out
 
 
-def _rows(bits: np.ndarray, records: np.ndarray) -> np.ndarray:
-    """bits[records] ([instances, qubits, shots]): a view where the key's records are consecutive
-    (the usual case, no copy of the shots), else a gathered copy."""
-    flat = records.ravel()
-    if flat.size and np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
-        return bits[flat[0] : flat[0] + flat.size].reshape(*records.shape, bits.shape[1])
-    return bits[records]
+def _key_rows(program: Program):
+    """(key, first record or -1, records) per key, -1 where its records are not consecutive
+    (found once per program)."""
+    table = program.derived.get("key_rows")
+    if table is None:
+        table = []
+        for entry in program.keys:
+            flat = entry.records.ravel()
+            consecutive = flat.size and np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size))
+            table.append((entry.key, int(flat[0]) if consecutive else -1, entry.records))
+        program.derived["key_rows"] = table
+    return table
 
 
 def last_measurements(program: Program, records: np.ndarray) -> Dict[str, np.ndarray]:

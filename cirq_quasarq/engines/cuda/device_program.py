@@ -55,6 +55,7 @@ class DeviceProgram:
         self.program, self.schedule = program, schedule
         self._cuda = cuda
         self._keep = []
+        self.nbytes = 0  # device bytes uploaded (the engine's memory_limit counts them)
         depth = max((loop.depth for loop in program.loops), default=0)
         if depth > MAX_DEPTH:
             raise UnsupportedOperationError(
@@ -122,13 +123,17 @@ class DeviceProgram:
     def _upload(self, a: np.ndarray) -> int:
         buf = self._cuda.to_device(a)
         self._keep.append(buf)
+        self.nbytes += a.nbytes
         return int(buf)
 
     def tableau_plan(self) -> _Plan:
         """Tableau mode's plan, built (and its loop contexts uploaded) on first use."""
-        if self.plan is None:
-            self.plan = _build_plan(self.program, self.schedule)
-            self.ctx = self._cuda.to_device(_pad(self.plan.ctx, np.int32))
+        if self.plan is None:  # both kept only when both are made (an interruption leaves neither)
+            plan = _build_plan(self.program, self.schedule)
+            ctx = _pad(plan.ctx, np.int32)
+            self.ctx = self._cuda.to_device(ctx)
+            self.nbytes += ctx.nbytes
+            self.plan = plan
         return self.plan
 
 

@@ -12,19 +12,74 @@ mode: frames.cu).
 from __future__ import annotations
 
 import atexit
+import functools
+import os
+import threading
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from ...core.parities import Parities
 from ...core.program import Program
+from ...core.sizes import parse_bytes
 from ...core.tableau import InverseTableau
+from ...errors import GpuFaultError, InvalidInputError
 from ...schedule import Schedule
 from ..base import Engine, TableauRun
-from . import loader
+from . import faults, loader
 from .device_program import DeviceProgram
 from .frames import FrameMode
 from .tableau import TableauMode
+
+
+MEMORY_LIMIT_ENV = "CIRQ_QUASARQ_GPU_MEMORY_LIMIT"
+
+
+def resolve_memory_limit(value=None) -> Optional[int]:
+    """CudaEngine's memory_limit in bytes: `value` (bytes, or a size such as "512M" / "2G"), else
+    $CIRQ_QUASARQ_GPU_MEMORY_LIMIT, else None (no limit). An empty variable means no limit."""
+    where = "memory_limit"
+    if value is None:
+        value = os.environ.get(MEMORY_LIMIT_ENV, "").strip() or None
+        where = f"${MEMORY_LIMIT_ENV}"
+    if value is None:
+        return None
+    try:
+        return parse_bytes(value)
+    except ValueError as exc:
+        raise InvalidInputError(f"{where}: {exc}") from None
+
+
+def _guarded(method):
+    """An engine call: refused at once when the context is dead; a PyCUDA error escaping it becomes
+    GpuFaultError / OutOfMemoryError (naming the last kernel launched); a KeyboardInterrupt (or any
+    other error) first waits for the device's queued work, so the next call starts clean."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if faults.context_fault() is not None:
+            raise faults.dead_engine_error(f"CudaEngine.{method.__name__}")
+        # Called from a thread where the engine's context is not current (a worker thread): made
+        # current for the call only, so no thread is left holding it at exit.
+        pushed = self.cuda.Context.get_current() is None
+        if pushed:
+            self._context.push()
+        try:
+            if self.memory_limit is not None:  # under a cap, each call plans from an empty scratch
+                self._frames._buffers.clear()
+            return method(self, *args, **kwargs)
+        except BaseException as exc:
+            if isinstance(exc, self.cuda.Error):
+                error = self._fault(exc, f"CudaEngine.{method.__name__}")
+                self._drain()
+                raise error from exc
+            self._drain()
+            raise
+        finally:
+            if pushed:
+                self.cuda.Context.pop()
+
+    return call
 
 
 class CudaEngine(Engine):
@@ -45,17 +100,30 @@ class CudaEngine(Engine):
     profile: when set, every kernel launch is bracketed by CUDA events and each run_tableau /
     sample_frames leaves its device time per stage in stage_seconds (init, gates, confusion,
     transpose, pivot search + compaction, elimination, collapse window (one block), frames).
-    last_frame_kernel_s: device time of the last sample_frames' kernels (always measured)."""
+    last_frame_kernel_s: device time of the last sample_frames' kernels (always measured).
+    memory_limit: bytes (or a size such as "512M", "2G"; default: $CIRQ_QUASARQ_GPU_MEMORY_LIMIT,
+    else none): plan as if the device had only this much memory for the engine. `free_bytes()` then
+    never exceeds memory_limit minus the device buffers the engine holds (`held_bytes()`: frame and
+    tableau workspaces, uploaded programs), `alloc` refuses more, and frame mode's chunks and
+    tableau mode's memory check follow (under a cap frame mode's scratch buffers are made afresh
+    for each call rather than kept); results do not depend on it.
+
+    CUDA errors become errors.GpuFaultError (faults.py): the message names the kernel, its stage
+    and launch shape; `context_ok` says whether the engine stays usable (`usable`). Ctrl-C during
+    a call waits for the device's queued work before the KeyboardInterrupt goes on, so the next
+    call starts clean."""
 
     name = "cuda"
 
     def __init__(self, max_shot_words: Optional[int] = None, device: int = 0, memory_fraction: float = 0.85,
                  frame_memory: str = "auto", window_sync: Optional[bool] = None, block_windows: bool = True,
-                 batch_windows: bool = True):
+                 batch_windows: bool = True, memory_limit=None):
         import pycuda.driver as cuda
 
         if frame_memory not in ("auto", "shared", "global"):
             raise ValueError(f'frame_memory must be "auto", "shared" or "global", got {frame_memory!r}')
+        if faults.context_fault() is not None:
+            raise faults.dead_engine_error("CudaEngine()")
         self.frame_memory = frame_memory
         self.window_sync = window_sync
         self.block_windows = block_windows
@@ -65,11 +133,21 @@ class CudaEngine(Engine):
         self.cuda = cuda
         self.max_shot_words = max_shot_words
         self.memory_fraction = memory_fraction
+        self.memory_limit = resolve_memory_limit(memory_limit)
         cuda.init()
-        if cuda.Context.get_current() is None:
-            ctx = cuda.Device(device).retain_primary_context()
-            ctx.push()
-            atexit.register(_pop_context, ctx)
+        pushed = cuda.Context.get_current() is None
+        if pushed:
+            cuda.Device(device).retain_primary_context().push()
+        self._context = cuda.Context.get_current()
+        try:
+            self._setup(cuda)
+        finally:
+            if pushed and threading.current_thread() is threading.main_thread():
+                atexit.register(_pop_context, self._context)  # kept current on the main thread
+            elif pushed:
+                cuda.Context.pop()  # a worker thread: each call makes it current (`_guarded`)
+
+    def _setup(self, cuda) -> None:
         self.device = cuda.Context.get_device()
         attr = cuda.device_attribute
         self.sm_count = self.device.get_attribute(attr.MULTIPROCESSOR_COUNT)
@@ -105,11 +183,80 @@ class CudaEngine(Engine):
         return dp
 
     def free_bytes(self) -> int:
-        """Device memory the engine may still plan to use (memory_fraction of what is free)."""
+        """Device memory the engine may still plan to use (memory_fraction of what is free, under
+        `memory_limit` when set)."""
+        return int(self._free() * self.memory_fraction)
+
+    def _free(self) -> int:
+        """Free device bytes, under memory_limit (less the engine's buffers) when set."""
         free, _ = self.cuda.mem_get_info()
-        return int(free * self.memory_fraction)
+        if self.memory_limit is None:
+            return free
+        return max(0, min(free, self.memory_limit - self.held_bytes()["device"]))
+
+    def alloc(self, nbytes: int, what: str = "a device buffer"):
+        """A device allocation of `nbytes` (at least 8); OutOfMemoryError naming the bytes asked
+        for and free when the device (or memory_limit) cannot give them."""
+        nbytes = max(8, int(nbytes))
+        if self.memory_limit is not None and nbytes > self._free():
+            raise faults.out_of_memory(None, nbytes, f"{what} (memory_limit {self.memory_limit:,} bytes)",
+                                       self._free())
+        try:
+            return self.cuda.mem_alloc(nbytes)
+        except self.cuda.MemoryError as exc:
+            raise faults.out_of_memory(exc, nbytes, what, self._free_or_none()) from exc
+
+    def pinned(self, count: int, dtype, what: str = "results"):
+        """Page-locked host memory (numpy array of `count` elements); OutOfMemoryError when the
+        host cannot lock that much."""
+        try:
+            return self.cuda.pagelocked_empty(count, dtype)
+        except self.cuda.MemoryError as exc:
+            raise faults.out_of_memory(exc, count * np.dtype(dtype).itemsize, what, None,
+                                       place="page-locked host") from exc
+
+    def _free_or_none(self) -> Optional[int]:
+        try:
+            return self._free()
+        except self.cuda.Error:
+            return None
+
+    @property
+    def usable(self) -> bool:
+        """False once a sticky CUDA error killed this process's context (faults.context_fault())."""
+        return faults.context_fault() is None
+
+    def held_bytes(self) -> Dict[str, int]:
+        """Memory the engine keeps between calls: device buffers (frame and tableau workspaces,
+        uploaded programs) and page-locked host buffers, in bytes."""
+        frames, ws = self._frames, self._tableau.ws
+        device = sum(size for _, size in frames._buffers.values()) + sum(dp.nbytes for dp in self._programs)
+        pinned = 0 if frames._pinned is None else int(frames._pinned.nbytes)
+        if ws is not None:
+            device += _workspace_bytes(ws)
+            pinned += int(ws.host_flags.nbytes)
+        return {"device": device, "pinned": pinned, "device_programs": len(self._programs)}
+
+    def _fault(self, exc: BaseException, where: str) -> BaseException:
+        """The error to raise for a PyCUDA error `exc` that escaped a call: out of memory, or a
+        GpuFaultError naming the last kernel launched."""
+        if isinstance(exc, self.cuda.MemoryError):
+            return faults.out_of_memory(exc, None, where, self._free_or_none())
+        return self.launcher.fault(exc, where)
+
+    def _drain(self) -> None:
+        """After an interruption: wait for the work already queued on the device (a sticky fault
+        found there is recorded) and drop the interrupted call's profiling events."""
+        if faults.context_fault() is not None:
+            return
+        try:
+            self.launcher.synchronize("draining the device after an interruption")
+        except GpuFaultError:
+            pass
+        self.launcher.discard_events()
 
     # ------------------------------------------------------------------ the two modes
+    @_guarded
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
                     reference: bool = False, initial: Optional[InverseTableau] = None,
                     records: Optional[np.ndarray] = None) -> TableauRun:
@@ -117,13 +264,20 @@ class CudaEngine(Engine):
         self._collect_stage_times()
         return run
 
+    @_guarded
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-                      shots: int, parities: Optional[Parities] = None, shot_major: bool = False) -> np.ndarray:
-        out, kernel_s = self._frames.sample(program, schedule, key, reference, shots, parities, shot_major)
+                      shots: int, parities: Optional[Parities] = None, shot_major: bool = False, *,
+                      first_word: int = 0) -> np.ndarray:
+        out, kernel_s = self._frames.sample(program, schedule, key, reference, shots, parities, shot_major,
+                                            first_word=first_word)
         if kernel_s is not None:
             self.last_frame_kernel_s = kernel_s
             self._collect_stage_times()
         return out
+
+
+def _workspace_bytes(ws) -> int:
+    return ws.bytes_needed(ws.n, ws.num_records, ws.scratch, ws.max_collapses)
 
 
 def _pop_context(ctx) -> None:

@@ -38,9 +38,15 @@ class FrameMode:
         self._pinned: Optional[np.ndarray] = None
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
-               parities: Optional[Parities] = None, shot_major: bool = False) -> Tuple[np.ndarray, Optional[float]]:
+               parities: Optional[Parities] = None, shot_major: bool = False, *,
+               first_word: int = 0) -> Tuple[np.ndarray, Optional[float]]:
         """The records (or `parities`) of `shots` shots (engine.sample_frames) and the device time
-        of their kernels (None when no kernel ran: no records or no shots)."""
+        of their kernels (None when no kernel ran: no records or no shots). `first_word`: the
+        absolute shot word of the call's word 0; only the kernels' random streams see it (their
+        `word0`), every output index stays local to the call."""
+        first_word = int(first_word)
+        if first_word < 0:
+            raise ValueError(f"first_word must be >= 0, got {first_word}")
         engine = self.engine
         cuda, launch = engine.cuda, engine.launcher.launch
         words = (shots + 63) // 64
@@ -107,11 +113,12 @@ class FrameMode:
             grid = (-(-count // S), 1)
             if shared:
                 start_evt, end_evt = launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref),
-                                            int(out_dev), chunk, start, count, S, k0, k1, shared_size=smem,
-                                            timed=True)
+                                            int(out_dev), chunk, first_word + start, count, S, k0, k1,
+                                            shared_size=smem, timed=True)
             else:
                 start_evt, end_evt = launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref),
-                                            int(out_dev), chunk, start, count, S, int(slab), k0, k1, timed=True)
+                                            int(out_dev), chunk, first_word + start, count, S, int(slab), k0, k1,
+                                            timed=True)
             if parities is not None:
                 total = rows * count
                 launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
@@ -149,13 +156,15 @@ class FrameMode:
         reused only when nobody holds a result from it any more; otherwise a new one is made."""
         # getrefcount(self._pinned) is 2 (the attribute and the argument) when no result is alive.
         if self._pinned is None or self._pinned.size < count or sys.getrefcount(self._pinned) > 2:
-            self._pinned = self.engine.cuda.pagelocked_empty(max(count, 1), np.uint64)
+            self._pinned = None  # the old buffer goes first (unless a result holds it)
+            self._pinned = self.engine.pinned(max(count, 1), np.uint64, "frame mode's results")
         return self._pinned[:count]
 
     def _scratch(self, name: str, nbytes: int):
-        """A device buffer reused across calls (grown when too small)."""
+        """A device buffer reused across calls (grown when too small: the old one is freed first)."""
         buf = self._buffers.get(name)
         if buf is None or buf[1] < nbytes:
             self._buffers.pop(name, None)
-            buf = self._buffers[name] = (self.engine.cuda.mem_alloc(max(8, int(nbytes))), int(nbytes))
+            buf = None
+            buf = self._buffers[name] = (self.engine.alloc(nbytes, f"frame mode's {name} buffer"), int(nbytes))
         return buf[0]

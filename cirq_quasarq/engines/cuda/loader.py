@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...core import opcodes, program, rng
+from . import faults
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\s*$")
@@ -317,12 +318,23 @@ def _compile_cubin(filename: str, source: str, opts: Tuple[str, ...], arch: str)
         try:  # written whole under a temporary name, then renamed: a reader never sees half a file
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
-            with os.fdopen(fd, "wb") as f:
-                f.write(cubin)
-            os.replace(tmp, path)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(cubin)
+                os.replace(tmp, path)
+            except BaseException:  # an error or Ctrl-C: no half-written .part file is left behind
+                _remove(tmp)
+                raise
         except OSError:
             pass  # a read-only cache folder only costs the next process a compile
     return cubin
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def load_module(filename: str, options: Sequence[str] = ()) -> KernelModule:
@@ -343,10 +355,30 @@ def load_module(filename: str, options: Sequence[str] = ()) -> KernelModule:
         return module
 
 
+def checked_launch(function, stage: str, name: str, grid, block, *args, shared_size: int = 0) -> None:
+    """Launch a prepared PyCUDA function; a CUDA error of the launch itself (an invalid launch
+    configuration, too many resources, a dead context) becomes `errors.GpuFaultError` naming the
+    kernel, its stage and launch shape, with `context_ok` (faults.py)."""
+    try:
+        if shared_size:
+            function.prepared_call(grid, block, *args, shared_size=shared_size)
+        else:
+            function.prepared_call(grid, block, *args)
+    except Exception as exc:
+        import pycuda.driver as cuda
+
+        if not isinstance(exc, cuda.Error):
+            raise
+        raise faults.fault(cuda, exc, where=f"launch of {name}", launch=(stage, name, grid, block, shared_size),
+                           at_launch=True) from exc
+
+
 class Launcher:
     """Every kernel of `kernel_table()`, compiled for the current context and prepared from its own
-    prototype; every launch of the engine goes through `launch`. With `profile` set, each launch is
-    bracketed by CUDA events and `collect()` sums their times per stage."""
+    prototype; every launch of the engine goes through `launch` (`checked_launch`: a CUDA error
+    names the kernel and its launch shape), which remembers the last launch (`last_launch`) so that
+    a fault found at a later synchronisation point can name it too (`synchronize`, `fault`). With
+    `profile` set, each launch is bracketed by CUDA events and `collect()` sums their times per stage."""
 
     def __init__(self):
         import pycuda.driver as cuda
@@ -360,25 +392,46 @@ class Launcher:
         self.profile = False
         self.shared_set: Dict[str, int] = {}  # dynamic shared memory each kernel was opted in to
         self._events: List[Tuple[str, object, object]] = []
+        self.last_launch: Optional[faults.Launch] = None  # (stage, name, grid, block, shared bytes)
+
+    def register(self, name: str, function) -> None:
+        """Add a prepared PyCUDA function (one not in cuda_src: tests, tools) to launch by `name`."""
+        self.functions[name] = function
 
     def launch(self, stage: str, name: str, grid, block, *args, shared_size: int = 0, timed: bool = False):
         """Launch kernel `name`. Returns its (start, end) events when profiling or `timed`, else None."""
         fn = self.functions[name]
-        kwargs = {"shared_size": shared_size} if shared_size else {}
+        self.last_launch = (stage, name, grid, block, shared_size)
         if not (self.profile or timed):
-            fn.prepared_call(grid, block, *args, **kwargs)
+            checked_launch(fn, stage, name, grid, block, *args, shared_size=shared_size)
             return None
         start, end = self._cuda.Event(), self._cuda.Event()
         start.record()
-        fn.prepared_call(grid, block, *args, **kwargs)
+        checked_launch(fn, stage, name, grid, block, *args, shared_size=shared_size)
         end.record()
         if self.profile:
             self._events.append((stage, start, end))
         return start, end
 
+    def fault(self, exc: BaseException, where: str):
+        """The GpuFaultError of a driver error `exc` found at synchronisation point `where`, naming
+        the last kernel launched before it."""
+        return faults.fault(self._cuda, exc, where=where, launch=self.last_launch, at_launch=False)
+
+    def synchronize(self, where: str = "synchronize") -> None:
+        """Wait for the device; a CUDA error found there becomes a GpuFaultError (`fault`)."""
+        try:
+            self._cuda.Context.synchronize()
+        except self._cuda.Error as exc:
+            raise self.fault(exc, where) from exc
+
+    def discard_events(self) -> None:
+        """Forget the profiling events of an interrupted call (collect() would count them)."""
+        self._events = []
+
     def collect(self) -> Dict[str, float]:
         """Seconds of device time per stage since the last collect (waits for the device)."""
-        self._cuda.Context.synchronize()
+        self.synchronize("collecting the profile's events")
         seconds: Dict[str, float] = {}
         for stage, start, end in self._events:
             seconds[stage] = seconds.get(stage, 0.0) + end.time_since(start) / 1e3

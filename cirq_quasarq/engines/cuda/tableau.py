@@ -21,7 +21,7 @@ from ...core.tableau import InverseTableau
 from ...errors import OutOfMemoryError
 from ...schedule import Schedule
 from ..base import TableauRun, gib
-from . import loader, measure
+from . import faults, loader, measure
 from .device_program import CTX_STRIDE
 
 GATE_BLOCK = loader.source_define("gates.cu", "QQ_GATE_BLOCK")
@@ -34,18 +34,18 @@ class _Workspace:
     The second tableau buffer (X2, Z2) exists only when some window takes the transpose path; the
     window-batched path needs the measured rows' slice and its plan instead (measure_rows.cu)."""
 
-    def __init__(self, cuda, n: int, num_records: int, max_collapses: int, need_scratch: bool):
+    def __init__(self, engine, n: int, num_records: int, max_collapses: int, need_scratch: bool):
         self.n, self.num_records = n, num_records
         self.W = max(1, (n + 63) // 64)
         words = 2 * n * self.W
-        alloc = lambda nbytes: cuda.mem_alloc(max(8, int(nbytes)))  # noqa: E731
+        alloc = lambda nbytes: engine.alloc(nbytes, f"tableau mode on {n} qubits")  # noqa: E731
         self.X, self.Z = alloc(8 * words), alloc(8 * words)
         self.X2 = alloc(8 * words) if need_scratch else None
         self.Z2 = alloc(8 * words) if need_scratch else None
         self.S = alloc(2 * n)
         self.rec = alloc(num_records)
         self.flags = alloc(4 * max(1, max_collapses))
-        self.host_flags = cuda.pagelocked_empty(max(1, max_collapses), dtype=np.int32)
+        self.host_flags = engine.pinned(max(1, max_collapses), np.int32, "tableau mode's window flags")
         self.ms = alloc(4 * 8)
         self.vw = alloc(4 * self.W)
         self.vmask = alloc(8 * self.W)
@@ -172,8 +172,9 @@ class TableauMode:
                     f"tableau mode on {n} qubits needs {gib(need)} of GPU memory (the 2n x n-bit X and Z "
                     f"parts{' twice, for the measurement transpose' if need_scratch else ''}); "
                     f"{gib(free())} is available to the engine")
-            ws = self.ws = _Workspace(self.engine.cuda, n, num_records, max_collapses, need_scratch)
+            ws = _Workspace(self.engine, n, num_records, max_collapses, need_scratch)
             ws.seg_shift = measure.elimination_seg_shift(self.engine.sm_count, n)
+            self.ws = ws  # kept only when whole (an interruption above leaves none)
         return ws
 
     def settle_pending(self) -> None:
@@ -184,6 +185,22 @@ class TableauMode:
             run._tableau = self.download(run._generation)
 
     def download(self, generation: int) -> InverseTableau:
+        """The final tableau of run `generation` (a fault on the way: GpuFaultError)."""
+        if faults.context_fault() is not None:
+            raise faults.dead_engine_error("reading a tableau run's final state")
+        cuda = self.engine.cuda
+        pushed = cuda.Context.get_current() is None  # read from a thread without the context
+        if pushed:
+            self.engine._context.push()
+        try:
+            return self._download(generation)
+        except cuda.Error as exc:
+            raise self.engine._fault(exc, "reading a tableau run's final state") from exc
+        finally:
+            if pushed:
+                cuda.Context.pop()
+
+    def _download(self, generation: int) -> InverseTableau:
         if generation != self.generation or self.ws is None:
             raise RuntimeError("this tableau run's device state was overwritten")  # not reachable
         cuda, ws = self.engine.cuda, self.ws

@@ -15,6 +15,7 @@ from ...core.memory import available_memory
 from ...core.parities import Parities, parities_shot_major
 from ...core.paulis import spread
 from ...core.program import AUX, COND, FLAG_INVERT, FLAGS, OP, RAND, REC, A, B, Program
+from ...core.sizes import parse_bytes
 from ...core.tableau import InverseTableau
 from ...errors import OutOfMemoryError
 from ...schedule import Schedule
@@ -35,11 +36,14 @@ _PAULI_OF_OP = {opcodes.CODE["X"]: 1, opcodes.CODE["Y"]: 2, opcodes.CODE["Z"]: 3
 class NumpyEngine(Engine):
     name = "numpy"
 
-    def __init__(self, max_shot_words: int = 1 << 14, memory_fraction: float = 0.5, fast_paths=True):
+    def __init__(self, max_shot_words: int = 1 << 14, memory_fraction: float = 0.5, fast_paths=True,
+                 memory_limit=None):
         # Frame mode processes shots in chunks of at most this many 64-shot words, fewer when
-        # memory is short; results do not depend on it.
+        # memory is short; results do not depend on it. memory_limit (bytes, or "512M", "2G"):
+        # plan as if the host had at most this much memory available (memory_fraction of it).
         self.max_shot_words = max_shot_words
         self.memory_fraction = memory_fraction
+        self.memory_limit = None if memory_limit is None else parse_bytes(memory_limit)
         # True: frame mode runs the program's compiled frame plan (merged collapses, loops folded
         # where the cost model says so: frames.py) and the reference pass defers collapses and
         # finds loop cycles (_TableauPass); "always": loops folded wherever they can be; False:
@@ -47,7 +51,10 @@ class NumpyEngine(Engine):
         self.fast_paths = fast_paths
 
     def _budget(self) -> int:
-        return int(available_memory() * self.memory_fraction)
+        free = available_memory()
+        if self.memory_limit is not None:
+            free = min(free, self.memory_limit)
+        return int(free * self.memory_fraction)
 
     # ------------------------------------------------------------------ tableau mode
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
@@ -94,8 +101,12 @@ class NumpyEngine(Engine):
 
     # ------------------------------------------------------------------ frame mode
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
-                      shots: int, parities: Optional[Parities] = None, shot_major: bool = False) -> np.ndarray:
+                      shots: int, parities: Optional[Parities] = None, shot_major: bool = False, *,
+                      first_word: int = 0) -> np.ndarray:
         words = (shots + 63) // 64
+        first_word = int(first_word)
+        if first_word < 0:
+            raise ValueError(f"first_word must be >= 0, got {first_word}")
         n, records = program.num_qubits, program.num_records
         rows = records if parities is None else parities.count
         budget = self._budget() - 8 * rows * words  # the packed result itself
@@ -111,7 +122,8 @@ class NumpyEngine(Engine):
         out = np.zeros((rows, words), dtype=np.uint64)
         for start in range(0, words, chunk):
             count = min(chunk, words - start)
-            chunk_records = self._frames_chunk(program, schedule, key, reference, start, count)
+            # Random streams are keyed by the absolute word; the output stays local.
+            chunk_records = self._frames_chunk(program, schedule, key, reference, first_word + start, count)
             out[:, start : start + count] = chunk_records if parities is None else parities.reduce(chunk_records)
         return parities_shot_major(out, shots) if shot_major else out
 

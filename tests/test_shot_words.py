@@ -1,0 +1,141 @@
+"""Sampling a range of shot words (`first_word`): calls over adjacent word ranges, concatenated,
+equal one call over their union, bit for bit (records, parities, Stim's shot-major layout, per-shot
+tableau runs, shot branching where it splits exactly), on every engine and whatever the engine's
+chunking. This is the contract cirq_quasarq.distributed shards on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cirq_quasarq.compiler import compile_stim
+from cirq_quasarq.core import rng
+from cirq_quasarq.core.parities import Parities
+from cirq_quasarq.engines import NumpyEngine, branching, cuda_available
+from cirq_quasarq.schedule import schedule
+
+from .test_cuda_engine import rich_program
+
+
+def _engines(name):
+    """The engine under test and variants of it that chunk the shot words differently."""
+    if name == "numpy":
+        return [NumpyEngine(), NumpyEngine(max_shot_words=3), NumpyEngine(fast_paths=False, max_shot_words=2)]
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    return [CudaEngine(), CudaEngine(max_shot_words=3), CudaEngine(frame_memory="global", max_shot_words=2)]
+
+
+@pytest.fixture(scope="module", params=["numpy", pytest.param("cuda", marks=pytest.mark.gpu)])
+def engines(request):
+    return _engines(request.param)
+
+
+def _cuts(words, seed):
+    """Word boundaries 0 = c0 < c1 < ... < ck = words (some ranges of one word)."""
+    r = np.random.default_rng(seed)
+    inner = sorted(set(r.integers(1, words, size=min(words - 1, 4)).tolist())) if words > 1 else []
+    return [0] + inner + [words]
+
+
+def _masked(packed, shots):
+    """Record-major packed bits with the bits past `shots` cleared (they are unspecified)."""
+    out = packed.copy()
+    if shots % 64 and out.shape[1]:
+        out[:, -1] &= np.uint64((1 << (shots % 64)) - 1)
+    return out
+
+
+def _split(call, shots, cuts, shot_major):
+    """Concatenation of `call(first_word, local shots)` over the ranges between `cuts`."""
+    parts = []
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        local = min(64 * hi, shots) - 64 * lo
+        parts.append(call(lo, local))
+    return np.concatenate(parts, axis=0 if shot_major else 1)
+
+
+def _check(engines, program, key, reference, shots, seed, parities=None):
+    sched = schedule(program)
+    want = NumpyEngine().sample_frames(program, sched, key, reference, shots, parities)
+    want_sm = NumpyEngine().sample_frames(program, sched, key, reference, shots, parities, True)
+    words = (shots + 63) // 64
+    for i, engine in enumerate(engines):
+        cuts = _cuts(words, seed + i)
+        for shot_major in (False, True):
+            got = _split(lambda w, s: engine.sample_frames(program, sched, key, reference, s, parities, shot_major,
+                                                           first_word=w), shots, cuts, shot_major)
+            if shot_major:
+                assert got.shape == want_sm.shape and np.array_equal(got, want_sm), (engine.name, cuts)
+            else:
+                assert np.array_equal(_masked(got, shots), _masked(want, shots)), (engine.name, cuts)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_word_ranges_equal_one_call(engines, seed):
+    n = [3, 12, 40][seed % 3]
+    program = rich_program(n, 14, 900 + seed, frames=True)  # noise, confusion, controlled Paulis, loops
+    sched = schedule(program)
+    reference = NumpyEngine().run_tableau(program, sched, rng.make_key(0), reference=True).records
+    shots = [64 * 9 + 5, 64 * 7, 130][seed % 3]
+    _check(engines, program, rng.make_key(seed + 1), reference, shots, seed)
+
+
+def test_word_ranges_of_detectors_equal_one_call(engines):
+    stim = pytest.importorskip("stim")
+    circuit = stim.Circuit.generated("surface_code:rotated_memory_z", distance=3, rounds=3,
+                                     after_clifford_depolarization=0.02, before_measure_flip_probability=0.02,
+                                     after_reset_flip_probability=0.02, before_round_data_depolarization=0.02)
+    program = compile_stim(circuit)
+    reference = np.zeros(program.num_records, dtype=np.uint8)
+    parities = Parities.of(program.detectors + program.observables, reference)
+    shots = 64 * 13 + 31
+    _check(engines, program, rng.make_key(77), reference, shots, 3, parities)
+    _check(engines, program, rng.make_key(78), reference, shots, 4)
+
+
+def test_a_late_word_range_alone(engines):
+    """A range far from word 0 (a shard of a huge run) equals the same columns of a call from 0."""
+    program = rich_program(10, 12, 31, frames=True)
+    sched = schedule(program)
+    reference = NumpyEngine().run_tableau(program, sched, rng.make_key(0), reference=True).records
+    key = rng.make_key(5)
+    whole = NumpyEngine().sample_frames(program, sched, key, reference, 64 * 40)
+    for engine in engines:
+        got = engine.sample_frames(program, sched, key, reference, 64 * 3, first_word=37)
+        assert np.array_equal(got, whole[:, 37:40]), engine.name
+
+
+def test_tableau_shots_and_exact_branching_split(engines):
+    program = rich_program(7, 10, 5, frames=False)
+    sched = schedule(program)
+    key = rng.make_key(11)
+    shots = 64 * 2 + 9
+    want = NumpyEngine().sample_tableau_shots(program, sched, key, shots)
+    for engine in engines[:1]:
+        got = _split(lambda w, s: engine.sample_tableau_shots(program, sched, key, s, first_word=w), shots,
+                     [0, 1, 3], False)
+        assert np.array_equal(_masked(got, shots), _masked(want, shots)), engine.name
+    # Shot branching splits exactly where every shot runs alone (decisions inside loops).
+    for seed in range(40):
+        program = rich_program(6, 12, 300 + seed, frames=False)
+        sched = schedule(program)
+        if program.needs_branching() and branching.splits_exactly(sched):
+            break
+    else:
+        pytest.skip("no generated program with decisions inside loops")
+    want = NumpyEngine().sample_controlled(program, sched, key, shots)
+    for engine in engines[:1]:
+        got = _split(lambda w, s: engine.sample_controlled(program, sched, key, s, first_word=w), shots,
+                     [0, 2, 3], False)
+        assert np.array_equal(_masked(got, shots), _masked(want, shots)), engine.name
+
+
+def test_negative_first_word_is_refused():
+    program = rich_program(3, 4, 1, frames=True)
+    sched = schedule(program)
+    reference = NumpyEngine().run_tableau(program, sched, rng.make_key(0), reference=True).records
+    with pytest.raises(ValueError):
+        NumpyEngine().sample_frames(program, sched, rng.make_key(1), reference, 10, first_word=-1)
