@@ -245,10 +245,24 @@ def test_simulate_initial_state_and_qubit_order(device):
                                             theirs.final_state.state_vector())
 
 
-@pytest.mark.parametrize("shape", [(1441, 1563), (3, 5), (20000, 3), (7, 100000)])
-def test_unpacking_by_blocks_on_threads_equals_one_unpack(shape):
+@pytest.mark.parametrize("block_bytes", [1, 300, 4 << 20])
+def test_cirq_arrays_from_blocks_of_keys_equal_a_plain_gather(monkeypatch, block_bytes):
+    """Keys with consecutive records (views of their block, blocks on threads) and keys repeated
+    around others (gathered) give what indexing the unpacked records gives, for any block size."""
     from cirq_quasarq.results import records
 
-    packed = np.random.default_rng(1).integers(0, 2**63, size=shape, dtype=np.int64).view(np.uint64)
-    want = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little")
-    assert np.array_equal(records._unpacked(packed, 64 * shape[1]), want)
+    monkeypatch.setattr(records, "_BLOCK_BYTES", block_bytes)
+    body = cirq.FrozenCircuit(cirq.H(Q[0]), cirq.measure(Q[0], key="r"), cirq.measure(Q[1], Q[2], key="s"),
+                              cirq.X(Q[1]))
+    circuit = cirq.Circuit(cirq.H.on_each(*Q[:4]), cirq.measure(*Q[:3], key="a"),
+                           cirq.CircuitOperation(body, repetitions=3, use_repetition_ids=False),
+                           cirq.measure(Q[3], key="b"), cirq.measure(Q[0], key="r"))
+    sim = QuasarqSimulator(seed=4, device="cpu")
+    program = sim.compile(circuit)
+    shots = 700
+    packed = sim.sample_packed(program, shots)
+    bits = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little")[:, :shots].astype(np.int8)
+    got = records.records_from_packed(program, packed, shots)
+    assert list(got) == [entry.key for entry in program.keys]
+    for entry in program.keys:
+        assert np.array_equal(got[entry.key], bits[entry.records].transpose(2, 0, 1)), entry.key

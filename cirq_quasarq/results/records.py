@@ -26,69 +26,83 @@ def _record_major(packed: np.ndarray, shots: int) -> np.ndarray:
 
 
 def _unpacked(packed: np.ndarray, shots: int) -> np.ndarray:
-    """uint64 [R, W] -> contiguous uint8 [R, 64 W] (bits past `shots` unspecified). Large arrays
-    are unpacked by blocks of rows on several threads (NumPy releases the GIL; first touching the
-    fresh pages is most of the cost, and it spreads over the cores too)."""
-    rows, words = packed.shape
-    if rows == 0:
+    """uint64 [R, W] -> contiguous uint8 [R, 64 W] (bits past `shots` unspecified)."""
+    if packed.shape[0] == 0:
         return np.zeros((0, shots), dtype=np.uint8)
-    data = np.ascontiguousarray(packed).view(np.uint8)
-    threads = min(_UNPACK_THREADS, rows, (64 * words * rows) // _UNPACK_BLOCK_BYTES)
-    if threads < 2:
-        return np.unpackbits(data, axis=1, bitorder="little")
-    out = np.empty((rows, 64 * words), dtype=np.uint8)
-    step = max(1, _UNPACK_BLOCK_BYTES // (64 * words))
-
-    def unpack(lo: int) -> None:
-        out[lo : lo + step] = np.unpackbits(data[lo : lo + step], axis=1, bitorder="little")
-
-    list(_pool().map(unpack, range(0, rows, step)))
-    return out
+    return np.unpackbits(np.ascontiguousarray(packed).view(np.uint8), axis=1, bitorder="little")
 
 
-_UNPACK_THREADS = min(8, os.cpu_count() or 1)
-_UNPACK_BLOCK_BYTES = 4 << 20  # output bytes a task (big enough to amortise, small enough to spread)
+# Cirq's arrays are unpacked in blocks of whole keys of about this many bytes, each block its own
+# array: blocks stay below the allocator's mmap threshold (32 MiB), so a repeated run() reuses
+# heap pages instead of faulting in fresh ones (which costs more than the unpacking itself), and
+# the blocks spread over threads (NumPy releases the GIL).
+_BLOCK_BYTES = 4 << 20
+_THREADS = min(8, os.cpu_count() or 1)
 _POOL = None
 
 
 def _pool():
     global _POOL
     if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(_UNPACK_THREADS, thread_name_prefix="quasarq-unpack")
+        _POOL = concurrent.futures.ThreadPoolExecutor(_THREADS, thread_name_prefix="quasarq-unpack")
     return _POOL
 
 
 def records_from_packed(program: Program, packed: np.ndarray, shots: int) -> Dict[str, np.ndarray]:
-    """{key: int8 [shots, instances, qubits]} (Cirq's `records`), gathered record-major so each
-    key costs one contiguous copy of its own bits."""
-    bits = _unpacked(packed, shots).view(np.int8)  # whole words: slicing shots last keeps views
+    """{key: int8 [shots, instances, qubits]} (Cirq's `records`): a key whose records are
+    consecutive is a view of its block of unpacked rows, the others are gathered."""
+    data = np.ascontiguousarray(packed).view(np.uint8)
+    width = 8 * data.shape[1]  # unpacked columns (whole words: shots are sliced off last)
+    blocks, gathered = _key_blocks(program, width)
+
+    def unpack(block):
+        lo, hi, members = block
+        bits = np.unpackbits(data[lo:hi], axis=1, bitorder="little").view(np.int8)
+        return [(key, bits[first - lo : first - lo + records.size].reshape(*records.shape, width))
+                for key, first, records in members]
+
+    parts = _pool().map(unpack, blocks) if len(blocks) > 1 else map(unpack, blocks)
     out = {}
-    for key, first, records in _key_rows(program):
-        rows = (bits[first : first + records.size].reshape(*records.shape, bits.shape[1]) if first >= 0
-                else bits[records])  # a view where the key's records are consecutive, else a copy
-        out[key] = rows[..., :shots].transpose(2, 0, 1)
-    return out
+    for members in parts:
+        for key, rows in members:
+            out[key] = rows[..., :shots].transpose(2, 0, 1)
+    for key, records in gathered:
+        bits = np.unpackbits(data[records.ravel()], axis=1, bitorder="little").view(np.int8)
+        out[key] = bits.reshape(*records.shape, width)[..., :shots].transpose(2, 0, 1)
+    return {entry.key: out[entry.key] for entry in program.keys}  # the program's key order
 
 
-def _key_rows(program: Program):
-    """(key, first record or -1, records) per key, -1 where its records are not consecutive
-    (found once per program)."""
-    table = program.derived.get("key_rows")
-    if table is None:
-        table = []
+def _key_blocks(program: Program, width: int):
+    """([(first row, end row, [(key, first record, records)])], [(key, records)]): the keys whose
+    records are consecutive, grouped in record order into blocks of about _BLOCK_BYTES; the rest,
+    to gather. Made once per program and row width."""
+    cache = program.derived.setdefault("key_blocks", {})
+    plan = cache.get(width)
+    if plan is None:
+        consecutive, gathered = [], []
         for entry in program.keys:
             flat = entry.records.ravel()
-            consecutive = flat.size and np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size))
-            table.append((entry.key, int(flat[0]) if consecutive else -1, entry.records))
-        program.derived["key_rows"] = table
-    return table
+            if not flat.size or np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+                consecutive.append((entry.key, int(flat[0]) if flat.size else 0, entry.records))
+            else:
+                gathered.append((entry.key, entry.records))
+        consecutive.sort(key=lambda member: member[1])
+        rows_per_block = max(1, _BLOCK_BYTES // max(width, 1))
+        blocks: list = []
+        for member in consecutive:
+            first, end = member[1], member[1] + member[2].size
+            if blocks and end - blocks[-1][0] <= rows_per_block:
+                blocks[-1][1] = max(blocks[-1][1], end)
+                blocks[-1][2].append(member)
+            else:
+                blocks.append([first, end, [member]])
+        plan = cache[width] = ([tuple(b) for b in blocks], gathered)
+    return plan
 
 
 def last_measurements(program: Program, records: np.ndarray) -> Dict[str, np.ndarray]:
     """{key: uint8 [qubits]} of each key's latest instance from one shot's records (simulate())."""
     return {entry.key: records[entry.records[-1]].astype(np.uint8) for entry in program.keys}
-
-
 
 
 def shot_major(packed: np.ndarray, shots: int, bit_packed: bool = False) -> np.ndarray:
