@@ -1,7 +1,6 @@
 """Scale-out: rotated surface-code sampling and detector counting from 1 to 2 GPUs through Dask.
 
-    source .device-kit/activate.sh && source .qec-kit/activate.sh && \\
-        PYTHONPATH=. python3 benchmarks/bench_distributed.py --out $OUT
+    PYTHONPATH=. python3 benchmarks/bench_distributed.py --out results/
     PYTHONPATH=. python3 benchmarks/bench_distributed.py --quick --out /tmp/bench   # a tiny CPU run
 
 One local cluster, one worker process per GPU (cirq_quasarq.distributed.local_gpu_cluster:
