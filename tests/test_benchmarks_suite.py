@@ -1,0 +1,247 @@
+"""The benchmark suite (`python -m benchmarks`, benchmarks/harness.py, suites/, report.py).
+
+- The README's benchmark block and docs/benchmarks.md's generated part are what `report` makes of
+  the committed JSON (docs/benchmarks/results/).
+- A smoke run of every suite at tiny sizes on the NumPy engine, in a temporary folder, with the GPU
+  peers replaced by stand-ins that follow their Python API (backed by stim), so the code that calls
+  quasarq and cuStabilizer runs here too; then the report on that run.
+- The harness itself: time limits keep partial results, a crash or an exception is recorded, a
+  simulator past its limit is not run on larger workloads, the run's budget, the energy meter.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks import harness, report
+from benchmarks.measure import Context, EnergyMeter, integrate
+from benchmarks.suites import SUITES, cases
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "benchmarks" / "results"
+
+# Stand-ins for the GPU peers, with the signatures of quasarq 1.7.2 and cuquantum.stabilizer 0.5.
+STUBS = {
+    "quasarq.py": '''
+        import numpy as np
+        import stim
+
+        def _stim(c):
+            return c.copy() if isinstance(c, stim.Circuit) else stim.Circuit(str(c))
+
+        class Simulation:
+            def __init__(self, c):
+                sim = stim.TableauSimulator()
+                sim.do(c)
+                self._m = np.array(sim.current_measurement_record(), dtype=bool)
+            def measurements(self):
+                return self._m
+
+        def simulate(circuit):
+            return Simulation(_stim(circuit))
+
+        class _Sampler:
+            def __init__(self, s):
+                self._s = s
+            def sample(self, shots, *, bit_packed=False, **kwargs):
+                return self._s.sample(shots, bit_packed=bit_packed, **kwargs)
+
+        def compile_sampler(circuit, *, seed=None):
+            return _Sampler(_stim(circuit).compile_sampler(seed=seed))
+
+        def compile_detector_sampler(circuit, *, seed=None):
+            return _Sampler(_stim(circuit).compile_detector_sampler(seed=seed))
+
+        def version():
+            return "stand-in"
+    ''',
+    "cupy/__init__.py": '''
+        from . import cuda
+
+        class _Pool:
+            def free_all_blocks(self):
+                pass
+
+        def get_default_memory_pool():
+            return _Pool()
+    ''',
+    "cupy/cuda/__init__.py": '''
+        class Device:
+            def synchronize(self):
+                pass
+    ''',
+    "cuquantum/__init__.py": "",
+    "cuquantum/stabilizer/__init__.py": '''
+        import numpy as np
+
+        class _DeviceArray:
+            def __init__(self, a):
+                self.a = a
+            def get(self):
+                return self.a.copy()
+
+        class Circuit:
+            def __init__(self, circuit):
+                self.num_qubits, self.num_measurements = circuit.num_qubits, circuit.num_measurements
+
+        class FrameSimulator:
+            def __init__(self, num_qubits, num_paulis, num_measurements=0, num_detectors=0, package="numpy",
+                         seed=None, **kwargs):
+                self.num_qubits, self.num_measurements = num_qubits, num_measurements
+                self._m = np.zeros((num_measurements + num_detectors, (num_paulis + 31) // 32 * 4), np.uint8)
+            def apply(self, circuit, seed=None, stream=None):
+                assert circuit.num_qubits <= self.num_qubits and circuit.num_measurements <= self.num_measurements
+                self._m[:] = np.random.default_rng(seed).integers(0, 256, self._m.shape, dtype=np.uint8)
+            def get_measurement_bits(self, bit_packed=True):
+                return _DeviceArray(self._m[: self.num_measurements])
+    ''',
+}
+
+
+def _records(results_dir: Path):
+    (path,) = sorted(results_dir.glob("*.jsonl"))
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# ----------------------------------------------------------------------------- committed results
+def test_readme_block_is_what_report_makes_of_the_committed_json():
+    readme = (ROOT / "README.md").read_text()
+    assert report.current_block(readme) == report.expected_readme_block(RESULTS), \
+        "README's benchmark block is stale: run `python -m benchmarks report`"
+
+
+def test_doc_block_and_figures_match_the_committed_json():
+    selection = report.select(report.load_runs(RESULTS))
+    names = report.figure_names(selection)
+    doc = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert report.current_block(doc, report.DOC_START, report.DOC_END) == report.doc_block(selection, names)
+    for name in (n for per_device in names.values() for n in per_device):
+        assert (ROOT / "docs" / "benchmarks" / name).exists(), name
+
+
+def test_committed_runs_carry_versions_and_revision():
+    for run in report.load_runs(RESULTS):
+        assert run.header["git"].get("rev"), run.path
+        assert {"stim", "cirq-core", "numpy"} <= set(run.header["packages"]), run.path
+        assert run.header["device"]["label"] and run.header["host"]["cores"]
+        assert all(c["run_id"] == run.header["run_id"] for c in run.cases)
+
+
+# ----------------------------------------------------------------------------- smoke run
+def test_smoke_run_of_every_suite(tmp_path):
+    stubs = tmp_path / "stubs"
+    for name, source in STUBS.items():
+        (stubs / name).parent.mkdir(parents=True, exist_ok=True)
+        (stubs / name).write_text(textwrap.dedent(source))
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    results = tmp_path / "results"
+    env = {**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{stubs}"}
+    cmd = [sys.executable, "-m", "benchmarks", "all", "--profile", "tiny", "--engine", "numpy", "--jobs", "2",
+           "--results", str(results), "--cache-dir", str(tmp_path / "cache"), "--figures", str(tmp_path / "fig"),
+           "--readme", str(readme), "--doc", str(tmp_path / "benchmarks.md")]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    header, *lines, end = _records(results)
+    assert header["kind"] == "run" and end["kind"] == "run_end"
+    assert header["device"]["label"].startswith("cpu, ") and header["engine"] == "numpy"
+    assert "stim" in header["packages"] and "git" in header
+    assert {c["suite"] for c in lines} == set(SUITES)
+    progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
+    assert len(progress) == len(lines)  # one progress line per case
+    bad = [(c["suite"], c["workload"], c["sim"], c["status"], c.get("reason")) for c in lines if c["status"] != "ok"]
+    assert not bad, bad
+    by = {(c["suite"], c["sim"]): c for c in lines}
+    for suite in ("light", "heavy"):
+        ours = by[(suite, "ours")]["results"]
+        assert ours["single"]["first_s"] > 0 and ours["single"]["repeat"]["best_s"] > 0
+        assert ours["sampling"]["repeat"]["best_s"] > 0 and ours["stages"]["compile_s"] > 0
+        assert by[(suite, "quasarq")]["results"]["single"]["repeat"]["best_s"] > 0
+        assert "quasarq" in by[(suite, "quasarq")]["results"]["versions"]
+    qec = {sim: by[("qec", sim)]["results"]["shots"]["10000"] for sim in ("ours", "stim", "quasarq", "custabilizer")}
+    for sim in ("ours", "stim", "quasarq"):
+        assert qec[sim]["measurements"]["repeat"]["best_s"] > 0 and qec[sim]["detectors"]["repeat"]["best_s"] > 0
+    assert qec["custabilizer"]["measurements"]["on_gpu"]["best_s"] > 0
+    assert "no NVML" in by[("qec", "quasarq")]["results"]["energy_note"]  # GPU tools: energy, or why not
+    assert by[("cirq", "stimcirq")]["results"]["run"]["compile_s"] > 0
+
+    figures = sorted(p.name for p in (tmp_path / "fig").glob("*.png"))
+    slug = header["device"]["slug"]
+    assert {f"{slug}-{k}.png" for k in ("light-runtime", "light-cactus", "heavy-runtime", "qec-sampling", "stages",
+                                        "speedup")} <= set(figures)
+    block = report.current_block(readme.read_text())
+    assert block == report.expected_readme_block(results) and "surface d=3" in block
+    assert readme.read_text().replace(block, "") == \
+        (ROOT / "README.md").read_text().replace(report.current_block((ROOT / "README.md").read_text()), "")
+    assert report.check(results, report.Outputs(tmp_path / "fig", readme, tmp_path / "benchmarks.md")) == 0
+
+
+# ----------------------------------------------------------------------------- the harness
+def _selftest(sim: str, size: int, timeout: float = 30, **params) -> harness.Case:
+    return harness.Case(suite="light", module="selftest", workload=f"n={size}", sim=sim, params=params,
+                        timeout_s=timeout, size=(size,))
+
+
+def test_harness_limits_crashes_and_skips(tmp_path):
+    opts = harness.Options(engine="numpy", profile="tiny", peers=(), results_dir=tmp_path, cache_dir=tmp_path)
+    plan = [_selftest("ok", 1), _selftest("sleep", 1, timeout=4, sleep_s=60), _selftest("sleep", 2, sleep_s=60),
+            _selftest("crash", 1), _selftest("fail", 1), _selftest("stim", 1)]
+    t0 = time.perf_counter()
+    harness.run_cases(plan, opts, ["light"])
+    assert time.perf_counter() - t0 < 25
+    _, ok, slow, larger, crash, fail, peer, _ = _records(tmp_path)
+    assert ok["status"] == "ok" and ok["results"]["single"]["repeat"]["calls"] == 2
+    assert slow["status"] == "timeout" and slow["results"]["single"]["first_s"] == 0.5  # partial results kept
+    assert larger["status"] == "skipped" and "limit" in larger["reason"]
+    assert crash["status"] == "crashed" and "SIGABRT" in crash["reason"] and crash["results"]["single"]
+    assert fail["status"] == "error" and "a runner that fails" in fail["reason"]
+    assert peer["status"] == "skipped" and "--peers" in peer["reason"]
+
+
+def test_harness_budget(tmp_path):
+    opts = harness.Options(engine="numpy", profile="tiny", peers=(), results_dir=tmp_path, cache_dir=tmp_path,
+                           budget_s=0.0)
+    harness.run_cases([_selftest("ok", 1)], opts, ["light"])
+    _, rec, _ = _records(tmp_path)
+    assert rec["status"] == "skipped" and "budget" in rec["reason"]
+
+
+class _FakeNvml:
+    def power_w(self) -> float:
+        return 100.0
+
+    def energy_j(self):
+        return None
+
+
+def test_energy_meter_integrates_the_power_samples(capsys):
+    assert integrate([(0.0, 50.0), (1.0, 150.0), (5.0, 1.0)], 0.0, 2.0) == pytest.approx(200.0)
+    assert integrate([(10.0, 80.0)], 0.0, 0.5) == pytest.approx(40.0)  # no sample inside: the nearest
+    ctx = Context({"case": {"params": {}}, "opts": {"engine": "numpy", **harness.TIMING["quick"]}})
+    ctx.meter = EnergyMeter(_FakeNvml(), "fake")
+    rep = ctx.repeat(lambda: time.sleep(0.05), calls=3)
+    assert rep["calls"] == 3 and rep["power_w"] == pytest.approx(100.0)
+    assert rep["energy_j"] == pytest.approx(100.0 * rep["median_s"], rel=0.5)
+    assert ctx.first(lambda: time.sleep(0.03))["first_energy_j"] == pytest.approx(3.0, rel=0.5)
+    capsys.readouterr()
+
+
+def test_gpu_profile_is_bounded():
+    plan = [c for suite in SUITES for c in cases(suite, "gpu", "cuda")]
+    assert {c.suite for c in plan} == set(SUITES) and all(c.timeout_s <= 150 for c in plan)
+    assert all(c.gpu_tool == (c.sim in ("ours", "quasarq", "custabilizer")) for c in plan)
+    extra = [c for c in plan if c.min_budget_s]
+    assert extra and all(c.min_budget_s > c.timeout_s and c.tier == max(p.tier for p in plan) for c in extra)
+    assert {c.params["n"] for c in extra if c.sim == "ours"} >= {180000}
+    assert max(c.params["d"] for c in plan if c.suite == "qec") == 51
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert proc.returncode == 0 and "--quick-gpu" in proc.stdout
