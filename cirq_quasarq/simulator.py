@@ -250,7 +250,8 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
     def run_sweep_iter(self, program: cirq.AbstractCircuit, params: cirq.Sweepable,
                        repetitions: int = 1) -> Iterator[cirq.Result]:
         repetitions = contract.repetitions(repetitions, "run")
-        if not (program.num_measurements if _is_stim(program) else program.has_measurements()):
+        if not (program.num_measurements if _is_stim(program) else
+                program.has_measurements() or self.compile(program).keys):  # stimcirq's measuring gates
             raise ValueError("Circuit has no measurements to sample.")
         for resolver, compiled in self._programs(program, params):
             require_host_memory(

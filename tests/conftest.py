@@ -27,3 +27,8 @@ def device(request):
     if request.param == "gpu" and not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     return request.param
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fuzz-long", action="store_true", default=False,
+                     help="tests/test_fuzz.py: the long profile (many more random examples, not derandomized)")

@@ -290,7 +290,13 @@ def lower(gate: cirq.Gate, num_qubits: int) -> Lowering:
     """How `gate` (acting on `num_qubits` qubits) compiles; cached by gate type and value."""
     key = (type(gate), gate)
     try:
-        hit = _EXACT.get(key) or _CACHE.get(key)
+        hit = _EXACT.get(key)
+        if hit is not None:
+            return hit
+        # Cirq calls some gates equal up to global phase (PhasedXZGate, ...): the repr keeps
+        # gates of different unitaries apart, so a lowering's cached phase is exact.
+        key = (type(gate), gate, repr(gate))
+        hit = _CACHE.get(key)
     except TypeError:  # unhashable gate: no caching
         return _lower_after_exact(gate, num_qubits)
     if hit is None:

@@ -409,7 +409,8 @@ class _Fold:
 
 def _lanes_to_matrix(words: np.ndarray, m: int) -> np.ndarray:
     """Rows of lane-packed bits [rows, lanes] -> bool [rows, m] (bit j of a row = column j)."""
-    bits = np.unpackbits(words.view(np.uint8).reshape(len(words), -1), axis=1, bitorder="little")
+    bytes_per_row = 8 * words.shape[1]  # explicit: a body that writes no record has no rows
+    bits = np.unpackbits(words.view(np.uint8).reshape(len(words), bytes_per_row), axis=1, bitorder="little")
     return bits[:, :m].astype(bool)
 
 
