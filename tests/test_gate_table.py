@@ -267,7 +267,7 @@ def test_non_clifford_gates_raise_naming_the_gate(gate):
         with pytest.raises(NonCliffordError) as info:
             lower_gate(gate, cirq.num_qubits(gate))
         assert repr(gate) in str(info.value)
-        assert (type(gate), gate) in registry._CACHE
+        assert (type(gate), gate, repr(gate)) in registry._CACHE
 
 
 def test_cached_verdict_names_the_gate_asked_about():

@@ -61,9 +61,10 @@ def _guarded(method):
             raise faults.dead_engine_error(f"CudaEngine.{method.__name__}")
         # Called from a thread where the engine's context is not current (a worker thread): made
         # current for the call only, so no thread is left holding it at exit.
-        pushed = self.cuda.Context.get_current() is None
+        context = getattr(self, "_context", None)
+        pushed = context is not None and self.cuda.Context.get_current() is None
         if pushed:
-            self._context.push()
+            context.push()
         try:
             if self.memory_limit is not None:  # under a cap, each call plans from an empty scratch
                 self._frames._buffers.clear()
