@@ -81,14 +81,15 @@ class _Keys:
         self.visible: Dict[str, int] = dict(visible or {})
         self.fresh_only = fresh_only
         self.local: Set[str] = set()  # measured in the innermost loop body (this iteration)
-        self.forbidden = set(forbidden)  # read by a control in an enclosing moment: not measured here
+        self.forbidden = set(forbidden)  # measured or read in an enclosing moment: not measured here
         self.in_moment: Set[str] = set()  # measured in this moment
         self.read_in_moment: Set[str] = set()  # read by a control in this moment
+        self.read_all: Set[str] = set()  # read by a control anywhere in this (sub)circuit
         self.pending: Dict[str, int] = {}
 
     def unmeasurable(self) -> Set[str]:
-        """Keys a measurement in this moment must not take (a control of the moment reads them:
-        which instance it would read is ambiguous)."""
+        """Keys a measurement in this moment must not take: another operation of the moment (or of
+        an enclosing one) measures or reads them, and which instance comes first is ambiguous."""
         return self.in_moment | self.read_in_moment | self.forbidden
 
 
@@ -123,8 +124,8 @@ def _clifford_unitary(draw, k: int) -> np.ndarray:
 
 @st.composite
 def clifford_ops(draw, free: List[cirq.Qid], phased_xz: bool = True) -> cirq.Operation:
-    """One Clifford operation on qubits of `free` (a global phase needs none). `phased_xz=False`
-    leaves out PhasedXZGate (see test_fuzz.py::test_known_bug_phased_xz_global_phase_cached)."""
+    """One Clifford operation on qubits of `free` (a global phase needs none); `phased_xz=False`
+    leaves out PhasedXZGate."""
     kinds = ["common", "pow1", "phased_x", "matrix1", "single_clifford", "global_phase"] + ["phased_xz"] * phased_xz
     if len(free) >= 2:
         kinds += ["pow2_half", "pow_int2", "matrix2", "clifford_gate", "pauli_string", "controlled_pauli",
@@ -355,7 +356,9 @@ def controlled_ops(draw, ctx: _Context, free: List[cirq.Qid]) -> Optional[cirq.O
     if not simple:
         ctx.features.not_stim.add(f"classical control: {kind} on {conditions}")
     result = op.with_classical_controls(*conditions)
-    ctx.keys.read_in_moment.update(str(k) for k in cirq.control_keys(result))
+    read = {str(k) for k in cirq.control_keys(result)}
+    ctx.keys.read_in_moment |= read
+    ctx.keys.read_all |= read
     return result
 
 
@@ -369,8 +372,10 @@ def loop_ops(draw, ctx: _Context, free: List[cirq.Qid]) -> cirq.Operation:
     repetitions = draw(st.sampled_from([1, 2, 3, 5] if ctx.depth == 0 else [1, 2, 3]))
     repetition_ids = draw(st.booleans())
     outer = ctx.keys
-    inner = _Keys(outer.visible, fresh_only=repetition_ids or outer.fresh_only,
-                  forbidden=outer.read_in_moment | outer.forbidden)
+    # The body reads no key that another operation of this moment measures, and measures none
+    # that one reads or measures (which would come first is ambiguous).
+    inner = _Keys({k: n for k, n in outer.visible.items() if k not in outer.in_moment},
+                  fresh_only=repetition_ids or outer.fresh_only, forbidden=outer.unmeasurable())
     ctx.keys, ctx.depth = inner, ctx.depth + 1
     try:
         body = cirq.Circuit(draw(_moments(ctx, qubits, max_moments=3)))
@@ -386,8 +391,9 @@ def loop_ops(draw, ctx: _Context, free: List[cirq.Qid]) -> cirq.Operation:
     else:
         for k, count in measured.items():
             outer.pending[k] = outer.pending.get(k, 0) + repetitions * count
-    for k in measured:
-        outer.in_moment.add(k)
+    outer.in_moment.update(measured)
+    outer.read_in_moment |= inner.read_all
+    outer.read_all |= inner.read_all
     op = cirq.CircuitOperation(body.freeze(), repetitions=repetitions, use_repetition_ids=repetition_ids)
     if len(body.all_qubits()) >= 2 and draw(st.integers(0, 3)) == 0:  # the body on permuted qubits
         order = sorted(body.all_qubits())
