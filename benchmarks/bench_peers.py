@@ -325,7 +325,13 @@ CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case
 
 # ----------------------------------------------------------------------------- driver
 def run_case(name, *args, timeout=300):
-    cmd = [sys.executable, "-m", "benchmarks.bench_peers", "--case", name, *map(str, args)]
+    return run_case_of("benchmarks.bench_peers", name, *args, timeout=timeout)
+
+
+def run_case_of(module, name, *args, timeout=300):
+    """`python -m module --case name args...` in its own process (a crashing peer cannot poison
+    the run): its last JSON line, or {"error": ...}."""
+    cmd = [sys.executable, "-m", module, "--case", name, *map(str, args)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -334,7 +340,7 @@ def run_case(name, *args, timeout=300):
         if line.startswith("{"):
             return json.loads(line)
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-    return {"error": tail[0][:160]}
+    return {"error": tail[0][:200]}
 
 
 def plan(quick):

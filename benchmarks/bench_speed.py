@@ -188,16 +188,9 @@ def plan(which, quick):
 
 
 def run_case(name, *args, timeout=600):
-    cmd = [sys.executable, "-m", "benchmarks.bench_speed", "--case", name, *map(str, args)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout} s"}
-    for line in proc.stdout.splitlines()[::-1]:
-        if line.startswith("{"):
-            return json.loads(line)
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-    return {"error": tail[0][:200]}
+    from .bench_peers import run_case_of
+
+    return run_case_of("benchmarks.bench_speed", name, *args, timeout=timeout)
 
 
 def main(argv=None):
