@@ -9,11 +9,14 @@ the NumPy engine. Circuits: Stim's rotated memory-Z surface code through stimcir
 (benchmarks/circuits.py), rounds = d, every noise knob p = 1e-3, d = 25 and d = 51.
 
 Per (d, kind), with kind
-  sample  every measurement record, bit-packed, into the worker's host memory; each shard is
-          reduced there to an XOR checksum per record (distributed.xor_rows), so nothing large
-          travels and no host ever holds all the shots;
-  count   detection events of every detector and observable, counted on the workers
-          (distributed.count_detection_events);
+  sample    every measurement record, bit-packed, into the worker's host memory; each shard is
+            reduced there to an XOR checksum per record (distributed.xor_rows), so nothing large
+            travels and no host ever holds all the shots;
+  checksum  the same XOR checksum computed by the engine where it samples
+            (iter_shards(reduce="xor"): on a GPU only one word per record leaves the device); its
+            digest must equal sample's;
+  count     detection events of every detector and observable, counted by the engine where it
+            samples (distributed.count_detection_events);
 the program is shipped and warmed on every worker (kernels, reference sample, upload), then a short
 1-GPU run calibrates the shot count so that the 1-GPU run takes --target-seconds (or --shots
 fixes it), and the same call (same seed, same shots) runs on 1 then 2 GPUs. Reported: wall time of
@@ -43,7 +46,7 @@ from cirq_quasarq import distributed as qd  # noqa: E402
 
 
 def _xor_checksum(shard):
-    """Worker side: a shard's records reduced to one XOR word per record."""
+    """Worker side: a shard's records (in the worker's host memory) reduced to one XOR word per record."""
     return qd.xor_rows(shard.data, shard.shots)
 
 
@@ -69,9 +72,10 @@ def _gpu_names():
 
 def _run_kind(sampler, kind, circuit, shots):
     """(digest, detail) of one call: identical digests mean identical bits."""
-    if kind == "sample":
+    if kind in ("sample", "checksum"):
         acc = None
-        for shard in sampler.iter_shards(circuit, shots, what="records", reduce=_xor_checksum):
+        reduce = _xor_checksum if kind == "sample" else "xor"
+        for shard in sampler.iter_shards(circuit, shots, what="records", reduce=reduce):
             acc = shard.data if acc is None else acc ^ shard.data
         return f"{zlib.crc32(acc.tobytes()):08x}", {}
     counts = sampler.count_detection_events(circuit, shots)
@@ -92,7 +96,8 @@ def main(argv=None):
     ap.add_argument("--out", default=os.environ.get("OUT") or "bench-distributed")
     ap.add_argument("--quick", action="store_true", help="a tiny CPU run (d=3, 5; NumPy engine)")
     ap.add_argument("--distances", type=int, nargs="+")
-    ap.add_argument("--kinds", nargs="+", default=["sample", "count"], choices=["sample", "count"])
+    ap.add_argument("--kinds", nargs="+", default=["sample", "checksum", "count"],
+                    choices=["sample", "checksum", "count"])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker (GPU) counts to time")
     ap.add_argument("--device", choices=["gpu", "cpu", "auto"])
     ap.add_argument("--p", type=float, default=1e-3)
@@ -202,12 +207,12 @@ def main(argv=None):
 
     lines = [f"cirq_quasarq.distributed: rotated surface code, rounds = d, p = {args.p}, device = {device}, "
              f"workers = one per {'GPU' if device != 'cpu' else 'CPU process'}",
-             f"{'d':>3} {'kind':>6} {'workers':>7} {'shots':>13} {'seconds':>8} {'shots/s':>12} "
+             f"{'d':>3} {'kind':>8} {'workers':>7} {'shots':>13} {'seconds':>8} {'shots/s':>12} "
              f"{'efficiency':>10} {'identical':>9}"]
     for r in rows:
         eff = f"{r['efficiency']:.3f}" if "efficiency" in r else "-"
         same = str(r["identical_to_first"]) if "identical_to_first" in r else "-"
-        lines.append(f"{r['d']:>3} {r['kind']:>6} {r['workers']:>7} {r['shots']:>13,} {r['seconds']:>8.2f} "
+        lines.append(f"{r['d']:>3} {r['kind']:>8} {r['workers']:>7} {r['shots']:>13,} {r['seconds']:>8.2f} "
                      f"{r['shots_per_s']:>12.4g} {eff:>10} {same:>9}")
     lines.append(f"efficiency = t1 / (n * tn); cluster start {cluster_s:.1f} s; "
                  f"total wall {time.perf_counter() - t_start:.1f} s")

@@ -38,11 +38,12 @@ import time
 import uuid
 import warnings
 import zlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import cirq
 import numpy as np
 
+from .core.packed import REDUCTIONS, popcount_rows, reduce_rows, xor_rows
 from .core.parities import Parities, parities_shot_major
 from .core.program import Annotation, Program
 from .engines import Engine, branching, cuda_available, select_engine
@@ -109,7 +110,6 @@ class LogicalErrorCounts:
 _GPU_USABLE: Optional[bool] = None
 _DEVICE_THREAD: Optional[concurrent.futures.ThreadPoolExecutor] = None
 _PROCESS_LOCK = threading.Lock()
-_POOL: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
 
 def _gpu_usable() -> bool:
@@ -131,15 +131,6 @@ def _on_device(device: str, fn: Callable[[], Any]) -> Any:
         if _DEVICE_THREAD is None:
             _DEVICE_THREAD = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="quasarq-device")
     return _DEVICE_THREAD.submit(fn).result()
-
-
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _POOL
-    with _PROCESS_LOCK:
-        if _POOL is None:
-            _POOL = concurrent.futures.ThreadPoolExecutor(min(8, os.cpu_count() or 1),
-                                                          thread_name_prefix="quasarq-reduce")
-    return _POOL
 
 
 class _Job:
@@ -196,9 +187,10 @@ class _Job:
             return dets + [Annotation("pad", np.zeros(0, dtype=np.int64))] * (-len(dets) % 8) + obs
         return dets + obs
 
-    def sample(self, key, first_word: int, shots: int, what: str, copy: bool) -> Any:
-        """The shard's bits, exactly as the matching QuasarqSimulator call lays them out."""
-        with self._lock:  # the caches once, whichever thread of the worker comes first
+    def _inputs(self, what: str):
+        """(program, schedule, engine, controlled?, reference, parities or None) for `what`,
+        built once per worker, whichever thread comes first."""
+        with self._lock:
             sched = prepared(self.program)
             program = self.program
             engine = self.engine()
@@ -211,6 +203,20 @@ class _Job:
                 parities = self._parities.get(what)
                 if parities is None:
                     parities = self._parities[what] = Parities.of(self.annotations(what), reference)
+        return program, sched, engine, controlled, reference, parities
+
+    def reduced(self, key, first_word: int, shots: int, what: str, op: str) -> np.ndarray:
+        """The shard's record-major rows (`what` "records" or "parities") reduced over its shots
+        by the engine (core.packed.REDUCTIONS): uint64 [rows]; on a GPU only these words leave it."""
+        program, sched, engine, controlled, reference, parities = self._inputs(what)
+        if controlled:
+            packed = engine.sample_controlled(program, sched, key, shots, first_word=first_word)
+            return reduce_rows(packed if parities is None else parities.reduce(packed), shots, op)
+        return engine.reduce_frames(program, sched, key, reference, shots, parities, op=op, first_word=first_word)
+
+    def sample(self, key, first_word: int, shots: int, what: str, copy: bool) -> Any:
+        """The shard's bits, exactly as the matching QuasarqSimulator call lays them out."""
+        program, sched, engine, controlled, reference, parities = self._inputs(what)
         if what in ("records", "measurements"):
             if what == "measurements" and not controlled:
                 out = engine.sample_frames(program, sched, key, reference, shots, shot_major=True,
@@ -254,11 +260,6 @@ class _JobReducer:
         raise NotImplementedError
 
 
-class _CountEvents(_JobReducer):
-    def __call__(self, shard: Shard, job: _Job) -> np.ndarray:
-        return popcount_rows(shard.data, shard.shots)
-
-
 class _CountErrors(_JobReducer):
     def __init__(self, postselection_mask=None, postselected_observables_mask=None):
         self.postselection_mask = postselection_mask
@@ -274,62 +275,17 @@ class _CountErrors(_JobReducer):
         return LogicalErrorCounts(shard.shots, errors, discards, time.monotonic() - t0)
 
 
-def _by_row_blocks(packed: np.ndarray, fn: Callable[[int, int], None]) -> None:
-    """fn(lo, hi) over blocks of rows, on a few threads for large arrays (NumPy releases the GIL)."""
-    rows = packed.shape[0]
-    step = max(1, -(-rows // 32))
-    if packed.nbytes < (1 << 22):
-        fn(0, rows)
-    else:
-        list(_pool().map(lambda lo: fn(lo, min(rows, lo + step)), range(0, rows, step)))
-
-
-def popcount_rows(packed: np.ndarray, shots: int) -> np.ndarray:
-    """int64 [rows]: set bits of each row of record-major packed bits uint64 [rows, words] among
-    the first `shots` shots (the bits past them are unspecified and not counted)."""
-    out = np.zeros(packed.shape[0], dtype=np.int64)
-    if out.size == 0 or shots == 0:
-        return out
-    full = shots // 64
-
-    def count(lo: int, hi: int) -> None:
-        block = packed[lo:hi]
-        out[lo:hi] = np.bitwise_count(block[:, :full]).sum(axis=1, dtype=np.int64)
-        if shots % 64:
-            tail = block[:, full] & np.uint64((1 << (shots % 64)) - 1)
-            out[lo:hi] += np.bitwise_count(tail).astype(np.int64)
-
-    _by_row_blocks(packed, count)
-    return out
-
-
-def xor_rows(packed: np.ndarray, shots: int) -> np.ndarray:
-    """uint64 [rows]: the XOR of each row's words among the first `shots` shots (bits past them
-    cleared). A checksum of a shard's records that combines across shards by XOR, so the checksum
-    of a whole run does not depend on how it was sharded."""
-    out = np.zeros(packed.shape[0], dtype=np.uint64)
-    if out.size == 0 or shots == 0:
-        return out
-    full = shots // 64
-
-    def fold(lo: int, hi: int) -> None:
-        block = packed[lo:hi]
-        out[lo:hi] = np.bitwise_xor.reduce(block[:, :full], axis=1) if full else 0
-        if shots % 64:
-            out[lo:hi] ^= block[:, full] & np.uint64((1 << (shots % 64)) - 1)
-
-    _by_row_blocks(packed, fold)
-    return out
-
-
 def _run_shard(job: _Job, key, index: int, first_word: int, shots: int, what: str, reduce) -> Shard:
-    """One shard on a worker (or in this process when there is no client)."""
+    """One shard on a worker (or in this process when there is no client). `reduce`: None, a
+    function, or the name of a reduction the engine runs where it samples (core.packed.REDUCTIONS)."""
     def work():
+        if isinstance(reduce, str):
+            return job.reduced(key, first_word, shots, what, reduce)
         return job.sample(key, first_word, shots, what, copy=reduce is None and not job.local)
 
     data = work() if job.local else _on_device(job.device, work)
     shard = Shard(index, first_word, shots, data)
-    if reduce is None:
+    if reduce is None or isinstance(reduce, str):
         return shard
     value = reduce(shard, job) if isinstance(reduce, _JobReducer) else reduce(shard)
     return Shard(index, first_word, shots, value)
@@ -473,6 +429,9 @@ class DistributedSampler(cirq.Sampler):
                 shard_words: Optional[int] = None) -> Iterator[Shard]:
         if what not in WHAT:
             raise ValueError(f"what must be one of {sorted(WHAT)}, got {what!r}")
+        if isinstance(reduce, str) and (reduce not in REDUCTIONS or what not in ("records", "parities")):
+            raise InvalidInputError(f"reduce={reduce!r}: the engines reduce {' or '.join(map(repr, REDUCTIONS))} "
+                                    f"of what='records' or what='parities', not of what={what!r}")
         if repetitions > SHOTS_PER_KEY:
             warnings.warn(f"{repetitions} shots in one call: the engines' per-shot random draws repeat past "
                           f"2**33 shots of one key; split the run into calls of at most {SHOTS_PER_KEY} shots "
@@ -492,10 +451,13 @@ class DistributedSampler(cirq.Sampler):
     # ---------------------------------------------------------------- shards
     def iter_shards(self, circuit: Any, repetitions: int, *, what: str = "records",
                     param_resolver: cirq.ParamResolverOrSimilarType = None,
-                    reduce: Optional[Callable[[Shard], Any]] = None) -> Iterator[Shard]:
+                    reduce: Union[None, str, Callable[[Shard], Any]] = None) -> Iterator[Shard]:
         """The shards of one call as they finish (any order; `Shard.index`, `first_word` place
         them), each `data` as WHAT[what] says, or `reduce(shard)` computed on the worker (only the
-        reduced value travels). The key is drawn from the simulator now, as the matching
+        reduced value travels). `reduce="popcount"` or `"xor"` (what "records" or "parities"):
+        uint64 [rows], each row's set bits or the XOR of its words over the shard's shots,
+        computed by the engine where it samples (on a GPU, only those words leave the device);
+        counts add and XORs combine across shards, whatever the sharding. The key is drawn from the simulator now, as the matching
         single-process call draws it (run / sample_measurements / sample_detectors)."""
         program = self.simulator.compile(circuit, param_resolver)
         key = self.simulator._next_key()
@@ -569,8 +531,8 @@ class DistributedSampler(cirq.Sampler):
         key = self.simulator._next_key()
         d = len(program.detectors)
         total = np.zeros(d + len(program.observables), dtype=np.int64)
-        for shard in self._shards(program, key, int(repetitions), "parities", _CountEvents()):
-            total += shard.data
+        for shard in self._shards(program, key, int(repetitions), "parities", "popcount"):
+            total += shard.data.astype(np.int64)
         return DetectionEventCounts(int(repetitions), total[:d], total[d:])
 
     def _dem_text(self, circuit: Any, dem: Any) -> str:

@@ -7,6 +7,8 @@
 //                    1-D grid over num_parities * count threads (one word of one parity each,
 //                    consecutive threads consecutive words: coalesced); blockDim.x == QQ_PARITY_BLOCK.
 //   parities_shot_major  those parities transposed to Stim's shot-major bit-packed layout (below).
+//   rows_reduce      each row of a chunk (records or parities) folded into one word, added into
+//                    acc[row] across the chunks of a call (below).
 #include "philox.cuh"
 
 #define QQ_PARITY_BLOCK 256
@@ -39,4 +41,30 @@ parities_shot_major(const qq_u64* par, int par_stride, int num_parities, qq_u64*
     const int hi = min(64, num_parities - 64 * b);
     for (int i = 0; i < hi; ++i) y |= ((par[(size_t)(64 * b + i) * par_stride + j] >> l) & 1ull) << i;
     out[((size_t)64 * j + l) * row_words + b] = y;
+}
+
+// rows_reduce: acc[r] += popcount of row r's words j < count (op 0), or acc[r] ^= their XOR (op 1);
+// word tail_word (the call's last word, when it is in this chunk; else -1) is masked by tail_mask,
+// so the bits past the call's shots never count. A warp per row (consecutive lanes read consecutive
+// words: coalesced), reduced by shuffles; the chunks of a call run in order on one stream, so each
+// acc[r] has one writer at a time. 1-D grid of ceil(rows / (blockDim.x / 32)) blocks,
+// blockDim.x == QQ_PARITY_BLOCK.
+extern "C" __global__ void __launch_bounds__(QQ_PARITY_BLOCK)
+rows_reduce(const qq_u64* bits, int stride, int rows, int count, int tail_word, qq_u64 tail_mask, int op,
+            qq_u64* acc) {
+    const size_t row = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (row >= (size_t)rows) return;  // whole warps: rows are warp-aligned
+    const qq_u64* src = bits + row * stride;
+    qq_u64 v = 0;
+    for (int j = lane; j < count; j += 32) {
+        qq_u64 w = src[j];
+        if (j == tail_word) w &= tail_mask;
+        v = op ? (v ^ w) : (v + (qq_u64)__popcll(w));
+    }
+    for (int off = 16; off; off >>= 1) {
+        const qq_u64 o = __shfl_xor_sync(0xFFFFFFFFu, v, off);
+        v = op ? (v ^ o) : (v + o);
+    }
+    if (lane == 0) acc[row] = op ? (acc[row] ^ v) : (acc[row] + v);
 }

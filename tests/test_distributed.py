@@ -27,7 +27,7 @@ stimcirq = pytest.importorskip("stimcirq")
 
 import cirq_quasarq  # noqa: E402
 from cirq_quasarq import distributed as qd  # noqa: E402
-from cirq_quasarq.errors import DeviceUnavailableError  # noqa: E402
+from cirq_quasarq.errors import DeviceUnavailableError, InvalidInputError  # noqa: E402
 
 WORKERS = [1, 2, 3, 7]
 
@@ -199,6 +199,24 @@ def test_iter_shards_stream_and_custom_reduce(client, surface):
     assert ones == int(np.unpackbits(want.view(np.uint8), bitorder="little").sum())
 
 
+def test_engine_reductions_combine_across_shards(client, surface):
+    """reduce="xor" / "popcount": the engine folds each row over the shard's shots; XORs and sums
+    of the shards equal the same fold of one unsharded call."""
+    sc, _ = surface
+    shots = 64 * 13 + 21
+    sim = _sim(12)
+    program = sim.compile(sc)
+    want = qd.xor_rows(sim.sample_packed(program, shots), shots)
+    got = np.zeros_like(want)
+    for shard in qd.iter_shards(_sim(12), sc, shots, client=client, shard_words=3, reduce="xor"):
+        got ^= shard.data
+    assert np.array_equal(got, want) and want.any()
+    dets, obs = _sim(14).sample_detectors(sc, shots, separate_observables=True)
+    total = sum(s.data.astype(np.int64) for s in qd.iter_shards(_sim(14), sc, shots, what="parities",
+                                                                  client=client, shard_words=2, reduce="popcount"))
+    assert np.array_equal(total, np.concatenate([dets.sum(axis=0), obs.sum(axis=0)]))
+
+
 def test_classically_controlled_gates(client):
     """Shot branching: split where it splits exactly (decisions inside loops), else one shard."""
     q0, q1 = cirq.LineQubit.range(2)
@@ -323,5 +341,9 @@ def test_bad_arguments():
     q = cirq.LineQubit(0)
     with pytest.raises(ValueError):
         qd.iter_shards(1, cirq.Circuit(cirq.measure(q)), 10, what="everything", device="cpu")
+    with pytest.raises(InvalidInputError, match="reduce='popcount'.*what='detectors'"):
+        qd.iter_shards(1, cirq.Circuit(cirq.measure(q)), 10, what="detectors", reduce="popcount", device="cpu")
+    with pytest.raises(InvalidInputError, match="reduce='sum'"):
+        qd.iter_shards(1, cirq.Circuit(cirq.measure(q)), 10, reduce="sum", device="cpu")
     with pytest.raises(ValueError, match="no measurements"):
         qd.run(1, cirq.Circuit(cirq.H(q)), repetitions=3, device="cpu")

@@ -1,7 +1,7 @@
 """Sampling a range of shot words (`first_word`): calls over adjacent word ranges, concatenated,
 equal one call over their union, bit for bit (records, parities, Stim's shot-major layout, per-shot
-tableau runs, shot branching where it splits exactly), on every engine and whatever the engine's
-chunking. This is the contract cirq_quasarq.distributed shards on."""
+tableau runs, shot branching where it splits exactly, rows reduced by the engine), on every engine
+and whatever the engine's chunking. This is the contract cirq_quasarq.distributed shards on."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from cirq_quasarq.compiler import compile_stim
 from cirq_quasarq.core import rng
+from cirq_quasarq.core.packed import reduce_rows
 from cirq_quasarq.core.parities import Parities
 from cirq_quasarq.engines import NumpyEngine, branching, cuda_available
 from cirq_quasarq.schedule import schedule
@@ -71,6 +72,13 @@ def _check(engines, program, key, reference, shots, seed, parities=None):
                 assert got.shape == want_sm.shape and np.array_equal(got, want_sm), (engine.name, cuts)
             else:
                 assert np.array_equal(_masked(got, shots), _masked(want, shots)), (engine.name, cuts)
+        # Rows reduced by the engine over each range (on the device for CUDA) combine to the same
+        # reduction of the whole call: counts add, XORs fold; bits past `shots` never count.
+        for op, combine in (("popcount", np.add), ("xor", np.bitwise_xor)):
+            parts = [engine.reduce_frames(program, sched, key, reference, min(64 * hi, shots) - 64 * lo, parities,
+                                          op=op, first_word=lo) for lo, hi in zip(cuts[:-1], cuts[1:])]
+            assert all(p.dtype == np.uint64 for p in parts)
+            assert np.array_equal(combine.reduce(parts), reduce_rows(want, shots, op)), (engine.name, op, cuts)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -12,6 +12,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..core.packed import REDUCTIONS, reduce_rows
 from ..core.parities import Parities
 from ..core.program import Program
 from ..core.tableau import InverseTableau
@@ -58,6 +59,18 @@ class Engine(abc.ABC):
         streams are keyed by the absolute word); the output is local (column / shot row 0 is
         word first_word's first shot). Calls over adjacent word ranges, concatenated, equal one
         call over their union: the sharding contract of cirq_quasarq.distributed."""
+
+    def reduce_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
+                      shots: int, parities: Optional[Parities] = None, *, op: str = "popcount",
+                      first_word: int = 0) -> np.ndarray:
+        """uint64 [rows]: `op` (core.packed.REDUCTIONS: "popcount" or "xor") of each row that
+        sample_frames would return record-major, over the call's `shots` shots. The same bits as
+        reducing sample_frames' result; an engine that can reduce where it samples keeps the
+        rows there (CUDA: only the reduced words cross to the host)."""
+        if op not in REDUCTIONS:
+            raise ValueError(f"unknown reduction {op!r}; known: {', '.join(REDUCTIONS)}")
+        packed = self.sample_frames(program, schedule, key, reference, shots, parities, first_word=first_word)
+        return reduce_rows(packed, shots, op)
 
     def sample_controlled(self, program: Program, schedule: Schedule, key, shots: int, *,
                           first_word: int = 0) -> np.ndarray:

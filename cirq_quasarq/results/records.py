@@ -5,12 +5,11 @@ here; each key's bits are gathered by slicing with the Program's key table, neve
 
 from __future__ import annotations
 
-import concurrent.futures
-import os
 from typing import Dict
 
 import numpy as np
 
+from ..core.packed import host_pool
 from ..core.parities import parities_shot_major
 from ..core.program import Program
 
@@ -37,15 +36,6 @@ def _unpacked(packed: np.ndarray, shots: int) -> np.ndarray:
 # heap pages instead of faulting in fresh ones (which costs more than the unpacking itself), and
 # the blocks spread over threads (NumPy releases the GIL).
 _BLOCK_BYTES = 4 << 20
-_THREADS = min(8, os.cpu_count() or 1)
-_POOL = None
-
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(_THREADS, thread_name_prefix="quasarq-unpack")
-    return _POOL
 
 
 def records_from_packed(program: Program, packed: np.ndarray, shots: int) -> Dict[str, np.ndarray]:
@@ -61,7 +51,7 @@ def records_from_packed(program: Program, packed: np.ndarray, shots: int) -> Dic
         return [(key, bits[first - lo : first - lo + records.size].reshape(*records.shape, width))
                 for key, first, records in members]
 
-    parts = _pool().map(unpack, blocks) if len(blocks) > 1 else map(unpack, blocks)
+    parts = host_pool().map(unpack, blocks) if len(blocks) > 1 else map(unpack, blocks)
     out = {}
     for members in parts:
         for key, rows in members:

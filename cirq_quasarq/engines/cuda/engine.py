@@ -19,6 +19,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from ...core.packed import REDUCTIONS
 from ...core.parities import Parities
 from ...core.program import Program
 from ...core.sizes import parse_bytes
@@ -271,6 +272,20 @@ class CudaEngine(Engine):
                       first_word: int = 0) -> np.ndarray:
         out, kernel_s = self._frames.sample(program, schedule, key, reference, shots, parities, shot_major,
                                             first_word=first_word)
+        if kernel_s is not None:
+            self.last_frame_kernel_s = kernel_s
+            self._collect_stage_times()
+        return out
+
+
+    @_guarded
+    def reduce_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
+                      shots: int, parities: Optional[Parities] = None, *, op: str = "popcount",
+                      first_word: int = 0) -> np.ndarray:
+        if op not in REDUCTIONS:
+            raise ValueError(f"unknown reduction {op!r}; known: {', '.join(REDUCTIONS)}")
+        out, kernel_s = self._frames.sample(program, schedule, key, reference, shots, parities,
+                                            first_word=first_word, reduce=op)
         if kernel_s is not None:
             self.last_frame_kernel_s = kernel_s
             self._collect_stage_times()

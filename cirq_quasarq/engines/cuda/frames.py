@@ -5,8 +5,9 @@ all qubits fits) or frames_program_global (frames in global memory, any n). Eith
 program, loops included, in one launch per chunk of shot words; chunks are sized to the device
 memory (and `max_shot_words`), and results do not depend on them (docs/engine-semantics.md,
 "Frame mode"). With parities (detectors, observables), parities.cu's record_parities reduces each
-chunk's records on the device and only the parities are copied. What comes back goes through
-page-locked host memory.
+chunk's records on the device and only the parities are copied. With `reduce` (reduce_frames),
+parities.cu's rows_reduce folds each chunk's rows into one word per row on the device, and only
+those words are copied. What comes back goes through page-locked host memory.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .device_program import _pad
 
 FRAME_BLOCK = loader.source_define("frames.cu", "QQ_FRAME_BLOCK")
 PARITY_BLOCK = loader.source_define("parities.cu", "QQ_PARITY_BLOCK")
+ROWS_PER_BLOCK = PARITY_BLOCK // 32  # rows_reduce: a warp per row
 
 
 class FrameMode:
@@ -39,11 +41,12 @@ class FrameMode:
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
                parities: Optional[Parities] = None, shot_major: bool = False, *,
-               first_word: int = 0) -> Tuple[np.ndarray, Optional[float]]:
+               first_word: int = 0, reduce: Optional[str] = None) -> Tuple[np.ndarray, Optional[float]]:
         """The records (or `parities`) of `shots` shots (engine.sample_frames) and the device time
         of their kernels (None when no kernel ran: no records or no shots). `first_word`: the
         absolute shot word of the call's word 0; only the kernels' random streams see it (their
-        `word0`), every output index stays local to the call."""
+        `word0`), every output index stays local to the call. `reduce` ("popcount" or "xor"):
+        uint64 [rows] instead, each row reduced over the shots on the device (reduce_frames)."""
         first_word = int(first_word)
         if first_word < 0:
             raise ValueError(f"first_word must be >= 0, got {first_word}")
@@ -55,8 +58,13 @@ class FrameMode:
         row_words = (rows + 63) // 64
         if num_records == 0 or words == 0 or rows == 0:
             empty = np.zeros((rows, words), dtype=np.uint64)
+            if reduce is not None:
+                return np.zeros(rows, dtype=np.uint64), None
             return (parities_shot_major(empty, shots) if shot_major else empty), None
-        if shot_major:  # Stim's bit-packed samples: a row of ceil(rows / 8) bytes per shot
+        if reduce is not None:
+            shot_major = False
+            out = np.zeros(rows, dtype=np.uint64)
+        elif shot_major:  # Stim's bit-packed samples: a row of ceil(rows / 8) bytes per shot
             row_bytes = (rows + 7) // 8
             out = self._host_records(8 * words * row_bytes).view(np.uint8).reshape(64 * words, row_bytes)
         else:
@@ -106,6 +114,11 @@ class FrameMode:
             flip = cuda.to_device(_pad(parities.flip, np.uint8))
         if shot_major:
             by_shot = self._scratch("shot_major", 8 * 64 * row_words * chunk)
+        if reduce is not None:
+            acc = self._scratch("reduced", 8 * rows)
+            cuda.memset_d8(acc, 0, 8 * rows)
+            op = {"popcount": 0, "xor": 1}[reduce]
+            tail = np.uint64((1 << (shots % 64)) - 1 if shots % 64 else (1 << 64) - 1)
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
         kernel_s = 0.0
         for start in range(0, words, chunk):
@@ -124,7 +137,11 @@ class FrameMode:
                 launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
                        (PARITY_BLOCK, 1, 1), int(out_dev), chunk, int(offsets), int(flat), int(flip),
                        int(copied), chunk, rows, count)
-            if shot_major:
+            if reduce is not None:  # the call's last word keeps only its shots' bits
+                tail_word = count - 1 if start + count == words else -1
+                launch("parities", "rows_reduce", (-(-rows // ROWS_PER_BLOCK), 1), (PARITY_BLOCK, 1, 1),
+                       int(copied), chunk, rows, count, tail_word, tail, op, int(acc))
+            elif shot_major:
                 total = 64 * row_words * count
                 launch("parities", "parities_shot_major", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
                        (PARITY_BLOCK, 1, 1), int(copied), chunk, rows, int(by_shot), row_words, count)
@@ -149,6 +166,8 @@ class FrameMode:
                 copy.height = rows
                 copy(aligned=True)
             kernel_s += end_evt.time_since(start_evt) / 1000.0
+        if reduce is not None:
+            cuda.memcpy_dtoh(out, acc)
         return (out[:shots] if shot_major else out), kernel_s
 
     def _host_records(self, count: int) -> np.ndarray:

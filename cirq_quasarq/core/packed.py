@@ -1,0 +1,89 @@
+"""Host-side work on bit-packed rows (uint64 [rows, words], bit l of word w = shot 64w + l):
+the process's one pool of helper threads, and the per-row reductions over shots that the engines
+also run on the device (`Engine.reduce_frames`)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+from typing import Callable
+
+import numpy as np
+
+_THREADS = min(8, os.cpu_count() or 1)
+_POOL = None
+_LOCK = threading.Lock()
+
+# The reductions `Engine.reduce_frames` knows: set bits per row, and the XOR of a row's words (a
+# checksum that combines across shards by XOR, so a run's checksum does not depend on sharding).
+REDUCTIONS = ("popcount", "xor")
+
+
+def host_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """A few threads for NumPy work on large arrays (NumPy releases the GIL in its loops)."""
+    global _POOL
+    with _LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(_THREADS, thread_name_prefix="quasarq-host")
+    return _POOL
+
+
+def by_row_blocks(packed: np.ndarray, fn: Callable[[int, int], None]) -> None:
+    """fn(lo, hi) over blocks of rows, on the pool's threads for large arrays."""
+    rows = packed.shape[0]
+    step = max(1, -(-rows // 32))
+    if packed.nbytes < (1 << 22):
+        fn(0, rows)
+    else:
+        list(host_pool().map(lambda lo: fn(lo, min(rows, lo + step)), range(0, rows, step)))
+
+
+def tail_mask(shots: int) -> np.uint64:
+    """The bits of the last word that hold shots (all of them when shots is a multiple of 64)."""
+    return np.uint64((1 << (shots % 64)) - 1 if shots % 64 else (1 << 64) - 1)
+
+
+def popcount_rows(packed: np.ndarray, shots: int) -> np.ndarray:
+    """int64 [rows]: set bits of each row among the first `shots` shots (the bits past them are
+    unspecified and not counted)."""
+    out = np.zeros(packed.shape[0], dtype=np.int64)
+    if out.size == 0 or shots == 0:
+        return out
+    full = shots // 64
+
+    def count(lo: int, hi: int) -> None:
+        block = packed[lo:hi]
+        out[lo:hi] = np.bitwise_count(block[:, :full]).sum(axis=1, dtype=np.int64)
+        if shots % 64:
+            out[lo:hi] += np.bitwise_count(block[:, full] & tail_mask(shots)).astype(np.int64)
+
+    by_row_blocks(packed, count)
+    return out
+
+
+def xor_rows(packed: np.ndarray, shots: int) -> np.ndarray:
+    """uint64 [rows]: the XOR of each row's words among the first `shots` shots (bits past them
+    cleared)."""
+    out = np.zeros(packed.shape[0], dtype=np.uint64)
+    if out.size == 0 or shots == 0:
+        return out
+    full = shots // 64
+
+    def fold(lo: int, hi: int) -> None:
+        block = packed[lo:hi]
+        out[lo:hi] = np.bitwise_xor.reduce(block[:, :full], axis=1) if full else 0
+        if shots % 64:
+            out[lo:hi] ^= block[:, full] & tail_mask(shots)
+
+    by_row_blocks(packed, fold)
+    return out
+
+
+def reduce_rows(packed: np.ndarray, shots: int, op: str) -> np.ndarray:
+    """`op` of REDUCTIONS over each row's first `shots` shots, as uint64 [rows]."""
+    if op == "popcount":
+        return popcount_rows(packed, shots).astype(np.uint64)
+    if op == "xor":
+        return xor_rows(packed, shots)
+    raise ValueError(f"unknown reduction {op!r}; known: {', '.join(REDUCTIONS)}")
