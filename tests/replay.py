@@ -4,7 +4,7 @@ import stim
 
 from cirq_quasarq.core import opcodes
 from cirq_quasarq.core.draws import coin
-from cirq_quasarq.core.program import OP, RAND, REC, A, B
+from cirq_quasarq.core.program import FLAG_INVERT, FLAGS, OP, RAND, REC, A, B
 from cirq_quasarq.schedule.walk import walk
 
 
@@ -17,7 +17,8 @@ def replay_in_stim(program, schedule, key, records, repetition=0) -> stim.Tablea
             name = opcodes.OPCODES[row[OP]].name
             q = int(row[A])
             if name in ("M", "MR"):
-                sim.postselect_z(q, desired_value=bool(records[row[REC] + step.rec_shift]))
+                outcome = int(records[row[REC] + step.rec_shift]) ^ (int(row[FLAGS]) & FLAG_INVERT)  # record = outcome ^ invert
+                sim.postselect_z(q, desired_value=bool(outcome))
                 sim.measure(q)
                 if name == "MR":
                     sim.reset(q)

@@ -48,3 +48,12 @@ def test_fixed_point_is_exact():
     assert rng.fixed_point(2.0**-40) == 1 << 24
     assert rng.fixed_point(0) == 0
     assert rng.fixed_point(1) == (1 << 64) - 1
+
+
+def test_scalar_word_equals_the_vectorised_words():
+    r = np.random.default_rng(7)
+    for _ in range(500):
+        key = (int(r.integers(0, 2**32)), int(r.integers(0, 2**32)))
+        stream, a, b = int(r.integers(0, 7)), int(r.integers(0, 2**32)), int(r.integers(0, 2**32))
+        index = int(r.integers(0, 2**40))
+        assert rng.word(key, stream, a, b, index) == int(rng.words(key, stream, a, b, index))

@@ -19,7 +19,7 @@ _ONE = np.uint64(1)
 
 def coin(key: Tuple[int, int], slot: int, repetition: int) -> int:
     """The coin of a random collapse (tableau mode): bit 0 of word (COIN, slot, repetition)."""
-    return int(rng.words(key, rng.Stream.COIN, slot, 0, repetition)) & 1
+    return rng.word(key, rng.Stream.COIN, int(slot), 0, int(repetition)) & 1
 
 
 def sparse_channel(key, channel, slots: np.ndarray, start: int, count: int):

@@ -92,6 +92,19 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     return tuple(o.reshape(shape) for o in outs)
 
 
+def word(key, stream: int, a: int, b: int, index: int) -> int:
+    """One word(stream, a, b, index) on Python ints: what `words` gives for scalars, without the
+    dozens of array operations that dominate a single draw (a tableau collapse's coin)."""
+    a0, b0, c0, d0 = (index >> 1) & 0xFFFFFFFF, a & 0xFFFFFFFF, b & 0xFFFFFFFF, stream & 0xFFFFFFFF
+    k0, k1 = key
+    m0, m1 = int(M0), int(M1)
+    for _ in range(10):
+        p0, p1 = a0 * m0, c0 * m1
+        a0, b0, c0, d0 = (p1 >> 32) ^ b0 ^ k0, p1 & 0xFFFFFFFF, (p0 >> 32) ^ d0 ^ k1, p0 & 0xFFFFFFFF
+        k0, k1 = (k0 + W0) & 0xFFFFFFFF, (k1 + W1) & 0xFFFFFFFF
+    return (c0 | (d0 << 32)) if index & 1 else (a0 | (b0 << 32))
+
+
 def words(key, stream: int, a, b, index) -> np.ndarray:
     """64-bit random words word(stream, a, b, index) for broadcastable a, b, index."""
     index = np.asarray(index, dtype=np.uint64)

@@ -37,7 +37,7 @@ class NumpyEngine(Engine):
     name = "numpy"
 
     def __init__(self, max_shot_words: int = 1 << 14, memory_fraction: float = 0.5, fast_paths=True,
-                 memory_limit=None):
+                 memory_limit=None, batch_windows: bool = True):
         # Frame mode processes shots in chunks of at most this many 64-shot words, fewer when
         # memory is short; results do not depend on it. memory_limit (bytes, or "512M", "2G"):
         # plan as if the host had at most this much memory available (memory_fraction of it).
@@ -49,6 +49,9 @@ class NumpyEngine(Engine):
         # finds loop cycles (_TableauPass); "always": loops folded wherever they can be; False:
         # the plain walks, run by run and iteration by iteration, the oracle of the others.
         self.fast_paths = fast_paths
+        # True: a window of several collapses in tableau mode runs as one low-rank update of the
+        # tableau (TableauState.collapse_window); False: one collapse after the other, its oracle.
+        self.batch_windows = batch_windows
 
     def _budget(self) -> int:
         free = available_memory()
@@ -75,6 +78,13 @@ class NumpyEngine(Engine):
 
     def _collapse_run(self, state, rows, step, records, key, repetition, reference):
         qs = rows[:, A]
+        if self.batch_windows and len(rows) > 1:
+            coins = [0 if reference else coin(key, int(slot) + step.rand_shift, repetition) for slot in rows[:, RAND]]
+            outcomes = state.collapse_window(qs.tolist(), coins, (rows[:, OP] != _M).tolist())
+            for row, outcome in zip(rows, outcomes):
+                if row[OP] in (_M, _MR):
+                    records[row[REC] + step.rec_shift] = outcome ^ (int(row[FLAGS]) & FLAG_INVERT)
+            return
         deterministic = state.is_deterministic(qs)
         # Deterministic outcomes of the window, read together before any collapse.
         fixed = state.S[state.n + qs]

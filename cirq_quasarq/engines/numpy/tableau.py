@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from ...core import opcodes
-from ...core.paulis import bit, inclusive_prefix_xor, popcount_rows, spread
+from ...core.paulis import bit, popcount_rows, spread
 from ...core.tableau import InverseTableau
 
 _ONE = np.uint64(1)
@@ -40,48 +40,80 @@ def _recipe(code: int):
     return arity, tuple(outputs)
 
 
+@functools.lru_cache(maxsize=None)
+def _gate_plan(code: int):
+    """(arity, inputs to gather, [(output g, log_i, input rows)] for the outputs that change): an
+    output that is its own old row with log_i = 0 is left alone, one that is its own row with
+    log_i = 2 only flips its sign."""
+    arity, outputs = _recipe(code)
+    changes = [(g, log_i % 4, inputs) for g, (log_i, inputs) in enumerate(outputs)
+               if not (inputs == (g,) and log_i % 4 == 0)]
+    gathered = sorted({i for g, log_i, inputs in changes if inputs != (g,) for i in inputs})
+    return arity, tuple(gathered), tuple(changes)
+
+
+def _product_log(a: np.ndarray, b: np.ndarray, words: int, counts: np.ndarray):
+    """(a·b, log_i of the phase the product picks up) for [G, 2W] rows (X words, then Z words).
+
+    Per position the phase is ±i where the factors anticommute: +i, or -i where
+    x_ab ⊕ z_ab ⊕ (x_a ∧ z_b) is set; so log_i = |anti| + 2·|anti ∧ that| (mod 4)."""
+    ax, az, bx, bz = a[:, :words], a[:, words:], b[:, :words], b[:, words:]
+    xz = ax & bz
+    product = a ^ b
+    anti = np.bitwise_xor(bx & az, xz, out=counts[0])
+    np.bitwise_and(product[:, :words] ^ product[:, words:] ^ xz, anti, out=counts[1])
+    tallies = np.bitwise_count(counts).sum(axis=2, dtype=np.int64)
+    return product, tallies[0] + 2 * tallies[1]
+
+
 class TableauState:
+    """X and Z are views of one [2n, 2W] array (a row's X words, then its Z words), so a gate
+    gathers, multiplies and scatters a row's X and Z parts with one operation each."""
+
     def __init__(self, n: int):
         ident = InverseTableau.identity(n)
-        self.n = n
-        self.words = ident.xx.shape[1]
-        self.X = np.concatenate([ident.xx, ident.zx])
-        self.Z = np.concatenate([ident.xz, ident.zz])
-        self.S = np.zeros(2 * n, dtype=np.uint8)
+        self._store(n, np.concatenate([ident.xx, ident.zx]), np.concatenate([ident.xz, ident.zz]),
+                    np.zeros(2 * n, dtype=np.uint8))
+
+    def _store(self, n: int, X: np.ndarray, Z: np.ndarray, S: np.ndarray) -> None:
+        self.n, self.words = n, X.shape[1]
+        self.T = np.concatenate([X, Z], axis=1)
+        self.X, self.Z = self.T[:, : self.words], self.T[:, self.words :]
+        self.S = S
 
     @classmethod
     def from_inverse(cls, inv: InverseTableau) -> "TableauState":
         """A state holding a copy of `inv` (to continue simulating from it)."""
         state = cls.__new__(cls)
-        state.n, state.words = inv.num_qubits, inv.xx.shape[1]
-        state.X = np.concatenate([inv.xx, inv.zx])
-        state.Z = np.concatenate([inv.xz, inv.zz])
-        state.S = np.concatenate([inv.xs, inv.zs]).astype(np.uint8)
+        state._store(inv.num_qubits, np.concatenate([inv.xx, inv.zx]), np.concatenate([inv.xz, inv.zz]),
+                     np.concatenate([inv.xs, inv.zs]).astype(np.uint8))
         return state
 
     # -- gates ---------------------------------------------------------------------------
     def apply_unitary(self, code: int, q0: np.ndarray, q1: np.ndarray) -> None:
         """Apply opcode `code` to each (q0[i], q1[i]) pair (disjoint), vectorised over i."""
-        arity, outputs = _recipe(code)
-        n, X, Z, S = self.n, self.X, self.Z, self.S
         if len(q0) == 1:
+            arity, outputs = _recipe(code)
             return self._apply_one(arity, outputs, int(q0[0]), int(q1[0]))
+        arity, gathered, changes = _gate_plan(code)
+        n, T, S, W = self.n, self.T, self.S, self.words
         rows = (q0, q0 + n) if arity == 1 else (q0, q0 + n, q1, q1 + n)
-        old = [(X[r], Z[r], S[r].astype(np.int64)) for r in rows]
+        old = {i: (np.take(T, rows[i], axis=0), S[rows[i]].astype(np.int64)) for i in gathered}
+        counts = np.empty((2, len(q0), W), dtype=np.uint64) if changes else None
         new = []
-        for log_i, inputs in outputs:
-            ax, az, s = old[inputs[0]]
-            log_i = log_i + 2 * s
+        for g, log_i, inputs in changes:
+            if inputs == (g,):  # its own row, sign flipped
+                new.append((g, None, S[rows[g]] ^ np.uint8(1)))
+                continue
+            acc, log = old[inputs[0]][0], log_i + 2 * old[inputs[0]][1]
             for i in inputs[1:]:
-                bx, bz, bs = old[i]
-                cx, cz = ax ^ bx, az ^ bz
-                # With P = i^(x.z) X^x Z^z per position: P1 P2 = i^(x1.z1 + x2.z2 - x3.z3 + 2 z1.x2) P3.
-                log_i = (log_i + 2 * bs + popcount_rows(ax & az) + popcount_rows(bx & bz)
-                         - popcount_rows(cx & cz) + 2 * popcount_rows(az & bx))
-                ax, az = cx, cz
-            new.append((ax, az, ((log_i & 3) >> 1).astype(np.uint8)))
-        for row, (ax, az, s) in zip(rows, new):
-            X[row], Z[row], S[row] = ax, az, s
+                acc, phase = _product_log(acc, old[i][0], W, counts)
+                log = log + phase + 2 * old[i][1]
+            new.append((g, acc, ((log & 3) >> 1).astype(np.uint8)))
+        for g, data, sign in new:
+            if data is not None:
+                T[rows[g]] = data
+            S[rows[g]] = sign
 
     def _apply_one(self, arity: int, outputs, q0: int, q1: int) -> None:
         """`apply_unitary` for a single gate (a run of one, as in a chain of dependent gates):
@@ -121,53 +153,91 @@ class TableauState:
     def collapse(self, q: int, coin: int) -> int:
         """Z-measure qubit q (docs/engine-semantics.md, steps 1-4); returns the outcome."""
         n = self.n
-        zx_q = self.X[n + q]
-        nonzero = np.flatnonzero(zx_q)
-        if len(nonzero) == 0:
+        pivot = _pivot(self.X[n + q])
+        if pivot is None:
             return int(self.S[n + q])
-        w0 = int(nonzero[0])
-        word = int(zx_q[w0])
-        low = word & -word  # the minimum pivot: lowest set bit
-        p = 64 * w0 + low.bit_length() - 1
-        victims = zx_q.copy()
-        victims[w0] ^= np.uint64(low)
-        self._inject_cx(p, victims)
-        wp, bp = p >> 6, np.uint64(p & 63)
-        xp = (self.X[:, wp] >> bp) & _ONE
-        zp = (self.Z[:, wp] >> bp) & _ONE
-        if zp[n + q]:  # Y-type pivot: H_YZ at p
-            self.S ^= (xp & (zp ^ _ONE)).astype(np.uint8)
-            xp = xp ^ zp
-        else:  # X-type pivot: H at p
-            self.S ^= (xp & zp).astype(np.uint8)
-            xp, zp = zp, xp
-        self.X[:, wp] = (self.X[:, wp] & ~(_ONE << bp)) | (xp << bp)
-        self.Z[:, wp] = (self.Z[:, wp] & ~(_ONE << bp)) | (zp << bp)
-        if int(self.S[n + q]) != coin:  # X at p flips every row with a Z part there
-            self.S ^= zp.astype(np.uint8)
+        p, victims = pivot
+        _cx_fan(self.X, self.Z, self.S, p, victims)
+        yz = int(bit(self.Z[n + q : n + q + 1], p)[0])
+        _swap(self.X, self.Z, self.S, p, yz)
+        if int(self.S[n + q]) != coin:
+            _inject(self.Z, self.S, p)
         return coin
 
-    def _inject_cx(self, p: int, victims: np.ndarray) -> None:
-        """CX(p, t) for every victim t in increasing order, on every row (eq. CXSign/zc)."""
-        cols = np.flatnonzero(victims)
-        if len(cols) == 0:
-            return
-        v = victims[cols]
-        xs = self.X[:, cols]
-        zv = self.Z[:, cols] & v
-        xp = bit(self.X, p)
-        zp = bit(self.Z, p)
-        # c_t: parity of zv strictly below t (within the word, then the words before it).
-        within = inclusive_prefix_xor(zv) ^ zv
-        word_parity = (np.bitwise_count(zv) & np.uint8(1)).astype(np.uint64)
-        before = np.cumsum(word_parity, axis=1, dtype=np.uint64) - word_parity
-        c = within ^ spread(before & _ONE)
-        term = zv & ~(xs ^ spread(zp)[:, None] ^ c)
-        flip = xp & (popcount_rows(term).astype(np.uint64) & _ONE)
-        self.S ^= flip.astype(np.uint8)
-        self.X[:, cols] = xs ^ (spread(xp)[:, None] & v)
-        total = popcount_rows(zv).astype(np.uint64) & _ONE
-        self.Z[:, p >> 6] ^= total << np.uint64(p & 63)
+    def collapse_window(self, qs, coins, resets) -> list:
+        """Z-measure the distinct qubits `qs` in order (coin `coins[i]` for a random one; `resets[i]`:
+        then force q to |0>), with the result of `collapse` / `force_zero` one after the other;
+        returns the outcomes. Two passes over the tableau however many collapses are random: the
+        decisions (pivot, victims, H or H_YZ, the coin's X) are made on the measured qubits'
+        zrows alone (`_plan`), then every row takes all of them at once (`_window_update`)."""
+        outcomes, steps = self._plan(qs, coins, resets)
+        n = self.n
+        if not _window_pays([step for step in steps if step is not None], self.words):
+            _replay(self.X, self.Z, self.S, np.arange(2 * n), n, qs, steps, resets)
+            return outcomes
+        special = np.array(sorted({r for q, reset in zip(qs, resets) if reset for r in (int(q), n + int(q))}),
+                           dtype=np.int64)
+        saved = (self.X[special], self.Z[special], self.S[special])  # fancy indexing: copies
+        self._window_update([step for step in steps if step is not None])
+        if len(special):  # rows whose sign a reset clears mid-window: one collapse after the other
+            X, Z, S = saved
+            _replay(X, Z, S, special, n, qs, steps, resets)
+            self.X[special], self.Z[special], self.S[special] = X, Z, S
+        return outcomes
+
+    def _plan(self, qs, coins, resets):
+        """(outcomes, per collapse (pivot, victims, H_YZ?, inject?) or None when deterministic),
+        decided by running the window on the measured qubits' zrows only: a collapse's decisions
+        read nothing but the zrow of its own qubit, and each of its updates is row-local."""
+        rows = self.n + np.asarray(qs, dtype=np.int64)
+        X, Z, S = self.X[rows], self.Z[rows], self.S[rows]
+        outcomes, steps = [], []
+        for i in range(len(rows)):
+            pivot = _pivot(X[i])
+            if pivot is None:
+                outcomes.append(int(S[i]))
+                steps.append(None)
+            else:
+                p, victims = pivot
+                _cx_fan(X, Z, S, p, victims)
+                yz = int(bit(Z[i : i + 1], p)[0])
+                _swap(X, Z, S, p, yz)
+                inject = int(S[i]) != int(coins[i])
+                if inject:
+                    _inject(Z, S, p)
+                outcomes.append(int(coins[i]))
+                steps.append((p, victims, yz, inject))
+            if resets[i]:
+                S[i] = 0
+        return outcomes, steps
+
+    def _window_update(self, steps) -> None:
+        """Every row through the window's random collapses `steps` as one low-rank update.
+
+        Split the columns into the pivots P and the rest N. On N, z never changes and x changes
+        only by the CX fans: x_N ^= Σ_i α_i v_i, α_i being the row's x at p_i when collapse i
+        runs; the bits on P are few and followed exactly. So a row needs, from before the window,
+        its bits on P and per collapse a_i = |z ∧ v_i^N| mod 4 and b_i = |x ∧ z ∧ v_i^N| mod 2
+        (pass 1); a sequential phase on those bits gives the α_i, the final bits on P and every
+        sign term but one: the part of |x∧z∧v_i| that the x_N changes of earlier collapses j < i
+        add, which sums over the pairs to Σ_{t∈N} z_t·C(c_t, 2) with c_t = Σ_i α_i v_i[t]. Pass 2
+        forms c mod 4 from tables of the 2^8 combinations of eight victim masks (Method of Four
+        Russians) and applies x_N ^= bit0(c), s ^= |z ∧ bit1(c)|."""
+        W = self.words
+        pivots = sorted({p for p, *_ in steps})
+        on_pivots = np.zeros(W, dtype=np.uint64)
+        for p in pivots:
+            on_pivots[p >> 6] |= _ONE << np.uint64(p & 63)
+        victims_n = [v & ~on_pivots for _, v, _, _ in steps]
+        used = np.flatnonzero(np.bitwise_or.reduce(victims_n))  # the passes skip words no victim has
+        span = slice(int(used[0]), int(used[-1]) + 1) if len(used) else slice(0, 0)
+        victims_n = [v[span] for v in victims_n]
+        window = _Window(steps, pivots, victims_n, [_pack_bits(_bits_at(v[None, :], pivots))[0] for _, v, _, _ in steps],
+                         [_combinations(victims_n[g : g + 8]) for g in range(0, len(steps), 8)] if len(used) else [])
+        rows = max(64, (1 << 20) // (16 * W))  # blocks of rows of about 1 MiB: temporaries stay in cache
+        for lo in range(0, 2 * self.n, rows):
+            X, Z = self.X[lo : lo + rows], self.Z[lo : lo + rows]
+            window.apply(X, Z, X[:, span], Z[:, span], self.S[lo : lo + rows])
 
     def force_zero(self, q: int) -> None:
         """After a collapse of q: reset it to |0> (both of its rows' signs to +)."""
@@ -177,7 +247,8 @@ class TableauState:
     def copy(self) -> "TableauState":
         other = TableauState.__new__(TableauState)
         other.n, other.words = self.n, self.words
-        other.X, other.Z, other.S = self.X.copy(), self.Z.copy(), self.S.copy()
+        other.T, other.S = self.T.copy(), self.S.copy()
+        other.X, other.Z = other.T[:, : self.words], other.T[:, self.words :]
         return other
 
     def equals(self, other: "TableauState") -> bool:
@@ -185,8 +256,7 @@ class TableauState:
         if not np.array_equal(self.S, other.S):
             return False
         for lo in range(0, 2 * self.n, 256):
-            if not (np.array_equal(self.X[lo : lo + 256], other.X[lo : lo + 256])
-                    and np.array_equal(self.Z[lo : lo + 256], other.Z[lo : lo + 256])):
+            if not np.array_equal(self.T[lo : lo + 256], other.T[lo : lo + 256]):
                 return False
         return True
 
@@ -195,3 +265,181 @@ class TableauState:
         return InverseTableau(n, self.X[:n].copy(), self.Z[:n].copy(), self.X[n:].copy(),
                               self.Z[n:].copy(), self.S[:n].copy(), self.S[n:].copy())
 
+
+# -- A collapse's row operations (docs/engine-semantics.md) on any rows: each update of a collapse
+# -- is row-local, so the same code serves the whole tableau, a window's zrows and a few rows.
+def _pivot(zx: np.ndarray):
+    """(pivot p, victim mask) of a zrow's X part: its lowest set bit, and the others; None if zero."""
+    nonzero = np.flatnonzero(zx)
+    if len(nonzero) == 0:
+        return None
+    w0 = int(nonzero[0])
+    word = int(zx[w0])
+    low = word & -word
+    victims = zx.copy()
+    victims[w0] ^= np.uint64(low)
+    return 64 * w0 + low.bit_length() - 1, victims
+
+
+def _cx_fan(X: np.ndarray, Z: np.ndarray, S: np.ndarray, p: int, victims: np.ndarray) -> None:
+    """CX(p, t) for every victim t in increasing order, on rows X / Z / S (eq. CXSign/zc).
+
+    With m = |z ∧ v| and the running parity c_t of z∧v below t, the sign term
+    Σ_t z_t v_t (1 ⊕ x_t ⊕ z_p ⊕ c_t) sums to |x∧z∧v| ⊕ m(1 ⊕ z_p) ⊕ C(m, 2): the c_t part
+    counts the pairs of victims with z set, so no prefix scan is needed, only m mod 4."""
+    nonzero = np.flatnonzero(victims)
+    if len(nonzero) == 0:
+        return
+    w0 = int(nonzero[0])
+    v = victims[w0:]
+    xs = X[:, w0:]  # a view: the CXs write X in place
+    zv = Z[:, w0:] & v
+    m = popcount_rows(zv)
+    xzv = popcount_rows(zv & xs)
+    xp = bit(X, p)
+    zp = bit(Z, p).astype(np.int64)
+    term = (xzv ^ (m & (1 ^ zp)) ^ (m >> 1)) & 1
+    S ^= (xp.astype(np.int64) & term).astype(np.uint8)
+    xs ^= spread(xp)[:, None] & v
+    Z[:, p >> 6] ^= (m & 1).astype(np.uint64) << np.uint64(p & 63)
+
+
+def _swap(X: np.ndarray, Z: np.ndarray, S: np.ndarray, p: int, yz: int) -> None:
+    """H_YZ (a Y-type pivot) or H (X-type) at column p, with their sign rules."""
+    wp, bp = p >> 6, np.uint64(p & 63)
+    xp = (X[:, wp] >> bp) & _ONE
+    zp = (Z[:, wp] >> bp) & _ONE
+    if yz:
+        S ^= (xp & (zp ^ _ONE)).astype(np.uint8)
+        xp = xp ^ zp
+    else:
+        S ^= (xp & zp).astype(np.uint8)
+        xp, zp = zp, xp
+    X[:, wp] = (X[:, wp] & ~(_ONE << bp)) | (xp << bp)
+    Z[:, wp] = (Z[:, wp] & ~(_ONE << bp)) | (zp << bp)
+
+
+def _inject(Z: np.ndarray, S: np.ndarray, p: int) -> None:
+    """The coin's X at p: flips the sign of every row with a Z part there."""
+    S ^= ((Z[:, p >> 6] >> np.uint64(p & 63)) & _ONE).astype(np.uint8)
+
+
+def _replay(X, Z, S, rows: np.ndarray, n: int, qs, steps, resets) -> None:
+    """A window's decisions (`TableauState._plan`) applied one collapse after the other to the
+    tableau rows `rows` (held in X / Z / S), each reset clearing its qubit's rows' signs in turn."""
+    position = {int(r): i for i, r in enumerate(rows)}
+    for q, step, reset in zip(qs, steps, resets):
+        if step is not None:
+            p, victims, yz, inject = step
+            _cx_fan(X, Z, S, p, victims)
+            _swap(X, Z, S, p, yz)
+            if inject:
+                _inject(Z, S, p)
+        if reset:
+            for r in (int(q), n + int(q)):
+                if r in position:
+                    S[position[r]] = 0
+
+
+def _bits_at(A: np.ndarray, columns) -> np.ndarray:
+    """uint64 0/1 [rows, len(columns)]: each row's bit at each column."""
+    cols = np.asarray(columns, dtype=np.int64)
+    return (A[:, cols >> 6] >> (cols & 63).astype(np.uint64)) & _ONE
+
+
+def _pack_bits(bits: np.ndarray) -> np.ndarray:
+    """uint64 0/1 [rows, k] -> uint64 [rows, ceil(k / 64)] (bit j in word j // 64)."""
+    rows, k = bits.shape
+    padded = np.zeros((rows, -(-k // 64) * 64), dtype=np.uint64)
+    padded[:, :k] = bits
+    return np.bitwise_or.reduce(padded.reshape(rows, -1, 64) << np.arange(64, dtype=np.uint64), axis=2)
+
+
+def _window_pays(steps, words: int) -> bool:
+    """Whether the window update moves fewer words than one collapse after the other: a CX fan
+    makes about 8 passes over the words from its first victim on (none without victims), the
+    window about 4 per collapse plus 6 per table lookup over the words any victim holds."""
+    if len(steps) < 2:
+        return False
+    firsts = [np.flatnonzero(v) for _, v, _, _ in steps]
+    one_by_one = sum(8 * (words - int(f[0])) for f in firsts if len(f))
+    held = np.flatnonzero(np.bitwise_or.reduce([v for _, v, _, _ in steps]))
+    span = int(held[-1] - held[0] + 1) if len(held) else 0
+    return (4 * len(steps) + 6 * -(-len(steps) // 8)) * span < one_by_one
+
+
+def _combinations(victims):
+    """Tables of the 2^len combinations of up to eight victim masks: bit 0 and bit 1 of how many of
+    the chosen masks hold each column (combination index bit j chooses victims[j])."""
+    low = np.zeros((1 << len(victims), victims[0].shape[0]), dtype=np.uint64)
+    high = np.zeros_like(low)
+    for j, v in enumerate(victims):  # the combinations with v_j: those without it, plus v_j
+        size = 1 << j
+        high[size : 2 * size] = high[:size] ^ (low[:size] & v)
+        low[size : 2 * size] = low[:size] ^ v
+    return low, high
+
+
+class _Window:
+    """A window's random collapses as TableauState._window_update applies them to a block of rows."""
+
+    def __init__(self, steps, pivots, victims_n, victims_p, tables):
+        self.steps, self.pivots, self.tables = steps, pivots, tables
+        self.victims_n, self.victims_p = victims_n, victims_p
+        self.column = {p: j for j, p in enumerate(pivots)}
+
+    def apply(self, X: np.ndarray, Z: np.ndarray, XN: np.ndarray, ZN: np.ndarray, S: np.ndarray) -> None:
+        """Rows X / Z / S (views), XN / ZN their words that victims hold (views of them)."""
+        column, pivots = self.column, self.pivots
+        xp_all, zp_all = _pack_bits(_bits_at(X, pivots)), _pack_bits(_bits_at(Z, pivots))
+        # Pass 1: the counts over N, before anything changes.
+        a, b = [], []
+        for v in self.victims_n:
+            zv = ZN & v
+            a.append(popcount_rows(zv) & 3)
+            b.append(popcount_rows(zv & XN) & 1)
+        # The sequential phase, on the bits at the pivots.
+        s = S.astype(np.int64)
+        alphas = []
+        for i, (p, _, yz, inject) in enumerate(self.steps):
+            jw, jb = column[p] >> 6, np.uint64(column[p] & 63)
+            xp = ((xp_all[:, jw] >> jb) & _ONE).astype(np.int64)
+            zp = ((zp_all[:, jw] >> jb) & _ONE).astype(np.int64)
+            vp = self.victims_p[i]
+            m = a[i] + popcount_rows(zp_all & vp)
+            y = b[i] ^ (popcount_rows(xp_all & zp_all & vp) & 1)
+            s ^= xp & (y ^ ((m & 1) & (1 ^ zp)) ^ ((m >> 1) & 1))
+            xp_all ^= spread(xp)[:, None] & vp
+            bx, bz = xp, zp ^ (m & 1)
+            if yz:
+                s ^= bx & (1 ^ bz)
+                bx = bx ^ bz
+            else:
+                s ^= bx & bz
+                bx, bz = bz, bx
+            if inject:
+                s ^= bz
+            keep = ~(_ONE << jb)
+            xp_all[:, jw] = (xp_all[:, jw] & keep) | (bx.astype(np.uint64) << jb)
+            zp_all[:, jw] = (zp_all[:, jw] & keep) | (bz.astype(np.uint64) << jb)
+            alphas.append(xp)
+        # Pass 2: c = Σ_i α_i v_i^N mod 4 as two bit planes, eight collapses per table lookup.
+        low = high = None
+        for g, (t_low, t_high) in enumerate(self.tables):
+            index = sum(alpha << j for j, alpha in enumerate(alphas[8 * g : 8 * g + 8]))
+            e_low, e_high = t_low[index], t_high[index]
+            if low is None:
+                low, high = e_low, e_high
+            else:
+                high ^= e_high ^ (low & e_low)
+                low ^= e_low
+        if low is not None:
+            XN ^= low
+            s ^= popcount_rows(ZN & high) & 1
+        for p in pivots:  # the pivot columns as the sequential phase left them
+            wp, bp = p >> 6, np.uint64(p & 63)
+            jw, jb = column[p] >> 6, np.uint64(column[p] & 63)
+            keep = ~(_ONE << bp)
+            X[:, wp] = (X[:, wp] & keep) | (((xp_all[:, jw] >> jb) & _ONE) << bp)
+            Z[:, wp] = (Z[:, wp] & keep) | (((zp_all[:, jw] >> jb) & _ONE) << bp)
+        S[:] = s.astype(np.uint8)
