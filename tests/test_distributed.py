@@ -82,7 +82,7 @@ def test_a_killed_worker_leaves_the_result_unchanged(surface, tmp_path):
     def slow(shard):  # a reduction that takes a while, so the kill lands mid-run; logs each start
         with open(log, "a") as f:
             f.write(f"{shard.index}:{os.getpid()}\n")
-        time.sleep(0.05)
+        time.sleep(0.2)  # long against the time between a shard's end and its result's arrival
         return shard.data
 
     # Workers forked from this process start in well under a second (spawned ones import Cirq).
