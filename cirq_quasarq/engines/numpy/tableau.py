@@ -326,8 +326,8 @@ def _inject(Z: np.ndarray, S: np.ndarray, p: int) -> None:
 
 def _replay(X, Z, S, rows: np.ndarray, n: int, qs, steps, resets) -> None:
     """A window's decisions (`TableauState._plan`) applied one collapse after the other to the
-    tableau rows `rows` (held in X / Z / S), each reset clearing its qubit's rows' signs in turn."""
-    position = {int(r): i for i, r in enumerate(rows)}
+    tableau rows `rows` (sorted, held in X / Z / S), each reset clearing its qubit's rows' signs
+    in turn."""
     for q, step, reset in zip(qs, steps, resets):
         if step is not None:
             p, victims, yz, inject = step
@@ -337,8 +337,9 @@ def _replay(X, Z, S, rows: np.ndarray, n: int, qs, steps, resets) -> None:
                 _inject(Z, S, p)
         if reset:
             for r in (int(q), n + int(q)):
-                if r in position:
-                    S[position[r]] = 0
+                i = int(np.searchsorted(rows, r))
+                if i < len(rows) and rows[i] == r:
+                    S[i] = 0
 
 
 def _bits_at(A: np.ndarray, columns) -> np.ndarray:
