@@ -74,7 +74,8 @@ class _Keys:
     """The measurement keys a classical control may read at this point: name -> instances so far.
 
     `fresh_only`: inside a loop with repetition ids, measured keys get names of their own (so a
-    read of an outer key never becomes a read of the body's key of the same name)."""
+    read of an outer key never becomes a read of the body's key of the same name), and a name is
+    measured either only by stimcirq's gates (keys Cirq does not prefix) or only by Cirq's."""
 
     def __init__(self, visible: Optional[Dict[str, int]] = None, fresh_only: bool = False,
                  forbidden: Set[str] = frozenset()):
@@ -100,7 +101,7 @@ class _Context:
         self.flags = flags
         self.features = features
         self.width: Dict[str, int] = {}  # every key name drawn so far -> its width
-        self.in_loops: Set[str] = set()  # keys with an instance measured inside a loop
+        self.unscoped: Set[str] = set()  # keys measured by stimcirq's gates (never prefixed)
         self.keys = _Keys()
         self.depth = 0  # loop nesting
         self.counter = 0
@@ -199,12 +200,13 @@ def clifford_ops(draw, free: List[cirq.Qid], phased_xz: bool = True) -> cirq.Ope
 # -- measurements and resets -----------------------------------------------------------------------------------
 
 
-def _key(draw, ctx: _Context, width: int) -> str:
-    """A key of `width` bits for a measurement in this moment: an earlier one again, or new."""
+def _key(draw, ctx: _Context, width: int, unscoped: bool = False) -> str:
+    """A key of `width` bits for a measurement in this moment: an earlier one again, or new.
+    `unscoped`: for stimcirq's gate, whose key a loop with repetition ids does not prefix."""
     keys = ctx.keys
     taken = keys.unmeasurable()
     reusable = [k for k, w in ctx.width.items() if w == width and k not in taken
-                and (not keys.fresh_only or k in keys.local)]
+                and (not keys.fresh_only or (k in keys.local and (k in ctx.unscoped) == unscoped))]
     if reusable and draw(st.booleans()):
         name = draw(st.sampled_from(sorted(reusable)))
     else:
@@ -213,8 +215,8 @@ def _key(draw, ctx: _Context, width: int) -> str:
                 keys.fresh_only and name in ctx.width and name not in keys.local):
             name = ctx.fresh_name(width)
     ctx.width[name] = width
-    if ctx.depth:
-        ctx.in_loops.add(name)
+    if unscoped:
+        ctx.unscoped.add(name)
     keys.in_moment.add(name)
     keys.pending[name] = keys.pending.get(name, 0) + 1
     return name
@@ -256,18 +258,15 @@ def measure_ops(draw, ctx: _Context, free: List[cirq.Qid]) -> cirq.Operation:
                                   coefficient=sign)
         return cirq.measure_single_paulistring(string, key=_key(draw, ctx, 1))
     basis = draw(st.sampled_from("XYZ"))
-    if kind == "stim_mr" and ctx.keys.fresh_only and ctx.flags["stim_only"]:
-        return cirq.measure(free[0], key=_key(draw, ctx, 1))
     if kind == "reset":
         if basis == "Z" and draw(st.booleans()):
             return cirq.reset(free[0])
         return stimcirq.MeasureAndOrResetGate(measure=False, reset=True, basis=basis, invert_measure=False,
                                               key="", measure_flip_probability=0).on(free[0])
     flip = draw(st.one_of(st.just(0.0), ctx.flags["probabilities"])) if ctx.flags["noise"] else 0.0
-    if ctx.keys.fresh_only:  # stimcirq keeps its own gates' keys unprefixed in loops with repetition ids
-        ctx.features.not_stim.add("stimcirq measurement in a loop with repetition ids")
     return stimcirq.MeasureAndOrResetGate(measure=True, reset=draw(st.booleans()), basis=basis,
-                                          invert_measure=draw(st.booleans()), key=_key(draw, ctx, 1),
+                                          invert_measure=draw(st.booleans()),
+                                          key=_key(draw, ctx, 1, unscoped=True),
                                           measure_flip_probability=flip).on(free[0])
 
 
@@ -338,9 +337,8 @@ def controlled_ops(draw, ctx: _Context, free: List[cirq.Qid]) -> Optional[cirq.O
         op = draw(noise_ops(free[:1]))
     how = "key" if ctx.flags["stim_only"] else draw(st.sampled_from(["key", "key", "earlier", "two_keys", "sympy"]))
     key = draw(st.sampled_from(names))
-    # The instance before the latest, read outside loops, of a key never measured in a loop (the
-    # compiler's documented limit; test_known_bug_earlier_instance_after_loop).
-    if how == "earlier" and ctx.depth == 0 and visible[key] >= 2 and ":" not in key and key not in ctx.in_loops:
+    # The instance before the latest, read outside loops (inside, the compiler's documented limit).
+    if how == "earlier" and ctx.depth == 0 and visible[key] >= 2:
         conditions = [cirq.KeyCondition(cirq.MeasurementKey.parse_serialized(key), index=-2)]
     elif how == "two_keys" and len(names) >= 2:
         conditions = [key, draw(st.sampled_from([k for k in names if k != key]))]
@@ -384,12 +382,11 @@ def loop_ops(draw, ctx: _Context, free: List[cirq.Qid]) -> cirq.Operation:
     if not body.all_qubits():
         body = cirq.Circuit(cirq.I.on_each(*qubits))
     measured = {k: n - outer.visible.get(k, 0) for k, n in inner.visible.items() if n != outer.visible.get(k, 0)}
-    if repetition_ids and repetitions > 1:
-        for i in range(repetitions):  # each iteration's keys, readable after the loop as "i:key"
-            for k, count in measured.items():
+    for k, count in measured.items():
+        if repetition_ids and repetitions > 1 and k not in ctx.unscoped:
+            for i in range(repetitions):  # each iteration's instances, readable after the loop as "i:key"
                 outer.pending[f"{i}:{k}"] = count
-    else:
-        for k, count in measured.items():
+        else:
             outer.pending[k] = outer.pending.get(k, 0) + repetitions * count
     outer.in_moment.update(measured)
     outer.read_in_moment |= inner.read_all

@@ -165,11 +165,21 @@ class Emitter:
         return self.keys.read(key, f"{op!r} at {self.where()}", finish, all_levels, index)
 
 
+def _has_unitary(op) -> bool:
+    """cirq.has_unitary, False where Cirq cannot tell: it decomposes operations, and some raise on
+    the way (stimcirq's noisy measurements: NotImplementedError). Such an operation is no unitary
+    prefix, so the circuit is sampled gate by gate, as its measurement would have to be."""
+    try:
+        return cirq.has_unitary(op)
+    except (NotImplementedError, TypeError, ValueError):
+        return False
+
+
 def samples_terminally(circuit) -> bool:
     blocked: set = set()
     for moment in circuit:
         for op in moment.operations:
-            if not blocked.intersection(op.qubits) and cirq.has_unitary(op):
+            if not blocked.intersection(op.qubits) and _has_unitary(op):
                 continue
             if not isinstance(op.gate, cirq.MeasurementGate):
                 return False

@@ -11,6 +11,9 @@ record shift of only the shared loops. A read of a key whose latest instance lie
 that measures it again later in its body sees, from the second iteration on, the previous
 iteration's instance: that is expressible only when it is exactly one loop stride later than the
 instance before the loop (`PendingRead`, checked when the loop closes).
+
+Earlier instances (`KeyCondition(index < -1)`) are read from every instance of the key in order,
+a closed loop's body instances standing for one instance per iteration (`Run`, never listed).
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ class Scope:
                 name = kmap.get(name, name)
         return self.path + tuple(mkey.path) + (name,)
 
+    @staticmethod
+    def key_as_written(mkey: cirq.MeasurementKey) -> Tuple:
+        """The key of a measurement that Cirq's protocols do not see: no scope applies to it."""
+        return tuple(mkey.path) + (mkey.name,)
+
 
 class Entry:
     __slots__ = ("slots", "nest", "serial")
@@ -97,12 +105,43 @@ class LoopFrame:
         self.pending: List[PendingRead] = []
 
 
+class Run:
+    """A closed loop's body instances of a key, one per iteration, without listing them: `parts`
+    (slot arrays or inner Runs, in body order) repeated `count` times, `stride` records apart,
+    the first at record shift `offset`."""
+
+    __slots__ = ("parts", "sizes", "count", "stride", "offset", "size")
+
+    def __init__(self, parts: List, count: int, stride: int, offset: int = 0):
+        self.parts = parts
+        self.sizes = [_size(part) for part in parts]
+        self.count, self.stride, self.offset = count, stride, offset
+        self.size = count * sum(self.sizes)
+
+    def at(self, p: int) -> np.ndarray:
+        """The slots of the p-th instance (execution order)."""
+        i, r = divmod(p, self.size // self.count)
+        for part, n in zip(self.parts, self.sizes):
+            if r < n:
+                return _at(part, r) + (self.offset + i * self.stride)
+            r -= n
+        raise IndexError(p)
+
+
+def _size(item) -> int:
+    return item.size if type(item) is Run else 1
+
+
+def _at(item, p: int) -> np.ndarray:
+    return item.at(p) if type(item) is Run else item
+
+
 class KeyTable:
     def __init__(self):
         self.entries: Dict[Tuple, Entry] = {}
-        # Every instance of a key measured outside loops, oldest first (for index < -1 reads);
-        # an instance measured inside a loop is marked None (it has one record per iteration).
-        self.instances: Dict[Tuple, List[Optional[np.ndarray]]] = {}
+        # Every instance of a key, oldest first (for index < -1 reads): (iteration-0 slots or a
+        # Run of them, loops open at it). A closing loop folds its body's instances into a Run.
+        self.instances: Dict[Tuple, List[Tuple[object, Tuple[int, ...]]]] = {}
         self.frames: List[LoopFrame] = []
         self.serial = 0
 
@@ -112,8 +151,9 @@ class KeyTable:
 
     def measured(self, key: Tuple, slots: np.ndarray) -> None:
         self.serial += 1
-        self.entries[key] = Entry(slots, self.nest(), self.serial)
-        self.instances.setdefault(key, []).append(None if self.frames else slots)
+        nest = self.nest()
+        self.entries[key] = Entry(slots, nest, self.serial)
+        self.instances.setdefault(key, []).append((slots, nest))
         if self.frames:
             self.frames[-1].measured.append(key)
 
@@ -157,16 +197,20 @@ class KeyTable:
         return e.slots, d
 
     def _read_older(self, key: Tuple, where: str, index: int) -> Tuple[np.ndarray, int]:
-        instances = self.instances.get(key, [])
-        if index >= 0 or len(instances) < -index:
-            raise errors.MeasurementKeyError(
-                f"{where} reads instance {index} of key {render(key)!r}, which has been measured "
-                f"{len(instances)} times before it")
-        if self.frames or any(slots is None for slots in instances[index:]):
-            raise errors.UnsupportedOperationError(
-                f"{where} reads instance {index} of key {render(key)!r} across a loop; earlier "
-                "instances (index < -1) are read only outside loops")
-        return instances[index], 0
+        items = self.instances.get(key, [])
+        back = -index  # instances from the end, the one read included
+        for item, _ in reversed(items if index < 0 else ()):
+            n = _size(item)
+            if back <= n:
+                if self.frames:
+                    raise errors.UnsupportedOperationError(
+                        f"{where} reads instance {index} of key {render(key)!r} across a loop; "
+                        "earlier instances (index < -1) are read only outside loops")
+                return _at(item, n - back), 0
+            back -= n
+        raise errors.MeasurementKeyError(
+            f"{where} reads instance {index} of key {render(key)!r}, which has been measured "
+            f"{sum(_size(item) for item, _ in items)} times before it")
 
     # -- loops --------------------------------------------------------------------------------
     def open_loop(self, loop_id: int, count: int, ids: Optional[Sequence[str]]) -> Optional[RepVar]:
@@ -207,6 +251,7 @@ class KeyTable:
             e = self.entries.get(key)
             if e is None or len(e.nest) <= level or e.nest[level] != frame.loop_id:
                 continue
+            self._fold_instances(key, frame, level, stride)
             nest = e.nest[:level] + e.nest[level + 1:]
             if frame.var is not None and frame.var in key:
                 del self.entries[key]
@@ -220,3 +265,24 @@ class KeyTable:
                 e.nest = nest
                 if parent is not None:
                     parent.measured.append(key)
+
+    def _fold_instances(self, key: Tuple, frame: LoopFrame, level: int, stride: int) -> None:
+        """Fold the body's instances of `key` (the tail of its list) into one Run per key name:
+        one for a plain key, one per iteration's name where the key has repetition ids."""
+        items = self.instances.get(key, [])
+        start = len(items)
+        while start > 0 and len(items[start - 1][1]) > level and items[start - 1][1][level] == frame.loop_id:
+            start -= 1
+        if start == len(items):
+            return
+        nest = items[start][1][:level] + items[start][1][level + 1:]
+        parts = [item for item, _ in items[start:]]
+        del items[start:]
+        if frame.var is None or frame.var not in key:
+            items.append((Run(parts, frame.count, stride), nest))
+            return
+        for i, rep_id in enumerate(frame.var.ids):
+            name = tuple(rep_id if c is frame.var else c for c in key)
+            self.instances.setdefault(name, []).append((Run(parts, 1, stride, i * stride), nest))
+        if not items:
+            self.instances.pop(key, None)

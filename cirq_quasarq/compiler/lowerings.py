@@ -145,7 +145,10 @@ def measure_reset(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None
             b.confusion(rec, np.array([[1 - p, p], [p, 1 - p]]), pos=at.place((q,)))
         key = gate.key if isinstance(gate.key, cirq.MeasurementKey) else \
             cirq.MeasurementKey.parse_serialized(str(gate.key))
-        em.register_key(scope.key_of(key), [rec])
+        # Cirq does not see this gate's key (it has no measurement-key protocol), so a
+        # CircuitOperation neither prefixes it (parent path, repetition ids) nor maps it: it
+        # stays as written, one instance per iteration, as stimcirq.StimSampler records it.
+        em.register_key(scope.key_as_written(key), [rec])
 
 
 def reset(em: "Emitter", op, gate: cirq.ResetChannel, scope: "Scope", at: "Cursor") -> None:
