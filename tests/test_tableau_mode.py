@@ -202,3 +202,23 @@ def test_window_batched_collapse_matches_stim(seed):
     run = NumpyEngine().run_tableau(program, sched, key)
     sim = replay_in_stim(program, sched, key, run.records)
     assert as_stim_inverse(run.tableau) == sim.current_inverse_tableau(), f"seed={seed} n={n}"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_gate_layers_equal_gates_run_by_run(seed):
+    """Tableaux of up to 1024 qubits take consecutive gates on disjoint qubits as one layer
+    (TableauState.apply_layer); the same runs as the plain walk (fast_paths=False, each run of
+    one opcode on its own): noise, classically controlled gates, collapses and loops in between."""
+    from .test_cuda_engine import rich_program
+
+    n = [3, 17, 64, 100, 257, 640, 1024, 1100][seed]
+    program = rich_program(n, 6, 90 + seed, frames=False)
+    sched = schedule(program)
+    for repetition, reference in ((0, False), (3, False), (0, True)):
+        key = rng.make_key(40 + seed)
+        got = NumpyEngine().run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        want = NumpyEngine(fast_paths=False).run_tableau(program, sched, key, repetition=repetition,
+                                                         reference=reference)
+        ctx = f"seed={seed} n={n} rep={repetition} ref={reference}"
+        assert np.array_equal(got.records, want.records), ctx
+        assert got.tableau.equals(want.tableau), ctx

@@ -23,13 +23,14 @@ from ...schedule.walk import LoopBlock, assignment_index, condition_refs, walk
 from ..base import Engine, TableauRun, gib
 from .frames import confuse, controlled_pauli, frame_plan
 from .noise import Draws, walked_inventory
-from .tableau import TableauState
+from .tableau import TableauState, layer_plan
 
 Kind = opcodes.Kind
 _UNITARY, _NOISE, _RECORD_NOISE = int(Kind.UNITARY), int(Kind.NOISE), int(Kind.RECORD_NOISE)
 _COLLAPSES = (int(Kind.MEASURE), int(Kind.RESET), int(Kind.MEASURE_RESET))
 _ONE = np.uint64(1)
 _M, _R, _MR, _I = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"], opcodes.CODE["I"]
+_LAYER_WORDS = 16  # tableaux of up to 1024 qubits take their gates a layer at a time (measured crossover)
 _PAULI_OF_OP = {opcodes.CODE["X"]: 1, opcodes.CODE["Y"]: 2, opcodes.CODE["Z"]: 3}
 
 
@@ -221,8 +222,26 @@ class _TableauPass:
         self.pending: list = []  # deferred collapse rows (reference pass)
         self.pending_qubits: set = set()
         self.pending_step = None
+        # Small tableaux: consecutive gates on disjoint qubits are applied as one layer (the cost
+        # there is per array operation, not per word); fast_paths=False applies them run by run.
+        self.layers = bool(engine.fast_paths) and state.words <= _LAYER_WORDS
+        self.layer: list = []  # (start, end, opcode) of the buffered gate runs
+        self.layer_qubits: set = set()
+
+    def flush_layer(self) -> None:
+        if not self.layer:
+            return
+        ins = self.schedule.instructions
+        cache = self.program.derived.setdefault("numpy_layers", {})
+        key = tuple(self.layer)
+        plan = cache.get(key)
+        if plan is None:
+            plan = cache[key] = layer_plan(self.state.n, [(op, ins[lo:hi, A], ins[lo:hi, B]) for lo, hi, op in self.layer])
+        self.layer, self.layer_qubits = [], set()
+        self.state.apply_layer(plan)
 
     def flush(self) -> None:
+        self.flush_layer()
         if self.pending:
             rows = np.concatenate(self.pending)
             self.pending, self.pending_qubits = [], set()
@@ -272,6 +291,9 @@ class _TableauPass:
         program, state, records = self.program, self.state, self.records
         rows = self.schedule.instructions[step.start : step.end]
         kind = int(opcodes.KIND[step.op])
+        gate = kind == _UNITARY and rows[0, COND] < 0
+        if self.layers and not gate:
+            self.flush_layer()  # whatever is not a gate sees every gate before it applied
         if self.fast:
             if kind in _COLLAPSES and rows[0, COND] < 0:
                 qs = rows[:, A].tolist()
@@ -290,8 +312,16 @@ class _TableauPass:
             if not program.conditions[int(rows[0, COND])].table[assignment_index(records[refs])]:
                 return
         if kind == _UNITARY:
-            if step.op != _I:
-                state.apply_unitary(step.op, rows[:, A], rows[:, B])
+            if step.op == _I:
+                return
+            if self.layers and gate:
+                qs = rows[:, A].tolist() + [b for b in rows[:, B].tolist() if b >= 0]
+                if not self.layer_qubits.isdisjoint(qs):
+                    self.flush_layer()
+                self.layer.append((step.start, step.end, step.op))
+                self.layer_qubits.update(qs)
+                return
+            state.apply_unitary(step.op, rows[:, A], rows[:, B])
         elif kind in _COLLAPSES:
             self.engine._collapse_run(state, rows, step, records, self.key, self.repetition, self.reference)
         elif kind == _NOISE:
