@@ -1,6 +1,7 @@
 """GPU tableau mode (single shot) on the paper's random Clifford circuits.
 
     python -m benchmarks.bench_gpu_tableau [--sizes 5000 10000 100000] [--depth 100] [--repeat 3]
+                                           [--stages] [--compare]
 
 Per layer 70% of the qubits get a gate from {X, Y, Z, H, S, S†, CX, CY, CZ, SWAP, ISWAP}, then
 max(1, n // 1400) random Z measurements (benchmarks/random_clifford.py, built straight into a
@@ -36,30 +37,83 @@ def random_clifford_program(n: int, depth: int, seed: int = 0):
     return b.build()
 
 
+def copy_bandwidth(engine, nbytes: int = 1 << 30) -> float:
+    """Device-to-device copy bandwidth in bytes/s (read + write counted), best of 5."""
+    cuda = engine.cuda
+    src, dst = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
+    best = float("inf")
+    for _ in range(5):
+        start, end = cuda.Event(), cuda.Event()
+        start.record()
+        cuda.memcpy_dtod(dst, src, nbytes)
+        end.record()
+        end.synchronize()
+        best = min(best, end.time_since(start) / 1e3)
+    src.free()
+    dst.free()
+    return 2 * nbytes / best
+
+
+def best_of(engine, program, sched, repeat: int):
+    best, run = float("inf"), None
+    for _ in range(repeat):
+        run = None  # a live earlier result would be downloaded inside the next timed call
+        t0 = time.perf_counter()
+        run = engine.run_tableau(program, sched, rng.make_key(1))
+        best = min(best, time.perf_counter() - t0)
+    return best, run
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 10000, 100000])
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--stages", action="store_true", help="one more, profiled run per size: device time per stage")
+    ap.add_argument("--compare", action="store_true",
+                    help="also time the rows path (each row through every collapse: the low-rank update's oracle) "
+                         "and check that both give the same records (and tableau up to n = 30k)")
+    ap.add_argument("--lowrank-min", type=int, default=None,
+                    help="windows of at least this many collapses take the low-rank update (default: the engine's)")
     args = ap.parse_args(argv)
     from cirq_quasarq.engines.cuda import CudaEngine
 
     engine = CudaEngine()
+    if args.lowrank_min is not None:
+        engine.lowrank_min = args.lowrank_min
+    rows_engine = CudaEngine(lowrank_windows=False) if args.compare else None
     warm = random_clifford_program(200, 5)
-    engine.run_tableau(warm, schedule(warm), rng.make_key(0))
-    print(f"{'n':>7} {'depth':>5} {'gates':>9} {'meas':>6} {'GPU s':>8} {'target':>7}")
+    for e in (engine, rows_engine):
+        if e is not None:
+            e.run_tableau(warm, schedule(warm), rng.make_key(0))
+    bandwidth = copy_bandwidth(engine)
+    print(f"device copy bandwidth {bandwidth / 1e9:.0f} GB/s (read + write)")
+    print(f"{'n':>7} {'depth':>5} {'gates':>9} {'meas':>6} {'GPU s':>8} {'target':>7} {'floor s':>8}"
+          + (f" {'rows s':>8} {'same':>5}" if args.compare else ""))
     for n in args.sizes:
         program = random_clifford_program(n, args.depth)
         sched = schedule(program)
-        best = float("inf")
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            engine.run_tableau(program, sched, rng.make_key(1))
-            best = min(best, time.perf_counter() - t0)
+        best, run = best_of(engine, program, sched, args.repeat)
         gates = int(np.sum(opcodes.KIND[program.instructions[:, 0]] == opcodes.Kind.UNITARY))
         target = TARGETS.get(n)
         scaled = f"{target * args.depth / 100:.3f}" if target else "-"
-        print(f"{n:>7} {args.depth:>5} {gates:>9} {program.num_records:>6} {best:>8.4f} {scaled:>7}", flush=True)
+        # The floor: one read and one write of the tableau per gate window and per collapse window.
+        passes = len(engine.device_program(program, sched).tableau_plan().actions)
+        floor = passes * 2 * (2 * n * ((n + 63) // 64) * 8 * 2) / bandwidth
+        line = f"{n:>7} {args.depth:>5} {gates:>9} {program.num_records:>6} {best:>8.4f} {scaled:>7} {floor:>8.4f}"
+        if rows_engine is not None:
+            rows_best, rows_run = best_of(rows_engine, program, sched, min(args.repeat, 2 if n <= 30000 else 1))
+            same = np.array_equal(run.records, rows_run.records)
+            if n <= 30000:
+                same = same and run.tableau.equals(rows_run.tableau)
+            line += f" {rows_best:>8.4f} {str(same):>5}"
+        print(line, flush=True)
+        if args.stages:  # launches bracketed by events: slower end to end, exact per stage
+            engine.profile = True
+            engine.run_tableau(program, sched, rng.make_key(1))
+            engine.profile = False
+            print("        stages (device s): " + ", ".join(f"{k} {v:.4f}" for k, v in engine.stage_seconds.items()),
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -21,23 +21,20 @@
 //                       block; blockDim.x == 32 * row_warps * rows_per_block; dynamic shared memory
 //                       (2 * rows_per_block + 1) * W words (the block's rows, and the current
 //                       collapse's victim mask). With no active collapse a block only clears the
-//                       deterministic resets' signs.
+//                       deterministic resets' signs. With row_ids (not null) block b takes the one
+//                       row row_ids[b] (rows_per_block == 1): the rows the low-rank update skips
+//                       (measure_lowrank.cu).
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include "paulis.cuh"
 #include "tables.cuh"
 #include "measure_swap.cuh"
+#include "measure_plan.cuh"
 
 #define QQ_PLAN_BLOCK 1024
 #define QQ_ROWS_MAX_PER_BLOCK 8
-#define QQ_PLAN_FIELDS 6
-#define QQ_PLAN_ACTIVE 0
-#define QQ_PLAN_P 1
-#define QQ_PLAN_YZ 2
-#define QQ_PLAN_INJECT 3
-#define QQ_PLAN_RESET 4
-#define QQ_PLAN_Q 5
 
 #define QQ_FULL_MASK 0xFFFFFFFFu
+#define QQ_CX_UNROLL 4  // words a lane loads before it uses them (measure_rows_plan: latency of L2)
 
 // Alg. 7 (with Alg. 8 when `decided`) of one collapse on one row, by one warp: CX(p, t) for every
 // victim t (mask v), in increasing t, as the prefix-XOR closed form over the row's words split in
@@ -52,16 +49,24 @@ __device__ __forceinline__ void qq_row_cx(qq_u64* x, qq_u64* z, const qq_u64* v,
     const int len = W - pw, per = (len + 31) >> 5;
     const int lo = pw + min(len, lane * per), hi = pw + min(len, lane * per + per);
     int term = 0, carry = 0;
-    for (int w = lo; w < hi; ++w) {
-        const qq_u64 vw = v[w];
-        if (!vw) continue;
-        const qq_u64 zw = z[w];
-        if (xp) {
-            const qq_u64 xw = x[w];
-            term ^= qq_cx_victims_word(xw, zw, vw, zp, &carry);
-            x[w] = xw ^ vw;  // the pivot's own bit is not in v
-        } else {
-            carry ^= qq_popc(zw & vw) & 1;
+    for (int w = lo; w < hi; w += QQ_CX_UNROLL) {  // the slice is in global memory: loads first, then use
+        qq_u64 vw[QQ_CX_UNROLL], zw[QQ_CX_UNROLL], xw[QQ_CX_UNROLL];
+#pragma unroll
+        for (int u = 0; u < QQ_CX_UNROLL; ++u) {
+            const bool in = w + u < hi;
+            vw[u] = in ? v[w + u] : 0ull;
+            zw[u] = in ? z[w + u] : 0ull;
+            xw[u] = in && xp ? x[w + u] : 0ull;
+        }
+#pragma unroll
+        for (int u = 0; u < QQ_CX_UNROLL; ++u) {
+            if (!vw[u]) continue;
+            if (xp) {
+                term ^= qq_cx_victims_word(xw[u], zw[u], vw[u], zp, &carry);
+                x[w + u] = xw[u] ^ vw[u];  // the pivot's own bit is not in v
+            } else {
+                carry ^= qq_popc(zw[u] & vw[u]) & 1;
+            }
         }
     }
     int incl = carry;  // inclusive XOR scan of the segments' parities
@@ -191,16 +196,16 @@ measure_rows_plan(const QQTables* T, const int* ctx, int cstart, int cend, const
 
 extern "C" __global__ void __launch_bounds__(32 * QQ_ROW_MAX_WARPS * QQ_ROWS_MAX_PER_BLOCK)
 measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* V, const int* active,
-                   int k, int n, int W, int rows_per_block, int row_warps) {
+                   int k, int n, int W, int rows_per_block, int row_warps, const int* row_ids) {
     extern __shared__ qq_u64 smem[];
     __shared__ int s_term[QQ_ROWS_MAX_PER_BLOCK][QQ_ROW_MAX_WARPS], s_par[QQ_ROWS_MAX_PER_BLOCK][QQ_ROW_MAX_WARPS];
     __shared__ int s_sign[QQ_ROWS_MAX_PER_BLOCK];
     const int row_threads = 32 * row_warps;
     const int tid = threadIdx.x, lane = tid & 31, local = tid / row_threads;  // the block's row
     const int part = tid % row_threads, wid = part >> 5;                      // thread and warp in the row
-    const size_t R = (size_t)2 * n, r0 = (size_t)blockIdx.x * rows_per_block;
+    const size_t R = (size_t)2 * n, r0 = row_ids ? (size_t)row_ids[blockIdx.x] : (size_t)blockIdx.x * rows_per_block;
     const size_t r = r0 + local;
-    const bool live = local < rows_per_block && r < R;
+    const bool live = local < rows_per_block && r < R;  // row_ids: local == 0
     if (*active == 0) {  // only deterministic collapses: their resets clear q's signs
         if (!live || part != 0) return;
         for (int i = 0; i < k; ++i) {
@@ -209,7 +214,7 @@ measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, cons
         }
         return;
     }
-    const int rows = (int)min((size_t)rows_per_block, R - r0);
+    const int rows = row_ids ? 1 : (int)min((size_t)rows_per_block, R - r0);
     qq_u64* xs = smem;
     qq_u64* zs = smem + (size_t)rows_per_block * W;
     qq_u64* vs = smem + (size_t)2 * rows_per_block * W;

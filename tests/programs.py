@@ -51,3 +51,30 @@ def random_program(n: int, depth: int, seed: int, *, collapse: float = 0.5, nois
                     b.measure(q, reset=True)
                     sc.append("MR", [q])
     return b.build(), sc
+
+
+def window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers: int = 8):
+    """Layers of random gates, each followed by a window of distinct-qubit collapses: M (some
+    inverted), R and MR mixed; wide windows on few qubits make later collapses deterministic."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    for _ in range(layers):
+        for _ in range(4):  # enough scrambling that most collapses of the next window are random
+            b.next_step()
+            qs = list(range(n))
+            r.shuffle(qs)
+            while len(qs) > 1 and r.random() < 0.95:
+                if r.random() < 0.5:
+                    b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
+                else:
+                    b.gate(r.choice(UNITARY_1), qs.pop())
+        b.next_step()
+        for q in r.sample(range(n), min(r.choice(widths), n)):
+            kind = r.random()
+            if kind < 0.6:
+                b.measure(q, invert=r.random() < 0.2)
+            elif kind < 0.8:
+                b.reset(q)
+            else:
+                b.measure(q, reset=True)
+    return b.build()

@@ -19,11 +19,11 @@ from cirq_quasarq.errors import OutOfMemoryError
 from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
+from .programs import UNITARY_1, UNITARY_2, window_program
+
 pytestmark = pytest.mark.gpu
 
 Kind = opcodes.Kind
-UNITARY_1 = [o.name for o in opcodes.OPCODES if o.kind == Kind.UNITARY and o.arity == 1]
-UNITARY_2 = [o.name for o in opcodes.OPCODES if o.kind == Kind.UNITARY and o.arity == 2]
 PAULIS = ["I", "X", "Y", "Z"]
 PROBS = [0.0, 1e-4, 1e-3, 0.003, 0.01, 1 / 128, 0.05, 0.2, 0.5, 1.0]
 
@@ -37,19 +37,24 @@ def cuda_engine():
     return CudaEngine()
 
 
-@pytest.fixture(scope="module", params=["block", "rows", "no-sync", "sync"])
+@pytest.fixture(scope="module", params=["block", "lowrank", "rows", "no-sync", "sync"])
 def cuda_engines(request):
-    """Each measurement path: small windows in one block; the window in one pass over the rows
+    """Each measurement path: small windows in one block; the window as a low-rank update
+    (measure_lowrank.cu); the window in one pass over the rows, each row through every collapse
     (measure_rows.cu); per collapse, transposed, with and without the per-window host read of
-    deterministic / random flags (the batched path's sequential oracle)."""
+    deterministic / random flags (the batched paths' sequential oracle)."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
 
     if request.param == "block":
         return CudaEngine()
+    if request.param == "lowrank":
+        engine = CudaEngine(block_windows=False)
+        engine.lowrank_min = 2
+        return engine
     if request.param == "rows":
-        return CudaEngine(block_windows=False)
+        return CudaEngine(block_windows=False, lowrank_windows=False)
     return CudaEngine(window_sync=request.param == "sync", block_windows=False, batch_windows=False)
 
 
@@ -470,55 +475,37 @@ def test_out_of_memory_is_reported():
 
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(8))
 def test_window_batched_collapse_equals_sequential(numpy_engine, seed):
-    """Windows of 1..512 collapses (random, deterministic, R, MR; the paper's random Clifford layers
-    and wide measurement layers): the batched path gives the sequential path's records and
-    inverse tableau bit for bit, and both the NumPy engine's."""
+    """Windows of 1..512 collapses (random, deterministic, R, MR, inverted M; reference and sampled
+    coins): the low-rank update (measure_lowrank.cu), the rows path (measure_rows.cu, one and four
+    warps a row) and the per-collapse transposed path give the same records and inverse tableau
+    bit for bit, and the NumPy engine's."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
 
-    batched, sequential = CudaEngine(block_windows=False), CudaEngine(block_windows=False, batch_windows=False)
-    wide = CudaEngine(block_windows=False)
+    lowrank = CudaEngine(block_windows=False)
+    lowrank.lowrank_min = 2  # every window of two or more collapses, however small
+    rows = CudaEngine(block_windows=False, lowrank_windows=False)
+    wide = CudaEngine(block_windows=False, lowrank_windows=False)
     wide.row_warps = 4  # the long-row configuration on rows of any length
-    r = random.Random(seed)
-    n = [600, 1500, 5000, 9000, 700, 2048][seed]
-    b = ProgramBuilder(n)
-    for layer in range(12):
-        b.next_step()
-        qs = list(range(n))
-        r.shuffle(qs)
-        while len(qs) > 1 and r.random() < 0.9:
-            if r.random() < 0.5:
-                b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
-            else:
-                b.gate(r.choice(UNITARY_1), qs.pop())
-        b.next_step()
-        width = r.choice([1, 2, 3, 17, 64, 200, 512])
-        for q in r.sample(range(n), min(width, n)):
-            kind = r.random()
-            if kind < 0.6:
-                b.measure(q, invert=r.random() < 0.2)
-            elif kind < 0.8:
-                b.reset(q)
-            else:
-                b.measure(q, reset=True)
-    program = b.build()
+    sequential = CudaEngine(block_windows=False, batch_windows=False)
+    n = [600, 1500, 5000, 9000, 700, 2048, 4100, 130][seed]
+    program = window_program(n, 900 + seed, widths=(1, 2, 3, 17, 64, 65, 200, 512), layers=10)
     sched = schedule(program)
     for repetition, reference in ((0, False), (7, False), (0, True)):
         key = rng.make_key(1000 + seed)
-        got = batched.run_tableau(program, sched, key, repetition=repetition, reference=reference)
         want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
         ctx = f"seed={seed} n={n} rep={repetition} ref={reference}"
-        assert np.array_equal(got.records, want.records), ctx
-        assert got.tableau.equals(want.tableau), ctx
-        other = wide.run_tableau(program, sched, key, repetition=repetition, reference=reference)
-        assert np.array_equal(other.records, want.records) and other.tableau.equals(want.tableau), ctx
+        for name, engine in (("lowrank", lowrank), ("rows", rows), ("rows, 4 warps", wide)):
+            got = engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+            assert np.array_equal(got.records, want.records), f"{name}: {ctx}"
+            assert got.tableau.equals(want.tableau), f"{name}: {ctx}"
         if n <= 2048:
             ref = numpy_engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
-            assert np.array_equal(got.records, ref.records), ctx
-            assert got.tableau.equals(ref.tableau), ctx
+            assert np.array_equal(ref.records, want.records), ctx
+            assert ref.tableau.equals(want.tableau), ctx
 
 
 test_window_batched_collapse_equals_sequential = pytest.mark.gpu(test_window_batched_collapse_equals_sequential)

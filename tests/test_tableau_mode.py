@@ -13,7 +13,7 @@ from cirq_quasarq.engines import NumpyEngine
 from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
-from .programs import UNITARY_1, UNITARY_2, random_program
+from .programs import UNITARY_1, UNITARY_2, random_program, window_program
 from .replay import as_stim_inverse, replay_in_stim
 
 
@@ -147,40 +147,13 @@ def test_engines_agree_with_numpy_engine(engine):
         assert ours.tableau.equals(ref.tableau)
 
 
-def _window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers: int = 8):
-    """Layers of random gates, each followed by a window of distinct-qubit collapses: M (some
-    inverted), R and MR mixed; wide windows on few qubits make later collapses deterministic."""
-    r = random.Random(seed)
-    b = ProgramBuilder(n)
-    for _ in range(layers):
-        for _ in range(4):  # enough scrambling that most collapses of the next window are random
-            b.next_step()
-            qs = list(range(n))
-            r.shuffle(qs)
-            while len(qs) > 1 and r.random() < 0.95:
-                if r.random() < 0.5:
-                    b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
-                else:
-                    b.gate(r.choice(UNITARY_1), qs.pop())
-        b.next_step()
-        for q in r.sample(range(n), min(r.choice(widths), n)):
-            kind = r.random()
-            if kind < 0.6:
-                b.measure(q, invert=r.random() < 0.2)
-            elif kind < 0.8:
-                b.reset(q)
-            else:
-                b.measure(q, reset=True)
-    return b.build()
-
-
 @pytest.mark.parametrize("seed", range(10))
 def test_window_batched_collapse_equals_sequential_numpy(seed):
     """The NumPy engine's low-rank window update (TableauState.collapse_window) gives the
     one-collapse-at-a-time path's records and inverse tableau bit for bit: windows of 1..512
     collapses, random / deterministic, M / R / MR, reference and sampled coins."""
     n = [5, 40, 130, 700, 1500, 64, 65, 300, 1000, 2100][seed]
-    program = _window_program(n, seed)
+    program = window_program(n, seed)
     sched = schedule(program)
     batched, sequential = NumpyEngine(), NumpyEngine(batch_windows=False)
     for repetition, reference in ((0, False), (5, False), (0, True)):
@@ -196,7 +169,7 @@ def test_window_batched_collapse_equals_sequential_numpy(seed):
 def test_window_batched_collapse_matches_stim(seed):
     """The batched windows against stim replaying our coins (postselect_z): the inverse tableau."""
     n = [12, 50, 200, 700, 1500, 3000][seed]
-    program = _window_program(n, 50 + seed, widths=(2, 5, 30, 128), layers=5)
+    program = window_program(n, 50 + seed, widths=(2, 5, 30, 128), layers=5)
     sched = schedule(program)
     key = rng.make_key(seed)
     run = NumpyEngine().run_tableau(program, sched, key)

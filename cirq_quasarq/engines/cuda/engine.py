@@ -27,7 +27,7 @@ from ...core.tableau import InverseTableau
 from ...errors import GpuFaultError, InvalidInputError
 from ...schedule import Schedule
 from ..base import Engine, TableauRun
-from . import faults, loader
+from . import faults, loader, measure
 from .device_program import DeviceProgram
 from .frames import FrameMode
 from .tableau import TableauMode
@@ -99,6 +99,10 @@ class CudaEngine(Engine):
     measurement window in one block (measure_window_block): one launch a window, no transposes.
     batch_windows: larger tableaux run each window of up to max(64, n/64) collapses in one pass
     (measure_rows.cu); False keeps the per-collapse transposed path (the batched path's oracle).
+    lowrank_windows: among those, windows of at least `lowrank_min` collapses (default
+    measure.LOWRANK_MIN_COLLAPSES) take the low-rank update (measure_lowrank.cu: per 64 collapses
+    a tensor-core product and a table-driven pass instead of each row through every collapse);
+    False keeps measure_rows_apply for them (its oracle).
     profile: when set, every kernel launch is bracketed by CUDA events and each run_tableau /
     sample_frames leaves its device time per stage in stage_seconds (init, gates, confusion,
     transpose, pivot search + compaction, elimination, collapse window (one block), frames).
@@ -119,7 +123,7 @@ class CudaEngine(Engine):
 
     def __init__(self, max_shot_words: Optional[int] = None, device: int = 0, memory_fraction: float = 0.85,
                  frame_memory: str = "auto", window_sync: Optional[bool] = None, block_windows: bool = True,
-                 batch_windows: bool = True, memory_limit=None):
+                 batch_windows: bool = True, lowrank_windows: bool = True, memory_limit=None):
         import pycuda.driver as cuda
 
         if frame_memory not in ("auto", "shared", "global"):
@@ -130,6 +134,8 @@ class CudaEngine(Engine):
         self.window_sync = window_sync
         self.block_windows = block_windows
         self.batch_windows = batch_windows
+        self.lowrank_windows = lowrank_windows
+        self.lowrank_min = measure.LOWRANK_MIN_COLLAPSES
         self.row_warps: Optional[int] = None  # warps a row in measure_rows_apply (None: by row length)
 
         self.cuda = cuda

@@ -3,11 +3,16 @@
 Kernels driven, per window ('C' action of the plan), one of four equivalent paths
 (docs/engine-semantics.md, "Z measurement of qubit q"), chosen by `window_path`:
 
-- rows (`batch_windows`, the default, for windows of up to max(64, n/64) collapses without
-  classical control): measure_rows_plan decides the whole window on the measured qubits' rows
-  alone, then measure_rows_apply takes every row of the tableau through all of the window's
-  collapses in shared memory (measure_rows.cu): one read and one write of the tableau a window,
-  no transposes, so no second tableau buffer either.
+- low rank (`lowrank_windows`, the default, for windows of engine.lowrank_min (LOWRANK_MIN_COLLAPSES)
+  to max(64, n/64) collapses without classical control): measure_rows_plan decides the whole window on the measured qubits' rows
+  alone, then per chunk of LOWRANK_CHUNK collapses lowrank_prepare, lowrank_counts and
+  lowrank_apply update every row at once (measure_lowrank.cu: a bit-matrix product on the tensor
+  cores and a table-driven pass, whatever the number of collapses); the rows whose sign a reset clears mid-window are replayed by
+  measure_rows_apply. No transposes, no second tableau buffer.
+- rows (`batch_windows`, for the windows low rank does not take, or all when it is off): the same
+  plan, then measure_rows_apply takes every row of the tableau through all of the window's
+  collapses one after the other in shared memory (measure_rows.cu): one read and one write of the
+  tableau a window, but per row the work of every collapse.
 - one block (`block_windows` and W <= BLOCK_MAX_W words a row, n <= 4096): measure_window_block
   (measure_block.cu: Algs. 5, 7 and 8 for the whole window in gate layout), one launch a window.
 - with the window's host read: measure_window_scan (measure_scan.cu, Alg. 5 for every collapse at
@@ -47,6 +52,15 @@ ROWS_MAX_PER_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_MAX_PER_BL
 PLAN_FIELDS = loader.source_define("measure_rows.cu", "QQ_PLAN_FIELDS")
 ROW_MAX_WARPS = loader.source_define("measure_rows.cu", "QQ_ROW_MAX_WARPS")
 ONE_WARP_WORDS = 512  # rows of at most this many words take one warp each (measured on an H100)
+LOWRANK_CHUNK = loader.source_define("measure_lowrank.cu", "QQ_LR_CHUNK")
+LOWRANK_PREP_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_PREP_BLOCK")
+LOWRANK_COUNT_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_BLOCK")
+LOWRANK_COUNT_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_ROWS")
+LOWRANK_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_BLOCK")
+LOWRANK_META_FIELDS = loader.source_define("measure_lowrank.cu", "QQ_LR_META_FIELDS")
+# Below this many collapses a window costs the rows path less than the low rank update's two table
+# passes (measured on an H100: even at 21 collapses on 30k qubits, 7x slower at 7 on 10k).
+LOWRANK_MIN_COLLAPSES = 16
 
 
 def rows_per_block(smem_optin: int, W: int) -> int:
@@ -55,32 +69,63 @@ def rows_per_block(smem_optin: int, W: int) -> int:
 
 
 def window_path(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int) -> str:
-    """"block", "rows" or "transpose": how collapses [cstart, cend) of a window run."""
+    """"block", "lowrank", "rows" or "transpose": how collapses [cstart, cend) of a window run."""
     if engine.block_windows and W <= BLOCK_MAX_W:
         return "block"
     count = cend - cstart
     if (engine.batch_windows and count <= max(64, n // 64) and not (ins[cstart:cend, COND] >= 0).any()
             and rows_per_block(engine.smem_optin, W) >= 1):
-        return "rows"
+        return "lowrank" if engine.lowrank_windows and count >= max(2, engine.lowrank_min) else "rows"
     return "transpose"
 
 
-def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
-    """The window in one pass over the tableau (measure_rows.cu)."""
-    cuda, launch = engine.cuda, engine.launcher.launch
-    n, W, k = ws.n, ws.W, cend - cstart
-    launch("collapse window plan", "measure_rows_plan", (1, 1), (PLAN_BLOCK, 1, 1), T, ctx, cstart, cend, int(X), int(Z),
-           int(ws.S), int(ws.sx), int(ws.sz), int(ws.ss), int(ws.plan), int(ws.vrows), int(ws.active), int(ws.rec),
-           W, k0, k1, rep, ref_flag)
-    per = rows_per_block(engine.smem_optin, W)
+def _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
+    """The window's records and decisions, from the measured qubits' rows (measure_rows_plan)."""
+    engine.launcher.launch("collapse window plan", "measure_rows_plan", (1, 1), (PLAN_BLOCK, 1, 1), T, ctx, cstart,
+                           cend, int(X), int(Z), int(ws.S), int(ws.sx), int(ws.sz), int(ws.ss), int(ws.plan),
+                           int(ws.vrows), int(ws.active), int(ws.rec), ws.W, k0, k1, rep, ref_flag)
+
+
+def _rows_apply(engine, ws, X, Z, k, stage, per, grid, row_ids) -> None:
+    """measure_rows_apply: every row (row_ids 0) or the rows listed at row_ids (one a block)."""
+    cuda, W = engine.cuda, ws.W
     smem = 8 * (2 * per + 1) * W
     name = "measure_rows_apply"
     if smem > engine.launcher.shared_set.get(name, 48 * 1024):
         engine.launcher.functions[name].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
         engine.launcher.shared_set[name] = smem
     warps = engine.row_warps or (1 if W <= ONE_WARP_WORDS else ROW_MAX_WARPS)
-    launch("collapse window (rows)", name, ((2 * n + per - 1) // per, 1), (32 * warps * per, 1, 1), int(X), int(Z),
-           int(ws.S), int(ws.plan), int(ws.vrows), int(ws.active), k, n, W, per, warps, shared_size=smem)
+    engine.launcher.launch(stage, name, (grid, 1), (32 * warps * per, 1, 1), int(X), int(Z), int(ws.S), int(ws.plan),
+                           int(ws.vrows), int(ws.active), k, ws.n, W, per, warps, row_ids, shared_size=smem)
+
+
+def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
+    """The window in one pass over the tableau, each row through every collapse (measure_rows.cu)."""
+    _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
+    per = rows_per_block(engine.smem_optin, ws.W)
+    _rows_apply(engine, ws, X, Z, cend - cstart, "collapse window (rows)", per, (2 * ws.n + per - 1) // per, 0)
+
+
+def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag) -> None:
+    """The window as low-rank updates of the tableau, LOWRANK_CHUNK collapses each (measure_lowrank.cu)."""
+    launch = engine.launcher.launch
+    n, W, k = ws.n, ws.W, cend - cstart
+    _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
+    for c0 in range(0, k, LOWRANK_CHUNK):
+        kc = min(LOWRANK_CHUNK, k - c0)
+        launch("collapse window (low rank)", "lowrank_prepare", (1, 1), (LOWRANK_PREP_BLOCK, 1, 1), int(ws.plan),
+               int(ws.vrows), c0, kc, k, n, W, int(ws.onpiv), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol),
+               int(ws.lr_pivots), int(ws.lr_vp), int(ws.lr_special))
+        launch("collapse window (low rank)", "lowrank_counts",
+               ((2 * n + LOWRANK_COUNT_ROWS - 1) // LOWRANK_COUNT_ROWS, 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z),
+               int(ws.vn), int(ws.lr_meta), int(ws.active), int(ws.lr_ab), kc, n, W)
+        launch("collapse window (low rank)", "lowrank_apply", ((2 * n + LOWRANK_BLOCK - 1) // LOWRANK_BLOCK, 1),
+               (LOWRANK_BLOCK, 1, 1), int(X), int(Z), int(ws.S), int(ws.plan), int(ws.vn), int(ws.lr_ab),
+               int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp), int(ws.lr_special),
+               int(ws.active), c0, kc, n, W)
+    special = 2 * int(np.count_nonzero(ins[cstart:cend, OP] != _M))
+    if special:  # rows whose sign a reset clears mid-window: one collapse after the other
+        _rows_apply(engine, ws, X, Z, k, "collapse window (low rank)", 1, special, int(ws.lr_special))
 
 
 def elimination_seg_shift(sm_count: int, n: int) -> int:
@@ -94,6 +139,9 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
     cuda, launch = engine.cuda, engine.launcher.launch
     n, W = ws.n, ws.W
     path = window_path(engine, n, W, ins, cstart, cend)
+    if path == "lowrank":
+        _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag)
+        return X, Z, X2, Z2
     if path == "rows":
         _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
         return X, Z, X2, Z2

@@ -54,6 +54,14 @@ class _Workspace:
         self.ss = alloc(4 * max(1, max_collapses))
         self.plan = alloc(4 * measure.PLAN_FIELDS * max(1, max_collapses))
         self.active = alloc(4)
+        # the low-rank update's chunk (measure_lowrank.cu)
+        chunk = measure.LOWRANK_CHUNK
+        self.onpiv = alloc(8 * self.W)
+        self.vn = alloc(8 * chunk * self.W)
+        self.lr_ab = alloc(8 * 3 * 2 * max(1, n))  # per row: a_i's two low bits, b_i's (measure_lowrank.cu)
+        self.lr_meta = alloc(4 * measure.LOWRANK_META_FIELDS)
+        self.lr_pcol, self.lr_pivots, self.lr_vp = alloc(4 * chunk), alloc(4 * chunk), alloc(8 * chunk)
+        self.lr_special = alloc(4 * 2 * max(1, max_collapses))
         self.max_collapses = max_collapses
         self.scratch = need_scratch
         self.seg_shift = 0  # measure_eliminate's threads per row (2^seg_shift); set by the owner
@@ -62,7 +70,8 @@ class _Workspace:
     def bytes_needed(n: int, num_records: int, need_scratch: bool, max_collapses: int = 0) -> int:
         W = max(1, (n + 63) // 64)
         return (8 * 2 * n * W * (4 if need_scratch else 2) + 2 * n + num_records + 12 * W + 4096
-                + 8 * 3 * max(1, max_collapses) * W + 28 * max(1, max_collapses))
+                + 8 * 3 * max(1, max_collapses) * W + 36 * max(1, max_collapses)
+                + 8 * (measure.LOWRANK_CHUNK + 1) * W + 16 * measure.LOWRANK_CHUNK + 48 * n)
 
 
 class _LazyTableauRun(TableauRun):
