@@ -393,7 +393,8 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
             key = self._next_key()
             run = self.engine.run_tableau(compiled, sched, key, initial=start_tableau)
             phase = _Replay(start, segments + [(compiled, sched, key, run.records)])
-            state = QuasarqState(run.tableau, compiled.qubits, phase, self.dtype)
+            # The final tableau is read when the state is (a GPU run's stays on the device until then).
+            state = QuasarqState(lambda run=run: run.tableau, compiled.qubits, phase, self.dtype)
             yield QuasarqTrialResult(resolver, last_measurements(compiled, run.records), state)
 
     def simulate_moment_steps(self, circuit: cirq.AbstractCircuit,

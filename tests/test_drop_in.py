@@ -358,6 +358,22 @@ def test_simulator_pickles():
     assert np.array_equal(copy.run(circuit, repetitions=100).records["m"], sim.run(circuit, repetitions=100).records["m"])
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_final_state_is_read_when_asked_and_pickles(device):
+    """simulate()'s final state takes the tableau from the run when first read (a GPU run's stays
+    on the device until then), also after the simulator has run again; a pickle carries it."""
+    if device == "gpu" and not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    sim = QuasarqSimulator(seed=3, device=device)
+    circuit = cirq.Circuit(cirq.H(Q[0]), cirq.CX(Q[0], Q[1]), cirq.S(Q[1]), cirq.measure(Q[2], key="m"))
+    first = sim.simulate(circuit).final_state
+    sim.simulate(cirq.Circuit(cirq.X(Q[0]), cirq.X(Q[1]), cirq.X(Q[2])))  # overwrites the engine's buffers
+    want = cirq.final_state_vector(circuit, qubit_order=Q[:3], ignore_terminal_measurements=True)
+    assert cirq.allclose_up_to_global_phase(first.state_vector(), want)
+    again = pickle.loads(pickle.dumps(first))
+    assert again == first
+
+
 def test_zero_repetitions_shape_as_cirq():
     circuit = cirq.Circuit(cirq.measure(Q[0], Q[1], key="m"), cirq.measure(Q[0], Q[1], key="m"))
     ours = QuasarqSimulator(device="cpu").run(circuit, repetitions=0)

@@ -8,7 +8,7 @@ not carry, comes from `results/phase.py` when a state vector is asked for."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cirq
 import numpy as np
@@ -61,11 +61,13 @@ class QuasarqState:
 
     `phase`, when given, is a callable returning the state's exact amplitudes (`phase.Amplitudes`,
     replayed only when a state vector is asked for); without it the vector is known up to phase and
-    is normalised so that its first nonzero amplitude is real and positive."""
+    is normalised so that its first nonzero amplitude is real and positive. `inverse` may also be a
+    callable returning the inverse tableau: it is called when the state is first read (the GPU
+    engine's final tableau then stays on the device until then: 5 GB at 100k qubits)."""
 
-    def __init__(self, inverse: InverseTableau, qubits, phase: Optional[Callable[[], Amplitudes]] = None,
-                 dtype=np.complex128):
-        self.inverse_tableau = inverse
+    def __init__(self, inverse: Union[InverseTableau, Callable[[], InverseTableau]], qubits,
+                 phase: Optional[Callable[[], Amplitudes]] = None, dtype=np.complex128):
+        self._inverse = inverse
         self.qubits = tuple(qubits)
         self.qubit_map: Dict[cirq.Qid, int] = {q: i for i, q in enumerate(self.qubits)}
         self.n = len(self.qubits)
@@ -78,6 +80,12 @@ class QuasarqState:
         return cls(InverseTableau.from_forward(tableau.xs, tableau.zs, tableau.rs), qubits)
 
     # -- the tableau --------------------------------------------------------------------------------
+    @property
+    def inverse_tableau(self) -> InverseTableau:
+        if not isinstance(self._inverse, InverseTableau):
+            self._inverse = self._inverse()
+        return self._inverse
+
     @functools.cached_property
     def _forward(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = self.n
@@ -192,6 +200,15 @@ class QuasarqState:
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text("cirq_quasarq.QuasarqState(...)" if cycle else str(self))
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """A pickle carries the tableau and the amplitudes a state vector needs, not the engine's run
+        nor the replay that would recompute them."""
+        state = dict(self.__dict__)
+        state["_inverse"] = self.inverse_tableau
+        if self._phase is not None:
+            state["_phase"] = _Known(self._phase()) if self.n <= MAX_STATE_VECTOR_QUBITS else None
+        return state
+
     def _json_dict_(self) -> Dict[str, Any]:
         return {"tableau": self.tableau, "qubits": list(self.qubits)}
 
@@ -204,3 +221,11 @@ class QuasarqState:
         return "cirq_quasarq"
 
 
+class _Known:
+    """A state's amplitudes once computed (what a pickled state keeps of its phase replay)."""
+
+    def __init__(self, amplitudes: Amplitudes):
+        self.amplitudes = amplitudes
+
+    def __call__(self) -> Amplitudes:
+        return self.amplitudes
