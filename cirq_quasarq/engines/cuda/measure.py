@@ -58,8 +58,9 @@ LOWRANK_COUNT_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_BL
 LOWRANK_COUNT_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_ROWS")
 LOWRANK_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_BLOCK")
 LOWRANK_META_FIELDS = loader.source_define("measure_lowrank.cu", "QQ_LR_META_FIELDS")
-# Below this many collapses a window costs the rows path less than the low rank update's two table
-# passes (measured on an H100: even at 21 collapses on 30k qubits, 7x slower at 7 on 10k).
+# Below this many collapses a window costs the rows path less than the low-rank update's two passes
+# (H100, docs/benchmarks-collapse.md: the low-rank run 1.25x slower end to end with 7 collapses a
+# window on 10k qubits, 1.6x faster with 21 on 30k).
 LOWRANK_MIN_COLLAPSES = 16
 
 
