@@ -64,11 +64,11 @@ WHAT = {
 SHARD_BYTES = 1 << 28
 # Default shards per worker thread when no shard size is given (balances the load, streams).
 SHARDS_PER_THREAD = 4
-# The engines' per-shot draws (a noise channel's outcome, a confusion map's value) take the shot
-# index into a 32-bit Philox counter word as shot >> 1 (docs/engine-semantics.md): past this many
-# shots of one key they repeat (the per-word draws repeat past 64 times as many). A longer run
-# should be split into calls, each of which draws its own key.
-SHOTS_PER_KEY = 1 << 33
+# The engines' per-shot draws (a noise channel's outcome, a confusion map's value) count shot >> 1
+# in a 61-bit Philox counter (core/rng.py: its bits past 32 sit above the stream id): past this
+# many shots of one key they would repeat. A longer run should be split into calls, each of which
+# draws its own key.
+SHOTS_PER_KEY = 1 << 62
 
 
 @dataclasses.dataclass
@@ -434,7 +434,7 @@ class DistributedSampler(cirq.Sampler):
                                     f"of what='records' or what='parities', not of what={what!r}")
         if repetitions > SHOTS_PER_KEY:
             warnings.warn(f"{repetitions} shots in one call: the engines' per-shot random draws repeat past "
-                          f"2**33 shots of one key; split the run into calls of at most {SHOTS_PER_KEY} shots "
+                          f"2**62 shots of one key; split the run into calls of at most {SHOTS_PER_KEY} shots "
                           "(each call draws its own key)", stacklevel=3)
         rows = {"records": program.num_records, "measurements": program.num_records}.get(
             what, len(program.detectors) + len(program.observables) + 7)

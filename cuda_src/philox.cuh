@@ -48,9 +48,13 @@ QQ_HD void qq_philox4x32_10(qq_u32 c[4], qq_u32 k0, qq_u32 k1) {
 }
 
 // Both words of one Philox call: indices 2*pair (even) and 2*pair + 1 (odd).
+// A counter's bits past 32 go to counter word 3 above the stream id (< 8): no draw repeats before
+// 2^62 shots, and counters below 2^32 are unchanged (rng.py, philox4x32).
+#define QQ_STREAM_BITS 3
+
 QQ_HD void qq_word_pair(qq_key key, qq_u32 stream, qq_u32 a, qq_u32 b, qq_u64 pair, qq_u64* even,
                         qq_u64* odd) {
-    qq_u32 c[4] = {(qq_u32)pair, a, b, stream};
+    qq_u32 c[4] = {(qq_u32)pair, a, b, stream | ((qq_u32)(pair >> 32) << QQ_STREAM_BITS)};
     qq_philox4x32_10(c, key.k0, key.k1);
     *even = (qq_u64)c[0] | ((qq_u64)c[1] << 32);
     *odd = (qq_u64)c[2] | ((qq_u64)c[3] << 32);
@@ -64,7 +68,8 @@ QQ_HD qq_u64 qq_word(qq_key key, qq_u32 stream, qq_u32 a, qq_u32 b, qq_u64 index
 
 // 32-bit draws (rng.words32_range): value i is output r[i & 3] of Philox(counter = (i >> 2, a, b, stream)).
 QQ_HD qq_u32 qq_word32(qq_key key, qq_u32 stream, qq_u32 a, qq_u32 b, qq_u64 index) {
-    qq_u32 c[4] = {(qq_u32)(index >> 2), a, b, stream};
+    const qq_u64 counter = index >> 2;
+    qq_u32 c[4] = {(qq_u32)counter, a, b, stream | ((qq_u32)(counter >> 32) << QQ_STREAM_BITS)};
     qq_philox4x32_10(c, key.k0, key.k1);
     const int k = (int)(index & 3);
     return k == 0 ? c[0] : k == 1 ? c[1] : k == 2 ? c[2] : c[3];

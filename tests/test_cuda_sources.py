@@ -123,3 +123,38 @@ def test_kernel_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("CIRQ_QUASARQ_KERNEL_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert loader.kernel_cache_dir() == tmp_path / "xdg" / "cirq-quasarq" / "kernels"
+
+
+_PHILOX_PROBE = r"""
+#include <cstdio>
+#include "philox.cuh"
+int main() {
+    const qq_key key = {0x1234567u, 0x89ABCDEFu};
+    const qq_u64 index[] = {0ull, 5ull, (1ull << 33) - 3, (1ull << 33) + 1, (1ull << 34) + 7, (1ull << 40) + 11};
+    for (qq_u64 i : index)
+        std::printf("%llu %u\n", qq_word(key, 4u, 7u, 2u, i), qq_word32(key, 3u, 9u, 0u, i));
+    return 0;
+}
+"""
+
+
+def test_philox_header_equals_the_numpy_draws_on_the_host(tmp_path):
+    """philox.cuh's functions are host-callable: compiled for the CPU they give rng.word and
+    rng.words32_range's values, counters past 32 bits included (no GPU needed)."""
+    from cirq_quasarq.core import rng
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    source = tmp_path / "probe.cu"
+    source.write_text(_PHILOX_PROBE)
+    binary = tmp_path / "probe"
+    built = subprocess.run([nvcc, "-std=c++17", "-I", str(SOURCES), "-o", str(binary), str(source)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    lines = subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout.split("\n")
+    key = (0x1234567, 0x89ABCDEF)
+    for line, i in zip(lines, (0, 5, (1 << 33) - 3, (1 << 33) + 1, (1 << 34) + 7, (1 << 40) + 11)):
+        word, word32 = (int(v) for v in line.split())
+        assert word == rng.word(key, 4, 7, 2, i), i
+        assert word32 == int(rng.words32_range(key, 3, 9, 0, i, 1)[0]), i

@@ -330,7 +330,7 @@ def test_local_gpu_cluster_needs_a_gpu(monkeypatch):
 
 def test_runs_past_the_counter_period_warn(surface):
     sc, _ = surface
-    with pytest.warns(UserWarning, match="2\\*\\*33"):
+    with pytest.warns(UserWarning, match="2\\*\\*62"):
         shards = qd.iter_shards(1, sc, qd.SHOTS_PER_KEY + 1, device="cpu", what="parities")
     shards.close()  # nothing was sampled: the shards are made as they are consumed
 

@@ -57,3 +57,25 @@ def test_scalar_word_equals_the_vectorised_words():
         stream, a, b = int(r.integers(0, 7)), int(r.integers(0, 2**32)), int(r.integers(0, 2**32))
         index = int(r.integers(0, 2**40))
         assert rng.word(key, stream, a, b, index) == int(rng.words(key, stream, a, b, index))
+
+
+def test_counters_past_32_bits_neither_repeat_nor_change_below():
+    """A counter's bits past 32 go above the stream id: draws at i and i + 2^33 differ (they
+    repeated before), ranges across the boundary equal their single words, and counters below
+    2^32 are what the known answers give (counter word 3 = the stream id)."""
+    key = rng.make_key(99)
+    for stream in rng.Stream:
+        low = rng.words_range(key, int(stream), 7, 0, 5, 8)
+        high = rng.words_range(key, int(stream), 7, 0, 5 + (1 << 33), 8)
+        assert not np.array_equal(low, high)
+        assert np.array_equal(rng.words32_range(key, int(stream), 7, 0, 5, 8),
+                              rng.words32_range(key, int(stream), 7, 0, 5, 8))
+        assert not np.array_equal(rng.words32_range(key, int(stream), 7, 0, 5, 8),
+                                  rng.words32_range(key, int(stream), 7, 0, 5 + (1 << 34), 8))
+    start = (1 << 33) - 3  # pair counters 2^32 - 2 ... 2^32 + 1
+    across = rng.words_range(key, 4, 3, 2, start, 6)
+    single = [rng.word(key, 4, 3, 2, start + i) for i in range(6)]
+    assert [int(v) for v in across] == single
+    r = rng.philox4x32(np.uint64(1 << 32), np.uint64(3), np.uint64(2), np.uint64(4), key)
+    s = rng.philox4x32(np.uint64(0), np.uint64(3), np.uint64(2), np.uint64(4 | 1 << 3), key)
+    assert tuple(int(x) for x in r) == tuple(int(x) for x in s)

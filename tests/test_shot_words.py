@@ -116,6 +116,24 @@ def test_a_late_word_range_alone(engines):
         assert np.array_equal(got, whole[:, 37:40]), engine.name
 
 
+def test_word_ranges_past_two_to_the_33_do_not_repeat(engines):
+    """Shards of a run of more than 2^33 shots (words around 2^27, where per-shot counters pass 32
+    bits, and past 2^33, where per-word ones do): every engine gives the NumPy engine's bits, and
+    they are not the bits of the same shots 2^33 words earlier."""
+    program = rich_program(8, 12, 41, frames=True)  # noise with several outcomes, confusion
+    sched = schedule(program)
+    reference = NumpyEngine().run_tableau(program, sched, rng.make_key(0), reference=True).records
+    key = rng.make_key(6)
+    for first in ((1 << 27) - 1, (1 << 33) - 2, (1 << 33) + 5):
+        want = NumpyEngine().sample_frames(program, sched, key, reference, 64 * 3, first_word=first)
+        wrapped = NumpyEngine().sample_frames(program, sched, key, reference, 64 * 3,
+                                              first_word=first % (1 << 33) if first >= 1 << 33 else first + 7)
+        assert not np.array_equal(want, wrapped), first
+        for engine in engines:
+            got = engine.sample_frames(program, sched, key, reference, 64 * 3, first_word=first)
+            assert np.array_equal(got, want), (engine.name, first)
+
+
 def test_tableau_shots_and_exact_branching_split(engines):
     program = rich_program(7, 10, 5, frames=False)
     sched = schedule(program)

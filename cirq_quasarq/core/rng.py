@@ -6,6 +6,10 @@ never depend on launch shapes, chunk sizes or the engine:
     word(stream, a, b, i) = 64 bits: Philox(key=seed, counter=(i >> 1, a, b, stream)) gives four
                             32-bit outputs r0..r3; even i takes r0 | r1 << 32, odd i r2 | r3 << 32.
 
+A counter's first word is 64-bit: its low 32 bits are counter word 0 and its high bits go to counter
+word 3 above the stream id (stream | high << 3; streams are < 8), so no draw repeats before 2^62
+shots, and every counter below 2^32 is what it always was (`philox4x32`, `word`, philox.cuh).
+
 Streams and their (a, b, i):
 - COIN            a = random slot, b = 0, i = repetition;  bit 0 is a collapse coin.
 - FRAME_INIT      a = qubit,       b = 0, i = shot word;   initial frame z bits.
@@ -35,6 +39,9 @@ W1 = 0xBB67AE85
 MASK32 = np.uint64(0xFFFFFFFF)
 
 
+_STREAM_BITS = 3  # stream ids are < 8; a counter's bits past 32 sit above them in counter word 3
+
+
 class Stream(enum.IntEnum):
     COIN = 1
     FRAME_INIT = 2
@@ -42,6 +49,9 @@ class Stream(enum.IntEnum):
     NOISE = 4
     NOISE_CHOICE = 5
     CONFUSION = 6
+
+
+assert max(Stream) < 1 << _STREAM_BITS
 
 
 def make_key(seed: Optional[int]) -> Tuple[int, int]:
@@ -56,7 +66,8 @@ _BLOCK = 1 << 15  # elements per pass: keeps the ten rounds' temporaries in cach
 
 
 def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
-    """Philox4x32-10 on broadcastable uint32-valued arrays; returns four uint64 arrays < 2^32."""
+    """Philox4x32-10 on broadcastable arrays; returns four uint64 arrays < 2^32. c1, c2 and the
+    stream id c3 (< 8) are 32-bit words; c0 may hold up to 61 bits, its bits past 32 going to c3."""
     c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in (c0, c1, c2, c3))
     shape = np.broadcast_shapes(c0.shape, c1.shape, c2.shape, c3.shape)
     # Constants stay scalars; only real arrays are flattened to the common shape.
@@ -70,6 +81,8 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
         hi = min(total, lo + _BLOCK)
         a, b, c, d = (np.bitwise_and(x if x.ndim == 0 else x[lo:hi], MASK32)
                       + np.zeros(hi - lo, dtype=np.uint64) for x in ins)
+        high = np.right_shift(ins[0] if ins[0].ndim == 0 else ins[0][lo:hi], shift)
+        d = np.bitwise_and(d | (high << np.uint64(_STREAM_BITS)), MASK32)
         p0 = np.empty_like(a)
         p1 = np.empty_like(a)
         rk0, rk1 = k0, k1
@@ -95,7 +108,9 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
 def word(key, stream: int, a: int, b: int, index: int) -> int:
     """One word(stream, a, b, index) on Python ints: what `words` gives for scalars, without the
     dozens of array operations that dominate a single draw (a tableau collapse's coin)."""
-    a0, b0, c0, d0 = (index >> 1) & 0xFFFFFFFF, a & 0xFFFFFFFF, b & 0xFFFFFFFF, stream & 0xFFFFFFFF
+    counter = index >> 1
+    a0, b0, c0 = counter & 0xFFFFFFFF, a & 0xFFFFFFFF, b & 0xFFFFFFFF
+    d0 = (stream | (counter >> 32) << _STREAM_BITS) & 0xFFFFFFFF
     k0, k1 = key
     m0, m1 = int(M0), int(M1)
     for _ in range(10):
