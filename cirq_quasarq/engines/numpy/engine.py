@@ -38,7 +38,7 @@ class NumpyEngine(Engine):
     name = "numpy"
 
     def __init__(self, max_shot_words: int = 1 << 14, memory_fraction: float = 0.5, fast_paths=True,
-                 memory_limit=None, batch_windows: bool = True):
+                 memory_limit=None, batch_windows=True):
         # Frame mode processes shots in chunks of at most this many 64-shot words, fewer when
         # memory is short; results do not depend on it. memory_limit (bytes, or "512M", "2G"):
         # plan as if the host had at most this much memory available (memory_fraction of it).
@@ -50,8 +50,11 @@ class NumpyEngine(Engine):
         # finds loop cycles (_TableauPass); "always": loops folded wherever they can be; False:
         # the plain walks, run by run and iteration by iteration, the oracle of the others.
         self.fast_paths = fast_paths
-        # True: a window of several collapses in tableau mode runs as one low-rank update of the
-        # tableau (TableauState.collapse_window); False: one collapse after the other, its oracle.
+        # True: a window of several collapses (up to 1/32 of the qubits) in tableau mode is
+        # decided on its zrows and runs as one low-rank update of the tableau where the cost model
+        # says it pays (TableauState.collapse_window); "always": every window of two or more
+        # collapses takes the update (the tests of the GPU's algorithm); False: one collapse after
+        # the other, the oracle of both.
         self.batch_windows = batch_windows
 
     def _budget(self) -> int:
@@ -79,9 +82,14 @@ class NumpyEngine(Engine):
 
     def _collapse_run(self, state, rows, step, records, key, repetition, reference):
         qs = rows[:, A]
-        if self.batch_windows and len(rows) > 1:
+        # A window's plan runs its collapses on its k zrows first (k / 2n of the one-by-one work),
+        # which only a window update could win back: not for windows over 1/32 of the qubits (a
+        # final measurement of every qubit), where the update does not pay (_window_pays; on a
+        # 2-core CPU the plan then cost up to 1.5x the one-by-one path at k = n/8).
+        always = self.batch_windows == "always"
+        if self.batch_windows and 1 < len(rows) and (always or len(rows) <= max(2, state.n // 32)):
             coins = [0 if reference else coin(key, int(slot) + step.rand_shift, repetition) for slot in rows[:, RAND]]
-            outcomes = state.collapse_window(qs.tolist(), coins, (rows[:, OP] != _M).tolist())
+            outcomes = state.collapse_window(qs.tolist(), coins, (rows[:, OP] != _M).tolist(), always=always)
             for row, outcome in zip(rows, outcomes):
                 if row[OP] in (_M, _MR):
                     records[row[REC] + step.rec_shift] = outcome ^ (int(row[FLAGS]) & FLAG_INVERT)
