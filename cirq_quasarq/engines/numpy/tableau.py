@@ -328,15 +328,15 @@ def _cx_fan(X: np.ndarray, Z: np.ndarray, S: np.ndarray, p: int, victims: np.nda
         return
     w0 = int(nonzero[0])
     v = victims[w0:]
-    xs = X[:, w0:]  # a view: the CXs write X in place
     zv = Z[:, w0:] & v
     m = popcount_rows(zv)
-    xzv = popcount_rows(zv & xs)
-    xp = bit(X, p)
-    zp = bit(Z, p).astype(np.int64)
-    term = (xzv ^ (m & (1 ^ zp)) ^ (m >> 1)) & 1
-    S ^= (xp.astype(np.int64) & term).astype(np.uint8)
-    xs ^= spread(xp)[:, None] & v
+    controls = np.flatnonzero(bit(X, p))  # only rows with x_p set change X or their sign
+    if len(controls):
+        xs = X[controls, w0:]
+        mc, zp = m[controls], bit(Z[controls], p).astype(np.int64)
+        term = (popcount_rows(zv[controls] & xs) ^ (mc & (1 ^ zp)) ^ (mc >> 1)) & 1
+        S[controls] ^= term.astype(np.uint8)
+        X[controls, w0:] = xs ^ v
     Z[:, p >> 6] ^= (m & 1).astype(np.uint64) << np.uint64(p & 63)
 
 
