@@ -78,11 +78,13 @@ def test_a_killed_worker_leaves_the_result_unchanged(surface, tmp_path):
     want = sim.sample_packed(sim.compile(sc), shots)
 
     log = str(tmp_path / "started")
+    held = 5  # this shard's first run waits until its worker is killed: surely in flight then
 
-    def slow(shard):  # a reduction that takes a while, so the kill lands mid-run; logs each start
+    def slow(shard):  # a reduction that logs each start
         with open(log, "a") as f:
             f.write(f"{shard.index}:{os.getpid()}\n")
-        time.sleep(0.2)  # long against the time between a shard's end and its result's arrival
+        first = [line.split(":")[0] for line in open(log).read().split()].count(str(shard.index)) == 1
+        time.sleep(120 if shard.index == held and first else 0.05)
         return shard.data
 
     # Workers forked from this process start in well under a second (spawned ones import Cirq).
@@ -97,12 +99,9 @@ def test_a_killed_worker_leaves_the_result_unchanged(surface, tmp_path):
         for shard in qd.iter_shards(_sim(31), sc, shots, client=client, shard_words=1, reduce=slow):
             seen[:, shard.first_word] = shard.data[:, 0]
             received.add(shard.index)
-            if killed is None and len(received) == 3:
-                # The worker of a shard that has started and not come back: kill it mid-shard.
-                running = [line.split(":") for line in open(log).read().split() if int(line.split(":")[0])
-                           not in received]
-                assert running, "no shard in flight"
-                killed = running[-1]
+            started = [line.split(":") for line in open(log).read().split()]
+            if killed is None and any(index == str(held) for index, _ in started):
+                killed = next(entry for entry in started if entry[0] == str(held))  # held: in flight
                 os.kill(int(killed[1]), signal.SIGKILL)
         assert killed is not None and received == set(range(24))
     assert np.array_equal(seen, want)
