@@ -3,12 +3,13 @@
 Kernels driven, per window ('C' action of the plan), one of four equivalent paths
 (docs/engine-semantics.md, "Z measurement of qubit q"), chosen by `window_path`:
 
-- low rank (`lowrank_windows`, the default, for windows of engine.lowrank_min (LOWRANK_MIN_COLLAPSES)
-  to max(64, n/64) collapses without classical control): measure_rows_plan decides the whole window on the measured qubits' rows
-  alone, then per chunk of LOWRANK_CHUNK collapses lowrank_prepare, lowrank_counts and
-  lowrank_apply update every row at once (measure_lowrank.cu: a bit-matrix product on the tensor
-  cores and a table-driven pass, whatever the number of collapses); the rows whose sign a reset clears mid-window are replayed by
-  measure_rows_apply. No transposes, no second tableau buffer.
+- low rank (`lowrank_windows`, the default, for windows of engine.lowrank_min
+  (LOWRANK_MIN_COLLAPSES) to max(64, n/64) collapses without classical control):
+  measure_rows_plan decides the whole window on the measured qubits' rows alone, then per chunk
+  of LOWRANK_CHUNK collapses lowrank_prepare, lowrank_counts and lowrank_apply update every row at
+  once (measure_lowrank.cu: a bit-matrix product on the tensor cores and a table-driven pass,
+  whatever the number of collapses); the rows whose sign a reset clears mid-window are replayed
+  by measure_rows_apply. No transposes, no second tableau buffer.
 - rows (`batch_windows`, for the windows low rank does not take, or all when it is off): the same
   plan, then measure_rows_apply takes every row of the tableau through all of the window's
   collapses one after the other in shared memory (measure_rows.cu): one read and one write of the
