@@ -152,3 +152,23 @@ def test_reference_pass_with_feedback_in_loops():
     np.testing.assert_array_equal(NumpyEngine().run_tableau(program, sched, key, reference=True).records, walked)
     np.testing.assert_array_equal(walked[[0, 3, 6]], [1, 0, 1])
     np.testing.assert_array_equal(walked[[1, 4, 7]], [1, 0, 1])  # d (random) leaves q1 in |0>
+
+
+def test_frame_plan_with_correlated_errors_of_different_sizes_in_a_loop():
+    """E (CORRELATED_ERROR) on one, two and three qubits in one loop body: the plan's qubit set
+    takes each channel's targets apart (it once stacked them as one array and failed)."""
+    circuit = stim.Circuit("""
+        H 0 1 2 3
+        REPEAT 4 {
+            E(0.2) X0
+            E(0.3) Y1 Z2
+            E(0.1) X3 Y0 Z1
+            CX 0 1 2 3
+            M 0 1 2 3
+        }
+    """)
+    program = QuasarqSimulator().compile(circuit)
+    shots = 64 * 3 + 5
+    expected = _sample(WALKED, program, shots, 7)
+    for fast in (True, "always"):
+        np.testing.assert_array_equal(_sample(NumpyEngine(fast_paths=fast), program, shots, 7), expected)

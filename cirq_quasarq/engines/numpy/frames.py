@@ -293,8 +293,8 @@ def _localised(rows: np.ndarray, local: Dict[int, int]) -> np.ndarray:
 def _touched_qubits(program: Program, rows: np.ndarray) -> np.ndarray:
     qs = [rows[opcodes.ARITY[rows[:, OP]] >= 1, A], rows[opcodes.ARITY[rows[:, OP]] >= 2, B]]
     noise = rows[opcodes.KIND[rows[:, OP]] == Kind.NOISE]
-    for op in np.unique(noise[:, OP]):
-        qs.append(noise_targets(program, noise[noise[:, OP] == op]).ravel())
+    for aux in np.unique(noise[:, AUX]):  # one channel, one number of targets
+        qs.append(noise_targets(program, noise[noise[:, AUX] == aux]).ravel())
     qs = np.unique(np.concatenate(qs).astype(np.int64))
     return qs[qs >= 0]
 
