@@ -12,9 +12,11 @@
 //                          words per block): any n.
 // Records: out[r*out_stride + (b*S + j)] = measured bits (reference XOR frame flip) of record r
 // for the chunk's words; ref[r] is the reference sample's record bit.
-// Launch contract: 1-D grid of ceil(chunk_words / S) blocks, blockDim.x == QQ_FRAME_BLOCK (any
-// multiple of 32 up to 1024 works); word0 is the chunk's first absolute shot word, so every random
-// word depends on absolute (slot, word, shot) only and results do not depend on S or chunking.
+// Launch contract: 1-D grid of ceil(chunk_words / S) blocks, blockDim.x == QQ_FRAME_BLOCK (two
+// blocks a multiprocessor); word0 is the chunk's first absolute shot word, so every random word
+// depends on absolute (slot, word, shot) only and results do not depend on S or chunking.
+// defer_noise: noise runs take every word's any-lane draw first and finish only the words that
+// fired, 32 at a time per warp (qq_noise_run); 0 runs each word in place (its oracle).
 #include "paulis.cuh"
 #include "tables.cuh"
 
@@ -29,6 +31,26 @@ struct QQFrameRun {
 __device__ __forceinline__ void qq_xor_pauli(qq_u64* fx, qq_u64* fz, size_t at, int pauli, qq_u64 mask) {
     if (pauli == 1 || pauli == 2) fx[at] ^= mask;
     if (pauli == 2 || pauli == 3) fz[at] ^= mask;
+}
+
+// The lanes `fire` of shot word w where noise instruction `row` fired: each gets the channel's
+// Pauli (the only one, or its own outcome's).
+__device__ __forceinline__ void qq_apply_noise(const QQTables* T, const int* row, qq_key key, qq_u32 slot, qq_u64 w,
+                                               qq_u64 fire, qq_u64* fx, qq_u64* fz, int S, int j) {
+    if (!fire) return;
+    const int c = row[QQ_F_AUX];
+    const int nt = qq_num_targets(row);
+    if (T->ch_info[QQ_CH_STRIDE * c + QQ_CH_M] <= 1) {
+        for (int t = 0; t < nt; ++t)
+            qq_xor_pauli(fx, fz, (size_t)qq_target(T, row, t) * S + j, qq_channel_pauli(T, c, 0, t), fire);
+        return;
+    }
+    for (qq_u64 left = fire; left; left &= left - 1) {
+        const int l = qq_ctz(left);
+        const int k = qq_channel_outcome(T, key, c, slot, w * 64 + l);
+        for (int t = 0; t < nt; ++t)
+            qq_xor_pauli(fx, fz, (size_t)qq_target(T, row, t) * S + j, qq_channel_pauli(T, c, k, t), 1ull << l);
+    }
 }
 
 // One instruction on one shot word (chunk-relative word oj, absolute word w, slab column j).
@@ -94,22 +116,8 @@ __device__ __forceinline__ void qq_frame_step(const QQTables* T, const int* row,
             fz[a] = fresh;
         }
     } else if (kind == QQ_KIND_NOISE) {
-        const int c = row[QQ_F_AUX];
         const qq_u32 slot = (qq_u32)(row[QQ_F_RAND] + ctx.rand_shift);
-        const qq_u64 fire = qq_channel_fire(T, key, c, slot, w);
-        if (!fire) return;
-        const int nt = qq_num_targets(row);
-        if (T->ch_info[QQ_CH_STRIDE * c + QQ_CH_M] <= 1) {
-            for (int t = 0; t < nt; ++t)
-                qq_xor_pauli(fx, fz, (size_t)qq_target(T, row, t) * S + j, qq_channel_pauli(T, c, 0, t), fire);
-            return;
-        }
-        for (qq_u64 left = fire; left; left &= left - 1) {
-            const int l = qq_ctz(left);
-            const int k = qq_channel_outcome(T, key, c, slot, w * 64 + l);
-            for (int t = 0; t < nt; ++t)
-                qq_xor_pauli(fx, fz, (size_t)qq_target(T, row, t) * S + j, qq_channel_pauli(T, c, k, t), 1ull << l);
-        }
+        qq_apply_noise(T, row, key, slot, w, qq_channel_fire(T, key, row[QQ_F_AUX], slot, w), fx, fz, S, j);
     } else if (kind == QQ_KIND_RECORD_NOISE) {
         // CONFUSION: per shot, the true value of the k records (first most significant) picks a row
         // of the matrix, whose cumulative thresholds turn the shot's uniform into the recorded value.
@@ -137,10 +145,76 @@ __device__ __forceinline__ void qq_frame_step(const QQTables* T, const int* row,
     }
 }
 
+
+// A run of noise instructions with the any-lane draws first (frame_noise "deferred"). A sparse
+// channel (p below rng.SPARSE_BELOW) fires in a word with probability 1 - (1-p)^64, about 6% at
+// p = 1e-3, but finishing such a word costs ~9 Philox calls (first lane, bit-sliced planes). Done
+// in place, nearly every warp waits on some lane's slow path; here each lane takes one Philox call
+// (four consecutive words' any-lane draws, rng.words32_range) and the words that fired go to a
+// per-warp queue, finished 32 at a time. Channels of other modes are done in place. Same bits as
+// qq_frame_step: every word's lanes come from the same draws, only their order of work differs.
+#define QQ_NOISE_QUEUE 64
+__device__ __forceinline__ void qq_noise_run(const QQTables* T, const int* rows, int count, qq_u64* fx, qq_u64* fz,
+                                             int S, int SE, qq_u64 w0, const QQFrameRun& ctx, qq_key key) {
+    __shared__ int queue[QQ_FRAME_BLOCK / 32][QQ_NOISE_QUEUE];
+    const int lane = threadIdx.x & 31;
+    int* q = queue[threadIdx.x >> 5];
+    int queued = 0;  // warp-uniform
+    const qq_u64 first_quad = w0 >> 2, quads = ((w0 + SE - 1) >> 2) - first_quad + 1;
+    const int items = count * (int)quads;
+    // Finishes the queued word (instruction k, slab column j) in entry e = k * 64 + j.
+    auto finish = [&](int e) {
+        const int* row = rows + (size_t)(e >> 6) * QQ_NF;
+        const int j = e & 63;
+        const qq_u32 slot = (qq_u32)(row[QQ_F_RAND] + ctx.rand_shift);
+        const qq_u64 w = w0 + j;
+        qq_apply_noise(T, row, key, slot, w, qq_channel_fired_lanes(T, key, row[QQ_F_AUX], slot, w), fx, fz, S, j);
+    };
+    for (int base = threadIdx.x - lane; base < items; base += blockDim.x) {
+        const int item = base + lane;
+        const int k = item / (int)quads;
+        const qq_u64 quad = first_quad + (qq_u64)(item - k * (int)quads);
+        const int* row = rows + (size_t)k * QQ_NF;
+        qq_u32 u[4] = {0u, 0u, 0u, 0u};
+        qq_u64 any = 0;  // the any-lane threshold of a sparse channel; 0: nothing to queue
+        if (item < items) {
+            const int c = row[QQ_F_AUX];
+            const qq_u32 slot = (qq_u32)(row[QQ_F_RAND] + ctx.rand_shift);
+            if (T->ch_info[QQ_CH_STRIDE * c + QQ_CH_MODE] == QQ_BERN_SPARSE) {
+                any = T->ch_p[2 * c + 1];
+                qq_word32_quad(key, QQ_STREAM_NOISE, slot, 0, quad, u);
+            } else {
+                for (int s = 0; s < 4; ++s) {
+                    const qq_u64 w = 4 * quad + s;
+                    if (w >= w0 && w < w0 + SE)
+                        qq_apply_noise(T, row, key, slot, w, qq_channel_fire(T, key, c, slot, w), fx, fz, S,
+                                       (int)(w - w0));
+                }
+            }
+        }
+        for (int s = 0; s < 4; ++s) {
+            const qq_u64 w = 4 * quad + s;
+            const bool fired = w >= w0 && w < w0 + SE && (qq_u64)u[s] < any;
+            const unsigned mask = __ballot_sync(0xFFFFFFFFu, fired);
+            if (fired) q[queued + __popc(mask & ((1u << lane) - 1u))] = k * 64 + (int)(w - w0);
+            queued += __popc(mask);
+            __syncwarp();
+            if (queued >= 32) {
+                const int e = q[queued - 32 + lane];
+                __syncwarp();
+                queued -= 32;
+                finish(e);
+            }
+        }
+    }
+    if (lane < queued) finish(q[lane]);
+    __syncwarp();  // the queue is read before the warp's next run writes it
+}
+
 template <bool SHARED>
 __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsigned char* ref, qq_u64* out,
                                                   int out_stride, long long word0, int chunk_words, int S,
-                                                  qq_u64* gslab, qq_u32 k0, qq_u32 k1) {
+                                                  qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise) {
     extern __shared__ qq_u64 qq_slab[];
     const size_t n = (size_t)T->n;
     const int b0 = blockIdx.x * S;
@@ -203,6 +277,12 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
         const QQFrameRun ctx = {drec[depth], drand[depth], drec};
         const int kind = qq_kind[op];
         const int* rows = T->ins + (size_t)start * QQ_NF;
+        // (A classically controlled instruction is a barrier, alone in its run: the plain step.)
+        if (kind == QQ_KIND_NOISE && defer_noise && rows[QQ_F_COND] < 0) {
+            qq_noise_run(T, rows, end - start, fx, fz, S, SE, (qq_u64)(word0 + b0), ctx, key);
+            ++r;
+            continue;
+        }
         const int items = (end - start) * SE;
         for (int item = tid; item < items; item += bd) {
             const int k = item / SE;
@@ -214,14 +294,14 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
     }
 }
 
-extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK)
+extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_shared(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
-                      int chunk_words, int S, qq_u32 k0, qq_u32 k1) {
-    qq_frames_program<true>(T, ref, out, out_stride, word0, chunk_words, S, nullptr, k0, k1);
+                      int chunk_words, int S, qq_u32 k0, qq_u32 k1, int defer_noise) {
+    qq_frames_program<true>(T, ref, out, out_stride, word0, chunk_words, S, nullptr, k0, k1, defer_noise);
 }
 
-extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK)
+extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_global(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
-                      int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1) {
-    qq_frames_program<false>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1);
+                      int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise) {
+    qq_frames_program<false>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise);
 }

@@ -67,10 +67,18 @@ QQ_HD qq_u64 qq_word(qq_key key, qq_u32 stream, qq_u32 a, qq_u32 b, qq_u64 index
 }
 
 // 32-bit draws (rng.words32_range): value i is output r[i & 3] of Philox(counter = (i >> 2, a, b, stream)).
+// qq_word32_quad gives values 4*quad .. 4*quad + 3 from one call.
+QQ_HD void qq_word32_quad(qq_key key, qq_u32 stream, qq_u32 a, qq_u32 b, qq_u64 quad, qq_u32 out[4]) {
+    out[0] = (qq_u32)quad;
+    out[1] = a;
+    out[2] = b;
+    out[3] = stream | ((qq_u32)(quad >> 32) << QQ_STREAM_BITS);
+    qq_philox4x32_10(out, key.k0, key.k1);
+}
+
 QQ_HD qq_u32 qq_word32(qq_key key, qq_u32 stream, qq_u32 a, qq_u32 b, qq_u64 index) {
-    const qq_u64 counter = index >> 2;
-    qq_u32 c[4] = {(qq_u32)counter, a, b, stream | ((qq_u32)(counter >> 32) << QQ_STREAM_BITS)};
-    qq_philox4x32_10(c, key.k0, key.k1);
+    qq_u32 c[4];
+    qq_word32_quad(key, stream, a, b, index >> 2, c);
     const int k = (int)(index & 3);
     return k == 0 ? c[0] : k == 1 ? c[1] : k == 2 ? c[2] : c[3];
 }
@@ -102,26 +110,39 @@ QQ_HD qq_u64 qq_bit_sliced(qq_key key, qq_u32 noise_stream, qq_u64 threshold, qq
 
 QQ_HD int qq_choose(const qq_u64* cut, int num_cut, qq_u64 u);
 
-// 64 lanes of Bernoulli(p) for shot word w of random slot `slot`, exactly as rng.bernoulli_words:
-//   sparse: a 32-bit draw of plane 0 decides whether any lane fires (u32 < any_threshold, a 32-bit
-//   fixed-point probability), plane 1 (64-bit) picks the first
-//   firing lane from the 63 cumulative `first_cuts`, lanes above it are bit-sliced on planes 2+j.
-QQ_HD qq_u64 qq_bernoulli_word(qq_key key, qq_u32 noise_stream, int mode, qq_u64 threshold,
-                               qq_u64 any_threshold, const qq_u64* first_cuts, qq_u32 slot, qq_u64 w) {
-    if (mode == QQ_BERN_NEVER) return 0;
-    if (mode == QQ_BERN_ALWAYS) return QQ_ALL_ONES;
-    if (mode == QQ_BERN_BITS) return qq_bit_sliced(key, noise_stream, threshold, slot, w, 0);
-    if ((qq_u64)qq_word32(key, noise_stream, slot, 0, w) >= any_threshold) return 0;
+// The 64 lanes of a sparse-mode word once plane 0 said that some lane fires: plane 1 (64-bit)
+// picks the first firing lane from the 63 cumulative `first_cuts`, lanes above it are
+// bit-sliced on planes 2+j. Frame mode calls it on its own for the few words that fire.
+QQ_HD qq_u64 qq_sparse_lanes(qq_key key, qq_u32 noise_stream, qq_u64 threshold, const qq_u64* first_cuts,
+                             qq_u32 slot, qq_u64 w) {
     const int first = qq_choose(first_cuts, 63, qq_word(key, noise_stream, slot, 1, w));
     const qq_u64 above = first == 63 ? 0ull : ~((2ull << first) - 1);  // lanes strictly above first
     const qq_u64 rest = above ? qq_bit_sliced(key, noise_stream, threshold, slot, w, 2) & above : 0ull;
     return (1ull << first) | rest;
 }
 
+// 64 lanes of Bernoulli(p) for shot word w of random slot `slot`, exactly as rng.bernoulli_words:
+//   sparse: a 32-bit draw of plane 0 decides whether any lane fires (u32 < any_threshold, a 32-bit
+//   fixed-point probability), then qq_sparse_lanes.
+QQ_HD qq_u64 qq_bernoulli_word(qq_key key, qq_u32 noise_stream, int mode, qq_u64 threshold,
+                               qq_u64 any_threshold, const qq_u64* first_cuts, qq_u32 slot, qq_u64 w) {
+    if (mode == QQ_BERN_NEVER) return 0;
+    if (mode == QQ_BERN_ALWAYS) return QQ_ALL_ONES;
+    if (mode == QQ_BERN_BITS) return qq_bit_sliced(key, noise_stream, threshold, slot, w, 0);
+    if ((qq_u64)qq_word32(key, noise_stream, slot, 0, w) >= any_threshold) return 0;
+    return qq_sparse_lanes(key, noise_stream, threshold, first_cuts, slot, w);
+}
+
 // Outcome index for uniform u: the number of (sorted) cumulative thresholds <= u
-// (numpy.searchsorted(cut, u, side="right")).
+// (numpy.searchsorted(cut, u, side="right")), by bisection.
 QQ_HD int qq_choose(const qq_u64* cut, int num_cut, qq_u64 u) {
-    int k = 0;
-    while (k < num_cut && cut[k] <= u) ++k;
-    return k;
+    int lo = 0, hi = num_cut;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (cut[mid] <= u)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }

@@ -110,3 +110,11 @@ __device__ __forceinline__ qq_u64 qq_channel_fire(const QQTables* T, qq_key key,
     return qq_bernoulli_word(key, QQ_STREAM_NOISE, info[QQ_CH_MODE], T->ch_p[2 * c], T->ch_p[2 * c + 1],
                              T->thr + info[QQ_CH_LANES], slot, word);
 }
+
+// The lanes of a sparse-mode channel c's word w once its any-lane draw fired (qq_channel_fire's
+// sparse case after its first draw).
+__device__ __forceinline__ qq_u64 qq_channel_fired_lanes(const QQTables* T, qq_key key, int c, qq_u32 slot,
+                                                         qq_u64 w) {
+    const int* info = T->ch_info + QQ_CH_STRIDE * c;
+    return qq_sparse_lanes(key, QQ_STREAM_NOISE, T->ch_p[2 * c], T->thr + info[QQ_CH_LANES], slot, w);
+}

@@ -433,9 +433,31 @@ def test_frames_independent_of_chunks_and_slab(numpy_engine):
     shots = 64 * 23 + 17
     want = frames_of(numpy_engine, program, 3, shots)
     for kwargs in ({"max_shot_words": 1}, {"max_shot_words": 5}, {}, {"frame_memory": "global"},
-                   {"frame_memory": "global", "max_shot_words": 4}):
+                   {"frame_memory": "global", "max_shot_words": 4}, {"frame_noise": "direct"},
+                   {"frame_noise": "direct", "frame_memory": "global", "max_shot_words": 3}):
         got = frames_of(CudaEngine(**kwargs), program, 3, shots)
         assert_same_frames(got, want, shots, ctx=str(kwargs))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_deferred_noise_equals_direct(numpy_engine, seed):
+    """Frame mode's deferred noise (any-lane draws first, fired words queued per warp) gives the
+    bits of the direct per-word step and of the NumPy engine: many noise layers of every
+    probability mode, enough words that the queues fill and flush many times."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    program = rich_program([60, 150, 300, 700][seed], 30, 900 + seed, frames=True)
+    shots = 64 * [401, 77, 130, 9][seed] + 13 * seed
+    want = frames_of(numpy_engine, program, seed, shots)
+    for kwargs in ({}, {"frame_noise": "direct"}, {"max_shot_words": 7}, {"frame_memory": "global"}):
+        for pieces_from in (None, 0):  # as the engine decides; every chunk in pieces on streams
+            engine = CudaEngine(**kwargs)
+            if pieces_from is not None:
+                engine.pipeline_min_bytes = pieces_from
+            assert_same_frames(frames_of(engine, program, seed, shots), want, shots,
+                               ctx=f"seed={seed} {kwargs} pieces from {pieces_from}")
 
 
 def test_frames_many_qubits_use_global_memory(cuda_engine, numpy_engine):

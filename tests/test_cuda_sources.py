@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cirq_quasarq.engines.cuda import loader
@@ -123,6 +124,52 @@ def test_kernel_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("CIRQ_QUASARQ_KERNEL_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert loader.kernel_cache_dir() == tmp_path / "xdg" / "cirq-quasarq" / "kernels"
+
+
+def test_bernoulli_words_of_the_header_equal_the_numpy_draws_on_the_host(tmp_path):
+    """qq_bernoulli_word (sparse and bit-sliced modes) and qq_word32_quad, compiled for the CPU,
+    give rng.bernoulli_words and rng.words32_range; the sparse mode's words that fire come out
+    of qq_sparse_lanes alone too (what frame mode's deferred noise calls)."""
+    from cirq_quasarq.core import rng
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    key, slot, start, count = (0x2468ACE, 0x13579BDF), 11, (1 << 33) - 100, 400
+    sparse_p, bits_p = 1e-3, 0.1
+    cuts = ", ".join(f"{int(c)}ull" for c in rng._first_lane_cuts(sparse_p))
+    source = tmp_path / "bernoulli.cu"
+    source.write_text(r"""
+#include <cstdio>
+#include "philox.cuh"
+#define NOISE %du
+int main() {
+    const qq_key key = {%du, %du};
+    const qq_u64 cuts[63] = {%s};
+    for (qq_u64 w = %dull; w < %dull; ++w) {
+        const qq_u64 sparse = qq_bernoulli_word(key, NOISE, QQ_BERN_SPARSE, %dull, %dull, cuts, %du, w);
+        const qq_u64 lanes = sparse ? qq_sparse_lanes(key, NOISE, %dull, cuts, %du, w) : 0ull;
+        qq_u32 quad[4];
+        qq_word32_quad(key, NOISE, %du, 0u, w >> 2, quad);
+        std::printf("%%llu %%llu %%llu %%u\n", sparse, lanes,
+                    qq_bernoulli_word(key, NOISE, QQ_BERN_BITS, %dull, 0ull, cuts, %du, w), quad[w & 3]);
+    }
+    return 0;
+}
+""" % (int(rng.Stream.NOISE), key[0], key[1], cuts, start, start + count, rng.fixed_point(sparse_p), rng._any_threshold(sparse_p), slot,
+       rng.fixed_point(sparse_p), slot, slot, rng.fixed_point(bits_p), slot))
+    binary = tmp_path / "bernoulli"
+    built = subprocess.run([nvcc, "-std=c++17", "-I", str(SOURCES), "-o", str(binary), str(source)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    printed = subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout
+    got = np.array([[int(v) for v in line.split()] for line in printed.strip().split("\n")], dtype=np.uint64)
+    want_sparse = rng.bernoulli_words(key, [slot], sparse_p, start, count)[0]
+    assert np.count_nonzero(want_sparse) > 10  # about 6% of 400 words fire
+    np.testing.assert_array_equal(got[:, 0], want_sparse)
+    np.testing.assert_array_equal(got[:, 1], want_sparse)
+    np.testing.assert_array_equal(got[:, 2], rng.bernoulli_words(key, [slot], bits_p, start, count)[0])
+    np.testing.assert_array_equal(got[:, 3], rng.words32_range(key, rng.Stream.NOISE, [slot], 0, start, count)[0])
 
 
 _PHILOX_PROBE = r"""

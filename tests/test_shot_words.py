@@ -26,7 +26,10 @@ def _engines(name):
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
 
-    return [CudaEngine(), CudaEngine(max_shot_words=3), CudaEngine(frame_memory="global", max_shot_words=2)]
+    piecewise = [CudaEngine(max_shot_words=7), CudaEngine(frame_memory="global", max_shot_words=9)]
+    for engine in piecewise:  # every chunk as pieces on their own streams, however small
+        engine.pipeline_min_bytes = 0
+    return [CudaEngine(), CudaEngine(max_shot_words=3), CudaEngine(frame_memory="global", max_shot_words=2)] + piecewise
 
 
 @pytest.fixture(scope="module", params=["numpy", pytest.param("cuda", marks=pytest.mark.gpu)])

@@ -29,7 +29,7 @@ from ...schedule import Schedule
 from ..base import Engine, TableauRun
 from . import faults, loader, measure
 from .device_program import DeviceProgram
-from .frames import FrameMode
+from .frames import PIPELINE_MIN_BYTES, FrameMode
 from .tableau import TableauMode
 
 
@@ -91,6 +91,8 @@ class CudaEngine(Engine):
     many as fit in device memory); results do not depend on it. memory_fraction: the share of
     the device's free memory the engine plans to use. frame_memory: where frame mode keeps the
     frames: "auto" (shared memory when one shot word of all qubits fits), "shared" or "global".
+    frame_noise: "deferred" (each noise run takes every word's any-lane draw first and finishes
+    only the words that fired, 32 at a time per warp) or "direct" (each word in place: the oracle).
     window_sync: read each measurement window's deterministic / random flags back to the host
     (one small copy per window) so that only random collapses are launched and windows without
     any skip the transposes; None: for windows of more than measure.SYNC_WINDOW collapses and for
@@ -106,7 +108,8 @@ class CudaEngine(Engine):
     profile: when set, every kernel launch is bracketed by CUDA events and each run_tableau /
     sample_frames leaves its device time per stage in stage_seconds (init, gates, confusion,
     transpose, pivot search + compaction, elimination, collapse window (one block), frames).
-    last_frame_kernel_s: device time of the last sample_frames' kernels (always measured).
+    last_frame_kernel_s: device time of the last sample_frames' frame kernels, per chunk from the
+    first one's start to the last one's end (always measured).
     memory_limit: bytes (or a size such as "512M", "2G"; default: $CIRQ_QUASARQ_GPU_MEMORY_LIMIT,
     else none): plan as if the device had only this much memory for the engine. `free_bytes()` then
     never exceeds memory_limit minus the device buffers the engine holds (`held_bytes()`: frame and
@@ -123,20 +126,26 @@ class CudaEngine(Engine):
 
     def __init__(self, max_shot_words: Optional[int] = None, device: int = 0, memory_fraction: float = 0.85,
                  frame_memory: str = "auto", window_sync: Optional[bool] = None, block_windows: bool = True,
-                 batch_windows: bool = True, lowrank_windows: bool = True, memory_limit=None):
+                 batch_windows: bool = True, lowrank_windows: bool = True, memory_limit=None,
+                 frame_noise: str = "deferred"):
         import pycuda.driver as cuda
 
         if frame_memory not in ("auto", "shared", "global"):
             raise ValueError(f'frame_memory must be "auto", "shared" or "global", got {frame_memory!r}')
+        if frame_noise not in ("deferred", "direct"):
+            raise ValueError(f'frame_noise must be "deferred" or "direct", got {frame_noise!r}')
         if faults.context_fault() is not None:
             raise faults.dead_engine_error("CudaEngine()")
         self.frame_memory = frame_memory
+        self.frame_noise = frame_noise
         self.window_sync = window_sync
         self.block_windows = block_windows
         self.batch_windows = batch_windows
         self.lowrank_windows = lowrank_windows
         self.lowrank_min = measure.LOWRANK_MIN_COLLAPSES
         self.row_warps: Optional[int] = None  # warps a row in measure_rows_apply (None: by row length)
+        # frame mode runs a chunk as pieces on their own streams when it copies back at least this
+        self.pipeline_min_bytes = PIPELINE_MIN_BYTES
 
         self.cuda = cuda
         self.max_shot_words = max_shot_words

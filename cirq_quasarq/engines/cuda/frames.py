@@ -7,7 +7,9 @@ memory (and `max_shot_words`), and results do not depend on them (docs/engine-se
 "Frame mode"). With parities (detectors, observables), parities.cu's record_parities reduces each
 chunk's records on the device and only the parities are copied. With `reduce` (reduce_frames),
 parities.cu's rows_reduce folds each chunk's rows into one word per row on the device, and only
-those words are copied. What comes back goes through page-locked host memory.
+those words are copied. What comes back goes through page-locked host memory; a chunk whose
+results are large runs as pieces on their own streams, so that one piece's copy overlaps the next
+pieces' kernels.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from .device_program import _pad
 FRAME_BLOCK = loader.source_define("frames.cu", "QQ_FRAME_BLOCK")
 PARITY_BLOCK = loader.source_define("parities.cu", "QQ_PARITY_BLOCK")
 ROWS_PER_BLOCK = PARITY_BLOCK // 32  # rows_reduce: a warp per row
+PIPELINE_PIECES = 4  # pieces (and streams) a chunk runs as when its results come back
+PIPELINE_MIN_BYTES = 8 << 20  # below this a copy is too short to be worth overlapping
 
 
 class FrameMode:
@@ -38,6 +42,7 @@ class FrameMode:
         self._smem_set = 48 * 1024
         self._buffers = {}
         self._pinned: Optional[np.ndarray] = None
+        self._streams: list = []
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
                parities: Optional[Parities] = None, shot_major: bool = False, *,
@@ -89,10 +94,19 @@ class FrameMode:
             raise OutOfMemoryError(
                 f"frame mode needs {per_word} bytes of GPU memory per 64 shots ({num_records} records"
                 f"{'' if shared else f', frames of {n} qubits'}); {gib(max(budget, 0))} is available")
+        defer_noise = int(engine.frame_noise == "deferred")
+        slots = 2 * engine.sm_count  # blocks resident at once: two a multiprocessor
         if shared:
-            cap = max(1, min(engine.smem_optin, 112 * 1024) // slab_word) if slab_word else 64
-            spread = -(-chunk // (2 * engine.sm_count))  # aim for two blocks per multiprocessor
-            S = int(max(1, min(cap, spread, 64)))
+            # Two blocks a multiprocessor (228 KiB): each its slab, its static noise queues, 1 KiB
+            # the driver keeps.
+            static = engine.launcher.functions["frames_program_shared"].get_attribute(
+                cuda.function_attribute.SHARED_SIZE_BYTES)
+            room = min(engine.smem_optin, 113 * 1024) - static
+            cap = int(min(64, max(1, room // slab_word))) if slab_word else 64
+            # As few waves of blocks as the cap allows, the words spread evenly over them (a last,
+            # part-filled wave would cost a whole one).
+            waves = -(-chunk // (slots * cap))
+            S = int(max(1, -(-chunk // (slots * waves))))
             smem = 2 * n * S * 8
             name = "frames_program_shared"
             if smem > self._smem_set:
@@ -100,7 +114,7 @@ class FrameMode:
                                                               smem)
                 self._smem_set = smem
         else:
-            S = int(max(1, min(8, -(-chunk // (4 * engine.sm_count)))))
+            S = int(max(1, min(8, -(-chunk // (2 * slots)))))
             smem = 0
             name = "frames_program_global"
         blocks = -(-chunk // S)
@@ -119,57 +133,90 @@ class FrameMode:
             cuda.memset_d8(acc, 0, 8 * rows)
             op = {"popcount": 0, "xor": 1}[reduce]
             tail = np.uint64((1 << (shots % 64)) - 1 if shots % 64 else (1 << 64) - 1)
+        # A chunk whose results come back to the host runs as pieces, each on its own stream: the
+        # copy of one piece overlaps the kernels of the next, and the next piece's blocks fill the
+        # multiprocessors that the last blocks of one leave idle. Pieces are whole blocks of S words.
+        copy_bytes = 8 * (rows if not shot_major else 64 * row_words) * chunk
+        pieces = 1 if reduce is not None or copy_bytes < engine.pipeline_min_bytes else PIPELINE_PIECES
+        per_piece = -(-chunk // pieces)
+        piece = S * -(-per_piece // S)
+        streams = self._stream_pool(pieces) if pieces > 1 else [None]
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
-        timed = []  # each chunk's frame-kernel events, read once the device is past them
+        timed = []  # per chunk, its pieces' frame-kernel events, read once the device is past them
         for start in range(0, words, chunk):
             count = min(chunk, words - start)
-            grid = (-(-count // S), 1)
-            if shared:
-                start_evt, end_evt = launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref),
-                                            int(out_dev), chunk, first_word + start, count, S, k0, k1,
-                                            shared_size=smem, timed=True)
-            else:
-                start_evt, end_evt = launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref),
-                                            int(out_dev), chunk, first_word + start, count, S, int(slab), k0, k1,
-                                            timed=True)
-            if parities is not None:
-                total = rows * count
-                launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
-                       (PARITY_BLOCK, 1, 1), int(out_dev), chunk, int(offsets), int(flat), int(flip),
-                       int(copied), chunk, rows, count)
-            if reduce is not None:  # the call's last word keeps only its shots' bits
-                tail_word = count - 1 if start + count == words else -1
-                launch("parities", "rows_reduce", (-(-rows // ROWS_PER_BLOCK), 1), (PARITY_BLOCK, 1, 1),
-                       int(copied), chunk, rows, count, tail_word, tail, op, int(acc))
-            elif shot_major:
-                total = 64 * row_words * count
-                launch("parities", "parities_shot_major", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
-                       (PARITY_BLOCK, 1, 1), int(copied), chunk, rows, int(by_shot), row_words, count)
-                copy = cuda.Memcpy2D()  # 64·count shot rows, each its first ceil(rows/8) bytes
-                copy.set_src_device(by_shot)
-                copy.src_pitch = 8 * row_words
-                copy.set_dst_host(out[64 * start:])
-                copy.dst_pitch = out.shape[1]
-                copy.width_in_bytes = out.shape[1]
-                copy.height = 64 * count
-                copy(aligned=False)  # rows of ceil(rows/8) bytes: any pitch
-            elif count == words:  # one chunk: same layout as `out`
-                cuda.memcpy_dtoh(out, copied)
-            else:  # the chunk's columns of every row, straight into `out`
-                copy = cuda.Memcpy2D()
-                copy.set_src_device(copied)
-                copy.src_pitch = 8 * chunk
-                copy.set_dst_host(out)
-                copy.dst_pitch = 8 * words
-                copy.dst_x_in_bytes = 8 * start
-                copy.width_in_bytes = 8 * count
-                copy.height = rows
-                copy(aligned=True)
-            timed.append((start_evt, end_evt))
+            timed.append([])
+            for i, at in enumerate(range(0, count, piece)):
+                part = min(piece, count - at)
+                stream = streams[i % len(streams)]
+                timed[-1].append(self._piece(name, n, S, smem, dp, ref, out_dev, chunk, first_word + start + at, at,
+                                             part, slab, k0, k1, defer_noise, stream))
+                if parities is not None:
+                    total = rows * part
+                    launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
+                           (PARITY_BLOCK, 1, 1), int(out_dev) + 8 * at, chunk, int(offsets), int(flat), int(flip),
+                           int(copied) + 8 * at, chunk, rows, part, stream=stream)
+                if reduce is not None:  # the call's last word keeps only its shots' bits
+                    tail_word = count - 1 if start + count == words else -1
+                    launch("parities", "rows_reduce", (-(-rows // ROWS_PER_BLOCK), 1), (PARITY_BLOCK, 1, 1),
+                           int(copied), chunk, rows, part, tail_word, tail, op, int(acc))
+                elif shot_major:
+                    total = 64 * row_words * part
+                    launch("parities", "parities_shot_major", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
+                           (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows,
+                           int(by_shot) + 8 * 64 * row_words * at, row_words, part, stream=stream)
+                    copy = cuda.Memcpy2D()  # 64·part shot rows, each its first ceil(rows/8) bytes
+                    copy.set_src_device(int(by_shot) + 8 * 64 * row_words * at)
+                    copy.src_pitch = 8 * row_words
+                    copy.set_dst_host(out[64 * (start + at):])
+                    copy.dst_pitch = out.shape[1]
+                    copy.width_in_bytes = out.shape[1]
+                    copy.height = 64 * part
+                    self._copy(copy, stream, aligned=False)  # rows of ceil(rows/8) bytes: any pitch
+                else:  # the piece's columns of every row, straight into `out`
+                    copy = cuda.Memcpy2D()
+                    copy.set_src_device(int(copied) + 8 * at)
+                    copy.src_pitch = 8 * chunk
+                    copy.set_dst_host(out)
+                    copy.dst_pitch = 8 * words
+                    copy.dst_x_in_bytes = 8 * (start + at)
+                    copy.width_in_bytes = 8 * part
+                    copy.height = rows
+                    self._copy(copy, stream, aligned=True)
+            for stream in streams:  # the chunk's buffers are free again (and its events past)
+                if stream is not None:
+                    stream.synchronize()
         if reduce is not None:
             cuda.memcpy_dtoh(out, acc)  # synchronous, like the copies above: every event is past
-        kernel_s = sum(end_evt.time_since(start_evt) for start_evt, end_evt in timed) / 1000.0
+        # Kernel time: per chunk, from its first kernel's start to its last kernel's end (pieces overlap).
+        kernel_s = sum(max(end.time_since(events[0][0]) for _, end in events) for events in timed) / 1000.0
         return (out[:shots] if shot_major else out), kernel_s
+
+    def _piece(self, name, n, S, smem, dp, ref, out_dev, chunk, word0, at, part, slab, k0, k1, defer_noise, stream):
+        """Launch the frame kernel `name` on `part` words from chunk column `at` (absolute word
+        `word0`). In global memory its blocks take the chunk's slabs from block at / S on (pieces
+        are whole blocks). Returns the launch's events."""
+        grid = (-(-part // S), 1)
+        launch = self.engine.launcher.launch
+        out = int(out_dev) + 8 * at
+        if slab is None:
+            return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part,
+                          S, k0, k1, defer_noise, shared_size=smem, timed=True, stream=stream)
+        block_slab = 8 * 2 * n * S
+        return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part, S,
+                      int(slab) + block_slab * (at // S), k0, k1, defer_noise, timed=True, stream=stream)
+
+    def _copy(self, copy, stream, aligned: bool) -> None:
+        """A 2-D device-to-host copy: on `stream` (asynchronous) or at once."""
+        if stream is None:
+            copy(aligned=aligned)
+        else:
+            copy(stream)
+
+    def _stream_pool(self, count: int) -> list:
+        while len(self._streams) < count:
+            self._streams.append(self.engine.cuda.Stream())
+        return self._streams[:count]
 
     def _host_records(self, count: int) -> np.ndarray:
         """Page-locked host memory for the records (a DMA copy at full link speed). The buffer is

@@ -355,12 +355,14 @@ def load_module(filename: str, options: Sequence[str] = ()) -> KernelModule:
         return module
 
 
-def checked_launch(function, stage: str, name: str, grid, block, *args, shared_size: int = 0) -> None:
-    """Launch a prepared PyCUDA function; a CUDA error of the launch itself (an invalid launch
-    configuration, too many resources, a dead context) becomes `errors.GpuFaultError` naming the
-    kernel, its stage and launch shape, with `context_ok` (faults.py)."""
+def checked_launch(function, stage: str, name: str, grid, block, *args, shared_size: int = 0, stream=None) -> None:
+    """Launch a prepared PyCUDA function (on `stream`, else the default stream); a CUDA error of
+    the launch itself (an invalid launch configuration, too many resources, a dead context) becomes
+    `errors.GpuFaultError` naming the kernel, its stage and launch shape, with `context_ok` (faults.py)."""
     try:
-        if shared_size:
+        if stream is not None:
+            function.prepared_async_call(grid, block, stream, *args, shared_size=shared_size)
+        elif shared_size:
             function.prepared_call(grid, block, *args, shared_size=shared_size)
         else:
             function.prepared_call(grid, block, *args)
@@ -398,17 +400,19 @@ class Launcher:
         """Add a prepared PyCUDA function (one not in cuda_src: tests, tools) to launch by `name`."""
         self.functions[name] = function
 
-    def launch(self, stage: str, name: str, grid, block, *args, shared_size: int = 0, timed: bool = False):
-        """Launch kernel `name`. Returns its (start, end) events when profiling or `timed`, else None."""
+    def launch(self, stage: str, name: str, grid, block, *args, shared_size: int = 0, timed: bool = False,
+               stream=None):
+        """Launch kernel `name` (on `stream`, else the default stream). Returns its (start, end)
+        events when profiling or `timed`, else None."""
         fn = self.functions[name]
         self.last_launch = (stage, name, grid, block, shared_size)
         if not (self.profile or timed):
-            checked_launch(fn, stage, name, grid, block, *args, shared_size=shared_size)
+            checked_launch(fn, stage, name, grid, block, *args, shared_size=shared_size, stream=stream)
             return None
         start, end = self._cuda.Event(), self._cuda.Event()
-        start.record()
-        checked_launch(fn, stage, name, grid, block, *args, shared_size=shared_size)
-        end.record()
+        start.record(stream)
+        checked_launch(fn, stage, name, grid, block, *args, shared_size=shared_size, stream=stream)
+        end.record(stream)
         if self.profile:
             self._events.append((stage, start, end))
         return start, end
