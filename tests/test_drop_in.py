@@ -428,3 +428,26 @@ def test_engines_are_only_used_through_the_interface():
     state = QuasarqSimulator(device="cpu").simulate(cirq.Circuit(cirq.H(Q[0])))
     assert isinstance(QuasarqSimulator(device="cpu").engine, NumpyEngine)
     assert list(itertools.islice(iter(state.final_state.stabilizers()), 1))
+
+
+def test_results_held_survive_later_runs(device):
+    """Results are views of one reusable host buffer of unpacked records: a result still held is
+    never overwritten by a later run, and a run after the results are dropped (the buffer reused)
+    gives the same arrays. Keys of one qubit, of several, and repeated in a loop (strided views)."""
+    a, b, c = Q[:3]
+    body = cirq.FrozenCircuit(cirq.H(a), cirq.CNOT(a, b), cirq.measure(a, b, key="ab"), cirq.X(c) ** 0.5,
+                              cirq.measure(c, key="c"), cirq.reset(a))
+    circuit = cirq.Circuit(cirq.H(c), cirq.CircuitOperation(body, repetitions=5, use_repetition_ids=False),
+                           cirq.measure(c, a, key="last"))
+    other = cirq.Circuit(cirq.X.on_each(a, b, c), cirq.measure(a, b, key="ab"), cirq.measure(c, key="c"))
+    first = QuasarqSimulator(seed=9, device=device).run(circuit, repetitions=300)
+    kept = {key: value.copy() for key, value in first.records.items()}
+    assert kept["ab"].shape == (300, 5, 2) and kept["last"].shape == (300, 1, 2)
+    later = QuasarqSimulator(seed=10, device=device).run(other, repetitions=400)
+    assert (later.records["ab"] == 1).all()
+    for key, value in kept.items():
+        np.testing.assert_array_equal(first.records[key], value)
+    del first, later
+    again = QuasarqSimulator(seed=9, device=device).run(circuit, repetitions=300)
+    for key, value in kept.items():
+        np.testing.assert_array_equal(again.records[key], value)

@@ -5,7 +5,9 @@ here; each key's bits are gathered by slicing with the Program's key table, neve
 
 from __future__ import annotations
 
-from typing import Dict
+import sys
+import threading
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -31,62 +33,79 @@ def _unpacked(packed: np.ndarray, shots: int) -> np.ndarray:
     return np.unpackbits(np.ascontiguousarray(packed).view(np.uint8), axis=1, bitorder="little")
 
 
-# Cirq's arrays are unpacked in blocks of whole keys of about this many bytes, each block its own
-# array: blocks stay below the allocator's mmap threshold (32 MiB), so a repeated run() reuses
-# heap pages instead of faulting in fresh ones (which costs more than the unpacking itself), and
-# the blocks spread over threads (NumPy releases the GIL).
+# Cirq's arrays are views of one host buffer of unpacked records, unpacked in blocks of rows of
+# about this many bytes spread over threads (NumPy releases the GIL), each block a few rows at a
+# time so that the unpacked bits go from cache to the buffer. The buffer is kept for the next call
+# and reused once no result holds it any more: touching fresh memory (page faults) costs more than
+# the unpacking itself.
 _BLOCK_BYTES = 4 << 20
+_UNPACK_ROWS = 8
+_KEEP_BYTES = 2 << 30  # a larger buffer is not kept
+_kept: Optional[np.ndarray] = None
+_kept_lock = threading.Lock()
+
+
+def _host_rows(rows: int, width: int) -> np.ndarray:
+    """int8 [rows, width], in the kept buffer when no result holds it (else a new one)."""
+    global _kept
+    size = rows * width
+    with _kept_lock:
+        buffer = _kept
+        # References when nobody else holds it: the module's, `buffer`'s and getrefcount's own.
+        if buffer is None or buffer.size < size or sys.getrefcount(buffer) > 3:
+            buffer = np.empty(max(size, 1), dtype=np.int8)
+            _kept = buffer if size <= _KEEP_BYTES else None
+        return buffer[:size].reshape(rows, width)  # this view marks the buffer as held
 
 
 def records_from_packed(program: Program, packed: np.ndarray, shots: int) -> Dict[str, np.ndarray]:
-    """{key: int8 [shots, instances, qubits]} (Cirq's `records`): a key whose records are
-    consecutive is a view of its block of unpacked rows, the others are gathered."""
+    """{key: int8 [shots, instances, qubits]} (Cirq's `records`): a key whose records are evenly
+    spaced (one measurement, or one per loop iteration) is a strided view of the unpacked rows,
+    the others are gathered."""
     data = np.ascontiguousarray(packed).view(np.uint8)
-    width = 8 * data.shape[1]  # unpacked columns (whole words: shots are sliced off last)
-    blocks, gathered = _key_blocks(program, width)
+    rows, width = data.shape[0], 8 * data.shape[1]  # unpacked columns: whole words, shots sliced off last
+    unpacked = _host_rows(rows, width)
 
-    def unpack(block):
-        lo, hi, members = block
-        bits = np.unpackbits(data[lo:hi], axis=1, bitorder="little").view(np.int8)
-        return [(key, bits[first - lo : first - lo + records.size].reshape(*records.shape, width))
-                for key, first, records in members]
+    def unpack(lo):
+        for at in range(lo, min(rows, lo + step), _UNPACK_ROWS):
+            top = min(rows, at + _UNPACK_ROWS, lo + step)
+            unpacked[at:top] = np.unpackbits(data[at:top], axis=1, bitorder="little")
 
-    parts = host_pool().map(unpack, blocks) if len(blocks) > 1 else map(unpack, blocks)
+    step = max(1, _BLOCK_BYTES // max(width, 1))
+    starts = range(0, rows, step)
+    list(host_pool().map(unpack, starts) if len(starts) > 1 else map(unpack, starts))
     out = {}
-    for members in parts:
-        for key, rows in members:
-            out[key] = rows[..., :shots].transpose(2, 0, 1)
-    for key, records in gathered:
-        bits = np.unpackbits(data[records.ravel()], axis=1, bitorder="little").view(np.int8)
-        out[key] = bits.reshape(*records.shape, width)[..., :shots].transpose(2, 0, 1)
-    return {entry.key: out[entry.key] for entry in program.keys}  # the program's key order
+    for key, records, spacing in _key_plan(program):
+        if spacing is not None:
+            first, (by_instance, by_qubit) = int(records.flat[0]), spacing
+            bits = np.lib.stride_tricks.as_strided(unpacked[first:], shape=(*records.shape, width),
+                                                   strides=(by_instance * width, by_qubit * width, 1))
+        else:
+            bits = np.unpackbits(data[records.ravel()], axis=1, bitorder="little").view(np.int8)
+            bits = bits.reshape(*records.shape, width)
+        out[key] = bits[..., :shots].transpose(2, 0, 1)
+    return out
 
 
-def _key_blocks(program: Program, width: int):
-    """([(first row, end row, [(key, first record, records)])], [(key, records)]): the keys whose
-    records are consecutive, grouped in record order into blocks of about _BLOCK_BYTES; the rest,
-    to gather. Made once per program and row width."""
-    cache = program.derived.setdefault("key_blocks", {})
-    plan = cache.get(width)
+def _key_plan(program: Program):
+    """[(key, records [instances, qubits], (instance step, qubit step) or None)] in the program's
+    key order: the steps when the key's record slots are evenly spaced along both axes. Made once
+    per program."""
+    plan = program.derived.get("key_plan")
     if plan is None:
-        consecutive, gathered = [], []
+        plan = []
         for entry in program.keys:
-            flat = entry.records.ravel()
-            if not flat.size or np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
-                consecutive.append((entry.key, int(flat[0]) if flat.size else 0, entry.records))
-            else:
-                gathered.append((entry.key, entry.records))
-        consecutive.sort(key=lambda member: member[1])
-        rows_per_block = max(1, _BLOCK_BYTES // max(width, 1))
-        blocks: list = []
-        for member in consecutive:
-            first, end = member[1], member[1] + member[2].size
-            if blocks and end - blocks[-1][0] <= rows_per_block:
-                blocks[-1][1] = max(blocks[-1][1], end)
-                blocks[-1][2].append(member)
-            else:
-                blocks.append([first, end, [member]])
-        plan = cache[width] = ([tuple(b) for b in blocks], gathered)
+            records = np.asarray(entry.records, dtype=np.int64)
+            spacing = None
+            if records.size and records.ndim == 2:
+                by_instance = int(records[1, 0] - records[0, 0]) if records.shape[0] > 1 else 0
+                by_qubit = int(records[0, 1] - records[0, 0]) if records.shape[1] > 1 else 0
+                inst, qub = np.indices(records.shape)
+                if by_instance >= 0 and by_qubit >= 0 and np.array_equal(
+                        records, records[0, 0] + inst * by_instance + qub * by_qubit):
+                    spacing = (by_instance, by_qubit)
+            plan.append((entry.key, records, spacing))
+        program.derived["key_plan"] = plan
     return plan
 
 
