@@ -25,22 +25,39 @@ record_parities(const qq_u64* rec, int rec_stride, const int* offsets, const int
 }
 
 // parities_shot_major: the same parities, laid out shot by shot as Stim's bit-packed samples: for
-// shot 64*j + l of the chunk, word b of its row holds parities 64b..64b+63 (bit i = parity 64b+i).
-// `par` is record_parities' output (num_parities rows of out_stride words); out has row_words =
-// ceil(num_parities / 64) words per shot. Thread (j, b, l) gathers bit l of 64 parity words that
-// all 64 lanes of (j, b) read (one cached load each). 1-D grid over count * row_words * 64
-// threads, blockDim.x == QQ_PARITY_BLOCK (a multiple of 64).
+// shot 64*j + l of the chunk, byte k of its row holds parities 8k..8k+7 (bit i = parity 8k+i), rows
+// of row_bytes = ceil(num_parities / 8) bytes back to back (what the host gets, one plain copy).
+// `par` is record_parities' output (num_parities rows of par_stride words). A block transposes a
+// tile of QQ_TILE_WORDS shot words by QQ_TILE_ROWS 64-parity words through shared memory: reads of
+// par are whole sectors (QQ_TILE_WORDS consecutive words of a row), writes are QQ_TILE_ROWS * 8
+// consecutive bytes of a shot's row, and the tile's rows are padded so the gather is free of bank
+// conflicts. Grid (ceil(count / QQ_TILE_WORDS), ceil(row_words / QQ_TILE_ROWS)), blockDim.x == QQ_PARITY_BLOCK.
+#define QQ_TILE_WORDS 4
+#define QQ_TILE_ROWS 16
 extern "C" __global__ void __launch_bounds__(QQ_PARITY_BLOCK)
-parities_shot_major(const qq_u64* par, int par_stride, int num_parities, qq_u64* out, int row_words, int count) {
-    const size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (idx >= (size_t)count * row_words * 64) return;
-    const int l = (int)(idx & 63);
-    const size_t jb = idx >> 6;
-    const int b = (int)(jb % row_words), j = (int)(jb / row_words);
-    qq_u64 y = 0;
-    const int hi = min(64, num_parities - 64 * b);
-    for (int i = 0; i < hi; ++i) y |= ((par[(size_t)(64 * b + i) * par_stride + j] >> l) & 1ull) << i;
-    out[((size_t)64 * j + l) * row_words + b] = y;
+parities_shot_major(const qq_u64* par, int par_stride, int num_parities, unsigned char* out, int row_bytes,
+                    int count) {
+    __shared__ qq_u64 tile[QQ_TILE_ROWS][64 * QQ_TILE_WORDS + 1];
+    const int j0 = blockIdx.x * QQ_TILE_WORDS, b0 = blockIdx.y * QQ_TILE_ROWS;
+    for (int t = threadIdx.x; t < QQ_TILE_ROWS * 64 * QQ_TILE_WORDS; t += blockDim.x) {
+        const int jl = t % QQ_TILE_WORDS, r = t / QQ_TILE_WORDS;  // r: parity 64*b0 + r
+        const int p = 64 * b0 + r, j = j0 + jl;
+        tile[r >> 6][(r & 63) * QQ_TILE_WORDS + jl] =
+            p < num_parities && j < count ? par[(size_t)p * par_stride + j] : 0ull;
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < 64 * QQ_TILE_WORDS * QQ_TILE_ROWS; t += blockDim.x) {
+        const int bl = t % QQ_TILE_ROWS, s = t / QQ_TILE_ROWS;  // parity word b0 + bl of local shot s
+        const int jl = s >> 6, l = s & 63, b = b0 + bl;
+        const int bytes = min(8, row_bytes - 8 * b);
+        if (j0 + jl >= count || bytes <= 0) continue;
+        const qq_u64* column = &tile[bl][jl];
+        qq_u64 y = 0;
+#pragma unroll 8
+        for (int i = 0; i < 64; ++i) y |= ((column[i * QQ_TILE_WORDS] >> l) & 1ull) << i;
+        unsigned char* row = out + ((size_t)64 * (j0 + jl) + l) * row_bytes + 8 * b;
+        for (int k = 0; k < bytes; ++k) row[k] = (unsigned char)(y >> (8 * k));
+    }
 }
 
 // rows_reduce: acc[r] += popcount of row r's words j < count (op 0), or acc[r] ^= their XOR (op 1);

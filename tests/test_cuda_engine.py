@@ -482,6 +482,40 @@ def test_frames_many_qubits_use_global_memory(cuda_engine, numpy_engine):
     assert_same_frames(frames_of(cuda_engine, program, 2, shots), frames_of(numpy_engine, program, 2, shots), shots)
 
 
+def test_shot_major_layout_of_many_records(numpy_engine):
+    """Stim's shot-major bit-packed layout laid out on the device: thousands of records (several
+    tiles of 1024 records, rows of a byte count that is not a multiple of 8), shot words not a
+    multiple of the tile's, whole and in pieces on streams."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    n, r = 211, random.Random(4)
+    b = ProgramBuilder(n)
+    for _ in range(14):
+        b.next_step()
+        for q in range(0, n - 1, 2):
+            b.gate(r.choice(UNITARY_2), q, q + 1)
+        b.next_step()
+        for q in r.sample(range(n), 60):
+            b.noise("DEPOLARIZE1", [q], b.channel_id(1, [0.01] * 3, [[1], [2], [3]]))
+        b.next_step()
+        for q in range(n):
+            b.measure(q, reset=q % 3 == 0)
+    program = b.build()
+    assert program.num_records == 14 * n and program.num_records % 64 and (program.num_records + 7) // 8 % 8
+    sched = schedule(program)
+    ref = numpy_engine.run_tableau(program, sched, rng.make_key(1), reference=True).records
+    for shots in (64 * 9 + 5, 64 * 70):
+        want = numpy_engine.sample_frames(program, sched, rng.make_key(2), ref, shots, shot_major=True)
+        for pieces_from in (None, 0):
+            engine = CudaEngine(max_shot_words=37)
+            if pieces_from is not None:
+                engine.pipeline_min_bytes = pieces_from
+            got = engine.sample_frames(program, sched, rng.make_key(2), ref, shots, shot_major=True)
+            assert got.shape == want.shape and np.array_equal(got, want), (shots, pieces_from)
+
+
 def test_out_of_memory_is_reported():
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")

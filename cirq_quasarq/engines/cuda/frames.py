@@ -30,6 +30,8 @@ from .device_program import _pad
 FRAME_BLOCK = loader.source_define("frames.cu", "QQ_FRAME_BLOCK")
 PARITY_BLOCK = loader.source_define("parities.cu", "QQ_PARITY_BLOCK")
 ROWS_PER_BLOCK = PARITY_BLOCK // 32  # rows_reduce: a warp per row
+TILE_WORDS = loader.source_define("parities.cu", "QQ_TILE_WORDS")  # parities_shot_major's tile
+TILE_ROWS = loader.source_define("parities.cu", "QQ_TILE_ROWS")
 PIPELINE_PIECES = 4  # pieces (and streams) a chunk runs as when its results come back
 PIPELINE_MIN_BYTES = 8 << 20  # below this a copy is too short to be worth overlapping
 
@@ -83,7 +85,7 @@ class FrameMode:
             raise OutOfMemoryError(f"the frames of {n} qubits need {slab_word} bytes of shared memory per 64 shots; "
                                    f"a block has at most {engine.smem_optin}")
         per_word = (8 * num_records + (0 if shared else slab_word) + (0 if parities is None else 8 * rows)
-                    + (8 * 64 * row_words if shot_major else 0))
+                    + (64 * row_bytes if shot_major else 0))
         held = sum(b[1] for b in self._buffers.values())  # reused, so available to this call
         budget = engine.free_bytes() + held - (1 << 20)
         chunk = budget // per_word if per_word else words
@@ -127,7 +129,7 @@ class FrameMode:
             flat = cuda.to_device(_pad(parities.records, np.int32))
             flip = cuda.to_device(_pad(parities.flip, np.uint8))
         if shot_major:
-            by_shot = self._scratch("shot_major", 8 * 64 * row_words * chunk)
+            by_shot = self._scratch("shot_major", 64 * row_bytes * chunk)
         if reduce is not None:
             acc = self._scratch("reduced", 8 * rows)
             cuda.memset_d8(acc, 0, 8 * rows)
@@ -136,7 +138,7 @@ class FrameMode:
         # A chunk whose results come back to the host runs as pieces, each on its own stream: the
         # copy of one piece overlaps the kernels of the next, and the next piece's blocks fill the
         # multiprocessors that the last blocks of one leave idle. Pieces are whole blocks of S words.
-        copy_bytes = 8 * (rows if not shot_major else 64 * row_words) * chunk
+        copy_bytes = (64 * row_bytes if shot_major else 8 * rows) * chunk
         pieces = 1 if reduce is not None or copy_bytes < engine.pipeline_min_bytes else PIPELINE_PIECES
         per_piece = -(-chunk // pieces)
         piece = S * -(-per_piece // S)
@@ -160,19 +162,16 @@ class FrameMode:
                     tail_word = count - 1 if start + count == words else -1
                     launch("parities", "rows_reduce", (-(-rows // ROWS_PER_BLOCK), 1), (PARITY_BLOCK, 1, 1),
                            int(copied), chunk, rows, part, tail_word, tail, op, int(acc))
-                elif shot_major:
-                    total = 64 * row_words * part
-                    launch("parities", "parities_shot_major", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
-                           (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows,
-                           int(by_shot) + 8 * 64 * row_words * at, row_words, part, stream=stream)
-                    copy = cuda.Memcpy2D()  # 64·part shot rows, each its first ceil(rows/8) bytes
-                    copy.set_src_device(int(by_shot) + 8 * 64 * row_words * at)
-                    copy.src_pitch = 8 * row_words
-                    copy.set_dst_host(out[64 * (start + at):])
-                    copy.dst_pitch = out.shape[1]
-                    copy.width_in_bytes = out.shape[1]
-                    copy.height = 64 * part
-                    self._copy(copy, stream, aligned=False)  # rows of ceil(rows/8) bytes: any pitch
+                elif shot_major:  # 64·part shot rows of row_bytes, back to back as the host wants them
+                    device_rows = int(by_shot) + 64 * row_bytes * at
+                    launch("parities", "parities_shot_major", (-(-part // TILE_WORDS), -(-row_words // TILE_ROWS)),
+                           (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows, device_rows, row_bytes, part,
+                           stream=stream)
+                    host_rows = out[64 * (start + at): 64 * (start + at + part)]
+                    if stream is None:
+                        cuda.memcpy_dtoh(host_rows, device_rows)
+                    else:
+                        cuda.memcpy_dtoh_async(host_rows, device_rows, stream)
                 else:  # the piece's columns of every row, straight into `out`
                     copy = cuda.Memcpy2D()
                     copy.set_src_device(int(copied) + 8 * at)
