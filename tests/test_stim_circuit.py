@@ -596,3 +596,16 @@ def test_the_cache_tells_apart_circuits_whose_text_is_the_same():
 def test_importing_the_package_does_not_import_stim():
     code = "import sys, cirq_quasarq, cirq_quasarq.compiler; assert 'stim' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_same_circuit_object_again_is_not_recompiled_unless_changed():
+    """A sampling loop passes one stim.Circuit object again and again: it gets the same Program
+    (without printing the circuit to text); mutated in place, it gets the new circuit's Program."""
+    c = stim.Circuit("H 0\nCX 0 1\nM 0 1")
+    first = compile_stim(c)
+    assert compile_stim(c) is first
+    c.append("X", [1])
+    c.append("M", [1])
+    changed = compile_stim(c)
+    assert changed is not first and changed.num_records == 3
+    assert compile_stim(stim.Circuit("H 0\nCX 0 1\nM 0 1")) is first  # an equal circuit: the text cache
