@@ -144,14 +144,15 @@ __device__ __forceinline__ void qq_lr_tables(qq_u64* lo_tab, qq_u64* hi_tab, con
     }
 }
 
-// A step's words of the block's rows, QQ_LR_STEP per thread (element m: row (tid + m B) / STEP,
-// word (tid + m B) % STEP of the step), loaded ahead into registers so that the loads of step s+1
-// fly while step s is looked up.
+// A step's X and Z words of a block's rows, PER per thread of a block of BLOCK threads (element m:
+// row (tid + m BLOCK) / STEP, word (tid + m BLOCK) % STEP of the step; zero past the rows or the
+// step), loaded ahead into registers so that the loads of step s+1 fly while step s is worked on.
+template <int BLOCK, int PER>
 __device__ __forceinline__ void qq_lr_fetch(const qq_u64* X, const qq_u64* Z, size_t r0, int rows, int W, int w0,
                                             int step, int tid, qq_u64* px, qq_u64* pz) {
 #pragma unroll
-    for (int m = 0; m < QQ_LR_STEP; ++m) {
-        const int e = tid + m * QQ_LR_BLOCK, row = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
+    for (int m = 0; m < PER; ++m) {
+        const int e = tid + m * BLOCK, row = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
         px[m] = pz[m] = 0ull;
         if (row < rows && wl < step) {
             const size_t a = (r0 + row) * W + w0 + wl;
@@ -209,7 +210,8 @@ lowrank_counts(const qq_u64* X, const qq_u64* Z, const qq_u64* VN, const int* me
     const size_t R = (size_t)2 * n, r0 = (size_t)blockIdx.x * QQ_LR_COUNT_ROWS;
     const int rows = (int)min((size_t)QQ_LR_COUNT_ROWS, R - r0);
     // Element m of a thread: row (tid + m B) / STEP, word (tid + m B) % STEP of the step.
-    const int per = QQ_LR_COUNT_ROWS * QQ_LR_STEP / QQ_LR_COUNT_BLOCK, vper = QQ_LR_CHUNK * QQ_LR_STEP / QQ_LR_COUNT_BLOCK;
+    constexpr int per = QQ_LR_COUNT_ROWS * QQ_LR_STEP / QQ_LR_COUNT_BLOCK;
+    constexpr int vper = QQ_LR_CHUNK * QQ_LR_STEP / QQ_LR_COUNT_BLOCK;
     qq_u64 pz[per], pxz[per], pv[vper];
     qq_counts acc_z[8], acc_xz[8];
 #pragma unroll
@@ -219,17 +221,9 @@ lowrank_counts(const qq_u64* X, const qq_u64* Z, const qq_u64* VN, const int* me
     }
     auto fetch = [&](int w0) {
         const int step = min(QQ_LR_STEP, hi - w0);
+        qq_lr_fetch<QQ_LR_COUNT_BLOCK, per>(X, Z, r0, rows, W, w0, step, tid, pxz, pz);
 #pragma unroll
-        for (int m = 0; m < per; ++m) {
-            const int e = tid + m * QQ_LR_COUNT_BLOCK, row = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
-            pz[m] = pxz[m] = 0ull;
-            if (row < rows && wl < step) {
-                const size_t a = (r0 + row) * W + w0 + wl;
-                const qq_u64 z = Z[a];
-                pz[m] = z;
-                pxz[m] = X[a] & z;
-            }
-        }
+        for (int m = 0; m < per; ++m) pxz[m] &= pz[m];  // x ∧ z
 #pragma unroll
         for (int m = 0; m < vper; ++m) {  // collapse i's words of the step
             const int e = tid + m * QQ_LR_COUNT_BLOCK, i = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
@@ -357,7 +351,7 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, const qq_
     const int groups = (kc + 3) >> 2;
     qq_u64 pv = 0ull;
     if (lo < hi) {
-        qq_lr_fetch(X, Z, r0, rows, W, lo, min(QQ_LR_STEP, hi - lo), tid, px, pz);
+        qq_lr_fetch<QQ_LR_BLOCK, QQ_LR_STEP>(X, Z, r0, rows, W, lo, min(QQ_LR_STEP, hi - lo), tid, px, pz);
         pv = qq_lr_victims(VN, lo, min(QQ_LR_STEP, hi - lo), kc, W, tid);
     }
     for (int w0 = lo; w0 < hi; w0 += QQ_LR_STEP) {
@@ -367,7 +361,7 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, const qq_
         qq_lr_stage(xs, zs, tid, px, pz);
         vec[tid] = pv;
         if (next < hi) {
-            qq_lr_fetch(X, Z, r0, rows, W, next, min(QQ_LR_STEP, hi - next), tid, px, pz);
+            qq_lr_fetch<QQ_LR_BLOCK, QQ_LR_STEP>(X, Z, r0, rows, W, next, min(QQ_LR_STEP, hi - next), tid, px, pz);
             pv = qq_lr_victims(VN, next, min(QQ_LR_STEP, hi - next), kc, W, tid);
         }
         __syncthreads();
