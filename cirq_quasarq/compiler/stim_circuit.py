@@ -145,12 +145,12 @@ def compile_stim(circuit) -> Program:
     key = str(circuit)
     hit = _PROGRAMS.get(key)
     if hit is not None and hit[1] == circuit:  # the text rounds arguments: equal circuits only
-        program = hit[0]
+        program, kept = hit[0], hit[1]
     else:
-        program = _StimCompiler(stim, circuit.num_qubits).run(circuit)
-        _PROGRAMS.put(key, (program, circuit.copy()), program.num_instructions)
-    with _RECENT_LOCK:
-        _RECENT[id(circuit)] = (circuit, circuit.copy(), program)
+        program, kept = _StimCompiler(stim, circuit.num_qubits).run(circuit), circuit.copy()
+        _PROGRAMS.put(key, (program, kept), program.num_instructions)
+    with _RECENT_LOCK:  # the cache's copy serves both: neither is ever changed
+        _RECENT[id(circuit)] = (circuit, kept, program)
         _RECENT.move_to_end(id(circuit))
         while len(_RECENT) > _RECENT_MAX:
             _RECENT.popitem(last=False)
