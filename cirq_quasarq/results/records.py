@@ -65,13 +65,13 @@ def records_from_packed(program: Program, packed: np.ndarray, shots: int) -> Dic
     data = np.ascontiguousarray(packed).view(np.uint8)
     rows, width = data.shape[0], 8 * data.shape[1]  # unpacked columns: whole words, shots sliced off last
     unpacked = _host_rows(rows, width)
+    step = max(1, _BLOCK_BYTES // max(width, 1))  # rows a block
 
     def unpack(lo):
         for at in range(lo, min(rows, lo + step), _UNPACK_ROWS):
             top = min(rows, at + _UNPACK_ROWS, lo + step)
             unpacked[at:top] = np.unpackbits(data[at:top], axis=1, bitorder="little")
 
-    step = max(1, _BLOCK_BYTES // max(width, 1))
     starts = range(0, rows, step)
     list(host_pool().map(unpack, starts) if len(starts) > 1 else map(unpack, starts))
     out = {}
