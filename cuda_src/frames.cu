@@ -17,6 +17,10 @@
 // depends on absolute (slot, word, shot) only and results do not depend on S or chunking.
 // defer_noise: noise runs take every word's any-lane draw first and finish only the words that
 // fired, 32 at a time per warp (qq_noise_run); 0 runs each word in place (its oracle).
+// shot_rows (may be null): the block also writes its words' records in Stim's shot-major layout
+// (parities.cu's parities_shot_major, its oracle): rows of row_bytes = ceil(num_records / 8) bytes,
+// shot 64*(b*S + j) + l at shot_rows + (64*(b*S + j) + l) * row_bytes (64-byte aligned); staged
+// through stage_bytes >= 64 * row_bytes of the dynamic shared memory (qq_shot_major_epilogue).
 #include "paulis.cuh"
 #include "tables.cuh"
 
@@ -211,11 +215,59 @@ __device__ __forceinline__ void qq_noise_run(const QQTables* T, const int* rows,
     __syncwarp();  // the queue is read before the warp's next run writes it
 }
 
+// Lane r holds row r of a 32x32 bit matrix (bit c: column c); returns column `lane` (bit r: row
+// r's bit lane). Swap the off-diagonal halves, then quarters inside each half, and so on.
+__device__ __forceinline__ unsigned qq_transpose32(unsigned x, int lane) {
+    unsigned m = 0x0000FFFFu;
+#pragma unroll
+    for (int j = 16; j > 0; j >>= 1, m ^= m << j) {
+        const unsigned y = __shfl_xor_sync(0xFFFFFFFFu, x, j);
+        x = (lane & j) ? ((x & ~m) | ((y >> j) & m)) : ((x & m) | ((y << j) & ~m));
+    }
+    return x;
+}
+
+// The block's records of its SE words (out[r*out_stride + b0 + j], complete and visible to the
+// block) as shot-major rows, J words at a time staged in `stage` (stage_bytes >= 64*row_bytes of
+// shared memory; in the shared kernel the slab, free once the program is done). A warp takes 32
+// records of one shot word and transposes them by shuffles into 32 bits of each of the word's 64
+// shots: 4 bytes of each shot's row. The stage holds the exact output bytes of J words
+// (contiguous, a multiple of 64 bytes from a 64-byte aligned start), which leave in 16-byte
+// stores. Done right after the block's last instruction, while its records are in L2, so the
+// copy of a piece to the host waits for no other kernel.
+__device__ __forceinline__ void qq_shot_major_epilogue(const qq_u64* out, int out_stride, int b0, int SE,
+                                                      int num_records, unsigned char* shot_rows, int row_bytes,
+                                                      unsigned char* stage, int stage_bytes) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int groups = (row_bytes + 3) >> 2;  // of 32 records: 4 bytes of a row
+    const int J = stage_bytes / (64 * row_bytes);
+    for (int j0 = 0; j0 < SE; j0 += J) {
+        const int jn = min(J, SE - j0);
+        for (int task = warp; task < jn * groups; task += warps) {
+            const int jl = task / groups, g = task - jl * groups;
+            const int r = 32 * g + lane;
+            const qq_u64 v = r < num_records ? out[(size_t)r * out_stride + b0 + j0 + jl] : 0ull;
+            const unsigned shots[2] = {qq_transpose32((unsigned)v, lane), qq_transpose32((unsigned)(v >> 32), lane)};
+            const int bytes = min(4, row_bytes - 4 * g);
+            for (int h = 0; h < 2; ++h) {
+                unsigned char* row = stage + (size_t)(64 * jl + 32 * h + lane) * row_bytes + 4 * g;
+                for (int k = 0; k < bytes; ++k) row[k] = (unsigned char)(shots[h] >> (8 * k));
+            }
+        }
+        __syncthreads();
+        const size_t vectors = (size_t)jn * 64 * row_bytes / 16;
+        uint4* dst = reinterpret_cast<uint4*>(shot_rows + (size_t)64 * (b0 + j0) * row_bytes);
+        for (size_t i = threadIdx.x; i < vectors; i += blockDim.x) dst[i] = reinterpret_cast<const uint4*>(stage)[i];
+        __syncthreads();  // the stage is free for the next words
+    }
+}
+
 template <bool SHARED>
 __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsigned char* ref, qq_u64* out,
                                                   int out_stride, long long word0, int chunk_words, int S,
-                                                  qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise) {
-    extern __shared__ qq_u64 qq_slab[];
+                                                  qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
+                                                  unsigned char* shot_rows, int row_bytes, int stage_bytes) {
+    extern __shared__ __align__(16) qq_u64 qq_slab[];
     const size_t n = (size_t)T->n;
     const int b0 = blockIdx.x * S;
     const int SE = min(S, chunk_words - b0);  // this block's words (the last block may have fewer)
@@ -292,16 +344,25 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
         }
         ++r;
     }
+    if (shot_rows) {
+        __syncthreads();  // every record is written (and the slab is free)
+        qq_shot_major_epilogue(out, out_stride, b0, SE, (int)T->num_records, shot_rows, row_bytes,
+                               reinterpret_cast<unsigned char*>(qq_slab), stage_bytes);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_shared(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
-                      int chunk_words, int S, qq_u32 k0, qq_u32 k1, int defer_noise) {
-    qq_frames_program<true>(T, ref, out, out_stride, word0, chunk_words, S, nullptr, k0, k1, defer_noise);
+                      int chunk_words, int S, qq_u32 k0, qq_u32 k1, int defer_noise, unsigned char* shot_rows,
+                      int row_bytes, int stage_bytes) {
+    qq_frames_program<true>(T, ref, out, out_stride, word0, chunk_words, S, nullptr, k0, k1, defer_noise, shot_rows,
+                            row_bytes, stage_bytes);
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_global(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
-                      int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise) {
-    qq_frames_program<false>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise);
+                      int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
+                      unsigned char* shot_rows, int row_bytes, int stage_bytes) {
+    qq_frames_program<false>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise, shot_rows,
+                             row_bytes, stage_bytes);
 }

@@ -485,7 +485,9 @@ def test_frames_many_qubits_use_global_memory(cuda_engine, numpy_engine):
 def test_shot_major_layout_of_many_records(numpy_engine):
     """Stim's shot-major bit-packed layout laid out on the device: thousands of records (several
     tiles of 1024 records, rows of a byte count that is not a multiple of 8), shot words not a
-    multiple of the tile's, whole and in pieces on streams."""
+    multiple of the tile's, whole and in pieces on streams; written by the frame kernel's epilogue
+    (frames in shared or global memory, chunks of 37 words or one chunk) and by the separate
+    transpose."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
@@ -506,14 +508,47 @@ def test_shot_major_layout_of_many_records(numpy_engine):
     assert program.num_records == 14 * n and program.num_records % 64 and (program.num_records + 7) // 8 % 8
     sched = schedule(program)
     ref = numpy_engine.run_tableau(program, sched, rng.make_key(1), reference=True).records
-    for shots in (64 * 9 + 5, 64 * 70):
+    for shots in (64 * 9 + 5, 64 * 70, 64 * 600 + 3):
         want = numpy_engine.sample_frames(program, sched, rng.make_key(2), ref, shots, shot_major=True)
-        for pieces_from in (None, 0):
-            engine = CudaEngine(max_shot_words=37)
+        for fused, memory, pieces_from, max_words in ((True, "auto", None, 37), (True, "auto", 0, 37),
+                                                      (True, "auto", 0, None), (True, "global", 0, 37),
+                                                      (False, "auto", None, 37), (False, "auto", 0, 37)):
+            engine = CudaEngine(max_shot_words=max_words, frame_memory=memory)
+            engine.fused_shot_major = fused
             if pieces_from is not None:
                 engine.pipeline_min_bytes = pieces_from
             got = engine.sample_frames(program, sched, rng.make_key(2), ref, shots, shot_major=True)
-            assert got.shape == want.shape and np.array_equal(got, want), (shots, pieces_from)
+            assert got.shape == want.shape and np.array_equal(got, want), (shots, fused, memory, pieces_from, max_words)
+
+
+def test_shot_major_rows_longer_than_shared_memory(numpy_engine):
+    """18,000 records: 64 shots' rows (144 KB) do not fit a block's shared memory, so the rows
+    are transposed after the frame kernel, whatever fused_shot_major says (frames in shared and
+    in global memory); equal to the NumPy engine."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    n, r = 60, random.Random(5)
+    b = ProgramBuilder(n)
+    for _ in range(300):
+        b.next_step()
+        for q in range(0, n - 1, 2):
+            b.gate(r.choice(UNITARY_2), q, q + 1)
+        b.next_step()
+        for q in range(n):
+            b.measure(q, reset=q % 4 == 0)
+    program = b.build()
+    assert 64 * ((program.num_records + 7) // 8) > 128 * 1024
+    sched = schedule(program)
+    ref = numpy_engine.run_tableau(program, sched, rng.make_key(3), reference=True).records
+    shots = 64 * 5 + 17
+    want = numpy_engine.sample_frames(program, sched, rng.make_key(4), ref, shots, shot_major=True)
+    for fused, memory in ((True, "auto"), (True, "global"), (False, "auto")):
+        engine = CudaEngine(max_shot_words=3, frame_memory=memory)
+        engine.fused_shot_major = fused
+        got = engine.sample_frames(program, sched, rng.make_key(4), ref, shots, shot_major=True)
+        assert got.shape == want.shape and np.array_equal(got, want), (fused, memory)
 
 
 def test_out_of_memory_is_reported():

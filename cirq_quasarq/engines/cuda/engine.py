@@ -146,6 +146,9 @@ class CudaEngine(Engine):
         self.row_warps: Optional[int] = None  # warps a row in measure_rows_apply (None: by row length)
         # frame mode runs a chunk as pieces on their own streams when it copies back at least this
         self.pipeline_min_bytes = PIPELINE_MIN_BYTES
+        # frame mode's shot-major records from the frame kernel's epilogue (False: a separate
+        # transpose kernel afterwards, its oracle)
+        self.fused_shot_major = True
 
         self.cuda = cuda
         self.max_shot_words = max_shot_words

@@ -32,7 +32,8 @@ PARITY_BLOCK = loader.source_define("parities.cu", "QQ_PARITY_BLOCK")
 ROWS_PER_BLOCK = PARITY_BLOCK // 32  # rows_reduce: a warp per row
 TILE_WORDS = loader.source_define("parities.cu", "QQ_TILE_WORDS")  # parities_shot_major's tile
 TILE_ROWS = loader.source_define("parities.cu", "QQ_TILE_ROWS")
-PIPELINE_PIECES = 4  # pieces (and streams) a chunk runs as when its results come back
+PIPELINE_PIECES = 4  # pieces (and streams) a chunk runs as when its results come back, at least:
+PIPELINE_MAX_PIECES = 8  # a chunk of several waves of blocks runs as pieces of half a wave
 PIPELINE_MIN_BYTES = 8 << 20  # below this a copy is too short to be worth overlapping
 
 
@@ -41,7 +42,7 @@ class FrameMode:
 
     def __init__(self, engine):
         self.engine = engine
-        self._smem_set = 48 * 1024
+        self._smem_set = {}  # kernel name -> dynamic shared memory it may take
         self._buffers = {}
         self._pinned: Optional[np.ndarray] = None
         self._streams: list = []
@@ -63,6 +64,7 @@ class FrameMode:
         num_records = program.num_records
         rows = num_records if parities is None else parities.count
         row_words = (rows + 63) // 64
+        row_bytes = (rows + 7) // 8  # of a shot-major row
         if num_records == 0 or words == 0 or rows == 0:
             empty = np.zeros((rows, words), dtype=np.uint64)
             if reduce is not None:
@@ -72,7 +74,6 @@ class FrameMode:
             shot_major = False
             out = np.zeros(rows, dtype=np.uint64)
         elif shot_major:  # Stim's bit-packed samples: a row of ceil(rows / 8) bytes per shot
-            row_bytes = (rows + 7) // 8
             out = self._host_records(8 * words * row_bytes).view(np.uint8).reshape(64 * words, row_bytes)
         else:
             out = self._host_records(rows * words).reshape(rows, words)
@@ -98,27 +99,21 @@ class FrameMode:
                 f"{'' if shared else f', frames of {n} qubits'}); {gib(max(budget, 0))} is available")
         defer_noise = int(engine.frame_noise == "deferred")
         slots = 2 * engine.sm_count  # blocks resident at once: two a multiprocessor
+        name = "frames_program_shared" if shared else "frames_program_global"
+        # Two blocks a multiprocessor (228 KiB): each its dynamic shared memory, its static noise
+        # queues, 1 KiB the driver keeps.
+        static = engine.launcher.functions[name].get_attribute(cuda.function_attribute.SHARED_SIZE_BYTES)
+        room = min(engine.smem_optin, 113 * 1024) - static
+        # Shot-major records come from the frame kernel itself where 64 shots' rows fit its shared
+        # memory (qq_shot_major_epilogue). Longer rows (over ~14k records: then a block's records
+        # are no longer in L2 when it ends, and its one-word reads of them cost whole sectors from
+        # DRAM) and parities are transposed afterwards, by parities_shot_major (also the oracle).
+        fused = bool(shot_major and parities is None and engine.fused_shot_major and 64 * row_bytes <= room)
         if shared:
-            # Two blocks a multiprocessor (228 KiB): each its slab, its static noise queues, 1 KiB
-            # the driver keeps.
-            static = engine.launcher.functions["frames_program_shared"].get_attribute(
-                cuda.function_attribute.SHARED_SIZE_BYTES)
-            room = min(engine.smem_optin, 113 * 1024) - static
             cap = int(min(64, max(1, room // slab_word))) if slab_word else 64
-            # As few waves of blocks as the cap allows, the words spread evenly over them (a last,
-            # part-filled wave would cost a whole one).
-            waves = -(-chunk // (slots * cap))
-            S = int(max(1, -(-chunk // (slots * waves))))
-            smem = 2 * n * S * 8
-            name = "frames_program_shared"
-            if smem > self._smem_set:
-                engine.launcher.functions[name].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                              smem)
-                self._smem_set = smem
+            S = self._words_a_block(chunk, slots, cap)
         else:
             S = int(max(1, min(8, -(-chunk // (2 * slots)))))
-            smem = 0
-            name = "frames_program_global"
         blocks = -(-chunk // S)
         out_dev = self._scratch("frames_out", 8 * num_records * chunk)
         slab = None if shared else self._scratch("frames_slab", 8 * 2 * n * S * blocks)
@@ -137,22 +132,25 @@ class FrameMode:
             tail = np.uint64((1 << (shots % 64)) - 1 if shots % 64 else (1 << 64) - 1)
         # A chunk whose results come back to the host runs as pieces, each on its own stream: the
         # copy of one piece overlaps the kernels of the next, and the next piece's blocks fill the
-        # multiprocessors that the last blocks of one leave idle. Pieces are whole blocks of S words.
+        # multiprocessors that the last blocks of one leave idle. Pieces are whole blocks of S words;
+        # over several waves of blocks, half a wave each (the last copy, which nothing overlaps, is
+        # then shorter: d=11 1M shots 7.0 -> 6.6 ms on an H100), never fewer than PIPELINE_PIECES
+        # (smaller pieces of one wave ran slower: d=51 10k shots 15.7 -> 21.7 ms with 6).
         copy_bytes = (64 * row_bytes if shot_major else 8 * rows) * chunk
-        pieces = 1 if reduce is not None or copy_bytes < engine.pipeline_min_bytes else PIPELINE_PIECES
-        per_piece = -(-chunk // pieces)
-        piece = S * -(-per_piece // S)
+        pieces = 1
+        if reduce is None and copy_bytes >= engine.pipeline_min_bytes:
+            pieces = min(PIPELINE_MAX_PIECES, max(PIPELINE_PIECES, -(-blocks // max(1, slots // 2))))
         streams = self._stream_pool(pieces) if pieces > 1 else [None]
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
         timed = []  # per chunk, its pieces' frame-kernel events, read once the device is past them
         for start in range(0, words, chunk):
             count = min(chunk, words - start)
             timed.append([])
-            for i, at in enumerate(range(0, count, piece)):
-                part = min(piece, count - at)
+            for i, (at, part) in enumerate(self._piece_plan(count, S, pieces)):
                 stream = streams[i % len(streams)]
-                timed[-1].append(self._piece(name, n, S, smem, dp, ref, out_dev, chunk, first_word + start + at, at,
-                                             part, slab, k0, k1, defer_noise, stream))
+                shot_rows = int(by_shot) + 64 * row_bytes * at if fused else 0
+                timed[-1].append(self._piece(name, n, S, room, dp, ref, out_dev, chunk, first_word + start + at, at,
+                                             part, slab, k0, k1, defer_noise, stream, shot_rows, row_bytes))
                 if parities is not None:
                     total = rows * part
                     launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
@@ -164,9 +162,10 @@ class FrameMode:
                            int(copied), chunk, rows, part, tail_word, tail, op, int(acc))
                 elif shot_major:  # 64·part shot rows of row_bytes, back to back as the host wants them
                     device_rows = int(by_shot) + 64 * row_bytes * at
-                    launch("parities", "parities_shot_major", (-(-part // TILE_WORDS), -(-row_words // TILE_ROWS)),
-                           (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows, device_rows, row_bytes, part,
-                           stream=stream)
+                    if not fused:
+                        launch("parities", "parities_shot_major", (-(-part // TILE_WORDS), -(-row_words // TILE_ROWS)),
+                               (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows, device_rows, row_bytes, part,
+                               stream=stream)
                     host_rows = out[64 * (start + at): 64 * (start + at + part)]
                     if stream is None:
                         cuda.memcpy_dtoh(host_rows, device_rows)
@@ -191,19 +190,50 @@ class FrameMode:
         kernel_s = sum(max(end.time_since(events[0][0]) for _, end in events) for events in timed) / 1000.0
         return (out[:shots] if shot_major else out), kernel_s
 
-    def _piece(self, name, n, S, smem, dp, ref, out_dev, chunk, word0, at, part, slab, k0, k1, defer_noise, stream):
+    @staticmethod
+    def _words_a_block(words: int, slots: int, cap: int) -> int:
+        """Shot words a block takes: as few waves of `slots` blocks as `cap` words a block allow,
+        the words spread evenly over them (a last, part-filled wave would cost a whole one)."""
+        waves = -(-words // (slots * cap))
+        return int(max(1, -(-words // (slots * waves))))
+
+    @staticmethod
+    def _piece_plan(count: int, S: int, pieces: int) -> list:
+        """(first word, words) of each piece of a chunk of `count` words: whole blocks of S words."""
+        per_piece = S * -(-(-(-count // pieces)) // S)
+        return [(at, min(per_piece, count - at)) for at in range(0, count, per_piece)]
+
+    def _piece(self, name, n, S, room, dp, ref, out_dev, chunk, word0, at, part, slab, k0, k1, defer_noise, stream,
+               shot_rows, row_bytes):
         """Launch the frame kernel `name` on `part` words from chunk column `at` (absolute word
-        `word0`). In global memory its blocks take the chunk's slabs from block at / S on (pieces
-        are whole blocks). Returns the launch's events."""
+        `word0`), S words a block. In global memory its blocks take the chunk's slabs from block
+        at / S on (pieces are whole blocks). `shot_rows` (0: none): the piece's shot-major
+        rows, written by the kernel (staged in its dynamic shared memory, `room` bytes at most).
+        Returns the launch's events."""
         grid = (-(-part // S), 1)
         launch = self.engine.launcher.launch
         out = int(out_dev) + 8 * at
+        slab_bytes = 8 * 2 * n * S if slab is None else 0
+        stage = 0
+        if shot_rows:  # the slab, or at least 64 shots' rows (in global memory up to S words' rows)
+            stage = max(slab_bytes, 64 * row_bytes * (1 if slab is None else min(S, room // (64 * row_bytes))))
+        smem = max(slab_bytes, stage)
+        self._allow_shared(name, smem)
         if slab is None:
             return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part,
-                          S, k0, k1, defer_noise, shared_size=smem, timed=True, stream=stream)
+                          S, k0, k1, defer_noise, shot_rows, row_bytes, stage, shared_size=smem, timed=True,
+                          stream=stream)
         block_slab = 8 * 2 * n * S
         return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part, S,
-                      int(slab) + block_slab * (at // S), k0, k1, defer_noise, timed=True, stream=stream)
+                      int(slab) + block_slab * (at // S), k0, k1, defer_noise, shot_rows, row_bytes, stage,
+                      shared_size=smem, timed=True, stream=stream)
+
+    def _allow_shared(self, name: str, smem: int) -> None:
+        """Let kernel `name` take `smem` bytes of dynamic shared memory (past 48 KiB needs an opt-in)."""
+        if smem > self._smem_set.get(name, 48 * 1024):
+            fn = self.engine.launcher.functions[name]
+            fn.set_attribute(self.engine.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+            self._smem_set[name] = smem
 
     def _copy(self, copy, stream, aligned: bool) -> None:
         """A 2-D device-to-host copy: on `stream` (asynchronous) or at once."""
