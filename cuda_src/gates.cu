@@ -10,9 +10,10 @@
 //   tableau_init          grid-stride over 2n*W words; any launch shape (the engine uses blockDim.x ==
 //                         QQ_INIT_BLOCK). The engine skips it when a run starts from a given tableau.
 //   tableau_gates_window  instructions [start, end) of one window (unitaries and Pauli noise, no
-//                         collapses): a group of 2^group_shift threads per instruction (8..256),
-//                         blockDim.x == QQ_GATE_BLOCK; lanes stride over the W words; the group's
-//                         lane 0 writes the signs. Noise (tableau mode, one shot) flips signs only.
+//                         collapses): a group of 2^group_shift threads per instruction (1..32: one
+//                         warp at most, so the phase sums reduce by shuffles alone), blockDim.x ==
+//                         QQ_GATE_BLOCK; lanes stride over the W words; the group's lane 0 writes
+//                         the signs. Noise (tableau mode, one shot) flips signs only.
 //   tableau_confusion     one thread: CONFUSION instruction i resamples its records for one shot.
 #include "paulis.cuh"
 #include "tables.cuh"
@@ -42,7 +43,6 @@ extern "C" __global__ void __launch_bounds__(QQ_GATE_BLOCK)
 tableau_gates_window(const QQTables* T, const int* ctx, int start, int end, qq_u64* X, qq_u64* Z,
                      unsigned char* S, const unsigned char* rec, int W, qq_u32 k0, qq_u32 k1,
                      int repetition, int reference, int group_shift) {
-    __shared__ int red[QQ_GATE_BLOCK / 32][4];
     const int n = (int)T->n;
     const int gsize = 1 << group_shift;
     const int lane = threadIdx.x & (gsize - 1);
@@ -84,24 +84,10 @@ tableau_gates_window(const QQTables* T, const int* ctx, int start, int end, qq_u
             }
         }
     }
-    // Reduce the four phase sums over the group: shuffles inside a warp, shared memory across warps.
-    const int width = gsize < 32 ? gsize : 32;
+    // Reduce the four phase sums over the group (inside a warp).
 #pragma unroll
     for (int g = 0; g < 4; ++g)
-        for (int off = width / 2; off > 0; off >>= 1) ph[g] += __shfl_xor_sync(0xFFFFFFFFu, ph[g], off);
-    if (gsize > 32) {
-        const int warp = threadIdx.x >> 5;
-        if ((threadIdx.x & 31) == 0)
-            for (int g = 0; g < 4; ++g) red[warp][g] = ph[g];
-        __syncthreads();
-        if (lane == 0) {
-            for (int g = 0; g < 4; ++g) {
-                int sum = 0;
-                for (int k = 0; k < gsize / 32; ++k) sum += red[warp + k][g];
-                ph[g] = sum;
-            }
-        }
-    }
+        for (int off = gsize / 2; off > 0; off >>= 1) ph[g] += __shfl_xor_sync(0xFFFFFFFFu, ph[g], off);
     if (lane != 0 || !run) return;
     if (unitary) {
         const unsigned char(*img)[5] = qq_inverse_images[op];
