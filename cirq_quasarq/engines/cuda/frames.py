@@ -200,7 +200,8 @@ class FrameMode:
     @staticmethod
     def _piece_plan(count: int, S: int, pieces: int) -> list:
         """(first word, words) of each piece of a chunk of `count` words: whole blocks of S words."""
-        per_piece = S * -(-(-(-count // pieces)) // S)
+        per_piece = -(-count // pieces)
+        per_piece = S * -(-per_piece // S)  # rounded up to whole blocks
         return [(at, min(per_piece, count - at)) for at in range(0, count, per_piece)]
 
     def _piece(self, name, n, S, room, dp, ref, out_dev, chunk, word0, at, part, slab, k0, k1, defer_noise, stream,
