@@ -482,6 +482,45 @@ def test_frames_many_qubits_use_global_memory(cuda_engine, numpy_engine):
     assert_same_frames(frames_of(cuda_engine, program, 2, shots), frames_of(numpy_engine, program, 2, shots), shots)
 
 
+def measured_rounds_program(n: int, rounds: int, seed: int, *, noisy_qubits: int = 0, reset_every: int = 3):
+    """Rounds of two-qubit gates on neighbouring pairs, depolarizing noise on `noisy_qubits`
+    random qubits (if any), then every qubit measured (reset on every `reset_every`-th): n records
+    a round, many records for a small program."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    for _ in range(rounds):
+        b.next_step()
+        for q in range(0, n - 1, 2):
+            b.gate(r.choice(UNITARY_2), q, q + 1)
+        if noisy_qubits:
+            b.next_step()
+            for q in r.sample(range(n), noisy_qubits):
+                b.noise("DEPOLARIZE1", [q], b.channel_id(1, [0.01] * 3, [[1], [2], [3]]))
+        b.next_step()
+        for q in range(n):
+            b.measure(q, reset=q % reset_every == 0)
+    return b.build()
+
+
+def assert_shot_major_like_numpy(numpy_engine, program, seed: int, shot_counts, engines) -> None:
+    """CudaEngine.sample_frames(..., shot_major=True) equals the NumPy engine's for every shot
+    count and every engine setting (fused_shot_major, frame_memory, pipeline_min_bytes or None,
+    max_shot_words): reference from key `seed`, frames from key `seed + 1`."""
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    sched = schedule(program)
+    ref = numpy_engine.run_tableau(program, sched, rng.make_key(seed), reference=True).records
+    for shots in shot_counts:
+        want = numpy_engine.sample_frames(program, sched, rng.make_key(seed + 1), ref, shots, shot_major=True)
+        for fused, memory, pieces_from, max_words in engines:
+            engine = CudaEngine(max_shot_words=max_words, frame_memory=memory)
+            engine.fused_shot_major = fused
+            if pieces_from is not None:
+                engine.pipeline_min_bytes = pieces_from
+            got = engine.sample_frames(program, sched, rng.make_key(seed + 1), ref, shots, shot_major=True)
+            assert got.shape == want.shape and np.array_equal(got, want), (shots, fused, memory, pieces_from, max_words)
+
+
 def test_shot_major_layout_of_many_records(numpy_engine):
     """Stim's shot-major bit-packed layout laid out on the device: thousands of records (several
     tiles of 1024 records, rows of a byte count that is not a multiple of 8), shot words not a
@@ -490,35 +529,12 @@ def test_shot_major_layout_of_many_records(numpy_engine):
     transpose."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
-    from cirq_quasarq.engines.cuda import CudaEngine
-
-    n, r = 211, random.Random(4)
-    b = ProgramBuilder(n)
-    for _ in range(14):
-        b.next_step()
-        for q in range(0, n - 1, 2):
-            b.gate(r.choice(UNITARY_2), q, q + 1)
-        b.next_step()
-        for q in r.sample(range(n), 60):
-            b.noise("DEPOLARIZE1", [q], b.channel_id(1, [0.01] * 3, [[1], [2], [3]]))
-        b.next_step()
-        for q in range(n):
-            b.measure(q, reset=q % 3 == 0)
-    program = b.build()
+    n = 211
+    program = measured_rounds_program(n, 14, 4, noisy_qubits=60)
     assert program.num_records == 14 * n and program.num_records % 64 and (program.num_records + 7) // 8 % 8
-    sched = schedule(program)
-    ref = numpy_engine.run_tableau(program, sched, rng.make_key(1), reference=True).records
-    for shots in (64 * 9 + 5, 64 * 70, 64 * 600 + 3):
-        want = numpy_engine.sample_frames(program, sched, rng.make_key(2), ref, shots, shot_major=True)
-        for fused, memory, pieces_from, max_words in ((True, "auto", None, 37), (True, "auto", 0, 37),
-                                                      (True, "auto", 0, None), (True, "global", 0, 37),
-                                                      (False, "auto", None, 37), (False, "auto", 0, 37)):
-            engine = CudaEngine(max_shot_words=max_words, frame_memory=memory)
-            engine.fused_shot_major = fused
-            if pieces_from is not None:
-                engine.pipeline_min_bytes = pieces_from
-            got = engine.sample_frames(program, sched, rng.make_key(2), ref, shots, shot_major=True)
-            assert got.shape == want.shape and np.array_equal(got, want), (shots, fused, memory, pieces_from, max_words)
+    assert_shot_major_like_numpy(numpy_engine, program, 1, (64 * 9 + 5, 64 * 70, 64 * 600 + 3),
+                                 ((True, "auto", None, 37), (True, "auto", 0, 37), (True, "auto", 0, None),
+                                  (True, "global", 0, 37), (False, "auto", None, 37), (False, "auto", 0, 37)))
 
 
 def test_shot_major_rows_longer_than_shared_memory(numpy_engine):
@@ -527,28 +543,10 @@ def test_shot_major_rows_longer_than_shared_memory(numpy_engine):
     in global memory); equal to the NumPy engine."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
-    from cirq_quasarq.engines.cuda import CudaEngine
-
-    n, r = 60, random.Random(5)
-    b = ProgramBuilder(n)
-    for _ in range(300):
-        b.next_step()
-        for q in range(0, n - 1, 2):
-            b.gate(r.choice(UNITARY_2), q, q + 1)
-        b.next_step()
-        for q in range(n):
-            b.measure(q, reset=q % 4 == 0)
-    program = b.build()
+    program = measured_rounds_program(60, 300, 5, reset_every=4)
     assert 64 * ((program.num_records + 7) // 8) > 128 * 1024
-    sched = schedule(program)
-    ref = numpy_engine.run_tableau(program, sched, rng.make_key(3), reference=True).records
-    shots = 64 * 5 + 17
-    want = numpy_engine.sample_frames(program, sched, rng.make_key(4), ref, shots, shot_major=True)
-    for fused, memory in ((True, "auto"), (True, "global"), (False, "auto")):
-        engine = CudaEngine(max_shot_words=3, frame_memory=memory)
-        engine.fused_shot_major = fused
-        got = engine.sample_frames(program, sched, rng.make_key(4), ref, shots, shot_major=True)
-        assert got.shape == want.shape and np.array_equal(got, want), (fused, memory)
+    assert_shot_major_like_numpy(numpy_engine, program, 3, (64 * 5 + 17,),
+                                 ((True, "auto", None, 3), (True, "global", None, 3), (False, "auto", None, 3)))
 
 
 def test_out_of_memory_is_reported():
