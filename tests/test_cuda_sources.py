@@ -99,6 +99,9 @@ def test_source_defines():
     # Defines of included headers, generated ones too, are seen from the including file.
     assert loader.source_define("gates.cu", "QQ_MAX_DEPTH") == loader.source_define("tables.cuh", "QQ_MAX_DEPTH")
     assert loader.source_define("gates.cu", "QQ_NF") > 0
+    # Division as C does it: toward zero.
+    words = loader.source_define("measure_lowrank.cu", "QQ_LR_WORDS")
+    assert words == loader.source_define("measure_lowrank.cu", "QQ_LR_CHUNK") // 64
     with pytest.raises(KeyError):
         loader.source_define("gates.cu", "QQ_NO_SUCH_DEFINE")
     with pytest.raises(ValueError):

@@ -42,7 +42,6 @@ class FrameMode:
 
     def __init__(self, engine):
         self.engine = engine
-        self._smem_set = {}  # kernel name -> dynamic shared memory it may take
         self._buffers = {}
         self._pinned: Optional[np.ndarray] = None
         self._streams: list = []
@@ -219,7 +218,6 @@ class FrameMode:
         if shot_rows:  # the slab, or at least 64 shots' rows (in global memory up to S words' rows)
             stage = max(slab_bytes, 64 * row_bytes * (1 if slab is None else min(S, room // (64 * row_bytes))))
         smem = max(slab_bytes, stage)
-        self._allow_shared(name, smem)
         if slab is None:
             return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part,
                           S, k0, k1, defer_noise, shot_rows, row_bytes, stage, shared_size=smem, timed=True,
@@ -228,13 +226,6 @@ class FrameMode:
         return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part, S,
                       int(slab) + block_slab * (at // S), k0, k1, defer_noise, shot_rows, row_bytes, stage,
                       shared_size=smem, timed=True, stream=stream)
-
-    def _allow_shared(self, name: str, smem: int) -> None:
-        """Let kernel `name` take `smem` bytes of dynamic shared memory (past 48 KiB needs an opt-in)."""
-        if smem > self._smem_set.get(name, 48 * 1024):
-            fn = self.engine.launcher.functions[name]
-            fn.set_attribute(self.engine.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-            self._smem_set[name] = smem
 
     def _copy(self, copy, stream, aligned: bool) -> None:
         """A 2-D device-to-host copy: on `stream` (asynchronous) or at once."""

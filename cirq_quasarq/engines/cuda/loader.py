@@ -201,7 +201,8 @@ def kernel_table() -> Dict[str, Dict[str, str]]:
 
 _EVAL_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
              ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.BitAnd: lambda a, b: a & b,
-             ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b}
+             ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
+             ast.Div: lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)}  # C: toward zero
 
 
 @functools.lru_cache(maxsize=None)
@@ -392,7 +393,7 @@ class Launcher:
             for name, arg_types in kernels.items():
                 self.functions[name] = module.function(name, arg_types)
         self.profile = False
-        self.shared_set: Dict[str, int] = {}  # dynamic shared memory each kernel was opted in to
+        self._shared_allowed: Dict[str, int] = {}  # dynamic shared memory each kernel was opted in to
         self._events: List[Tuple[str, object, object]] = []
         self.last_launch: Optional[faults.Launch] = None  # (stage, name, grid, block, shared bytes)
 
@@ -406,6 +407,14 @@ class Launcher:
         events when profiling or `timed`, else None."""
         fn = self.functions[name]
         self.last_launch = (stage, name, grid, block, shared_size)
+        # Past 48 KiB of static and dynamic shared memory together a kernel must opt in.
+        if shared_size > self._shared_allowed.get(name, 0):
+            try:
+                fn.set_attribute(self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_size)
+            except self._cuda.Error as exc:
+                raise faults.fault(self._cuda, exc, where=f"shared memory opt-in of {name}",
+                                   launch=self.last_launch, at_launch=True) from exc
+            self._shared_allowed[name] = shared_size
         if not (self.profile or timed):
             checked_launch(fn, stage, name, grid, block, *args, shared_size=shared_size, stream=stream)
             return None

@@ -90,15 +90,11 @@ def _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None
 
 def _rows_apply(engine, ws, X, Z, k, stage, per, grid, row_ids) -> None:
     """measure_rows_apply: every row (row_ids 0) or the rows listed at row_ids (one a block)."""
-    cuda, W = engine.cuda, ws.W
+    W = ws.W
     smem = 8 * (2 * per + 1) * W
-    name = "measure_rows_apply"
-    if smem > engine.launcher.shared_set.get(name, 48 * 1024):
-        engine.launcher.functions[name].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-        engine.launcher.shared_set[name] = smem
     warps = engine.row_warps or (1 if W <= ONE_WARP_WORDS else ROW_MAX_WARPS)
-    engine.launcher.launch(stage, name, (grid, 1), (32 * warps * per, 1, 1), int(X), int(Z), int(ws.S), int(ws.plan),
-                           int(ws.vrows), int(ws.active), k, ws.n, W, per, warps, row_ids, shared_size=smem)
+    engine.launcher.launch(stage, "measure_rows_apply", (grid, 1), (32 * warps * per, 1, 1), int(X), int(Z),
+                           int(ws.S), int(ws.plan), int(ws.vrows), int(ws.active), k, ws.n, W, per, warps, row_ids, shared_size=smem)
 
 
 def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
