@@ -12,54 +12,66 @@
 // sum_{t in N} z_t C(c_t, 2) with c = sum_i alpha_i v_i^N; pass 2 forms c mod 4 and applies
 // x_N ^= bit0(c), s ^= |z & bit1(c)|.
 //   pass 1 is two bit-matrix products, (z) and (x & z) times the victim masks, on the tensor cores
-//          (WMMA b1 AND + POPC: 8 rows x 8 collapses x 128 columns an instruction); only the counts'
-//          low bits are kept, three words a row;
+//          (WMMA b1 AND + POPC: 8 rows x 8 collapses x 128 columns an instruction);
 //   pass 2 is Method-of-Four-Russians lookups: per word and 4 collapses, a table of the 16 sums mod
 //          4 (two bit planes over the word's 64 columns) of their victim masks, built in shared
 //          memory; a row adds the entries its alpha nibbles pick, giving c mod 4 for the word.
+// Both passes read a row 128 bytes at a time. Pass 2 goes by tiles of columns, so that a block builds
+// its tables once for thousands of rows and writes whole lines: a thread a row, 32 bytes a step, it
+// ran at 36% of the copy bandwidth (H100, n = 100k, 7 collapses), by tiles at 67%.
 //
 // Kernels, per chunk of at most QQ_LR_CHUNK collapses (plan entries c0 .. c0+kc-1 of the window):
 //   lowrank_prepare  one block: the chunk's distinct pivots (P), the victim masks without them (VN,
 //                    QQ_LR_CHUNK rows of W words, zero for deterministic collapses), their bits at
-//                    the pivots (vp), the span of words any victim holds; for the first chunk also
-//                    the rows whose sign a reset of the window clears mid-window (`special`): the
-//                    update skips them and measure_rows_apply replays them one collapse at a time.
-//   lowrank_counts   pass 1: a warp per 8 rows, QQ_LR_COUNT_ROWS rows a block; per step of QQ_LR_STEP
-//                    words the block stages its rows' z and x & z words and the victim words
-//                    (loaded a step ahead) in shared memory and the warps multiply; then per row
-//                    ab[3r..3r+2] = (bit 0, bit 1 of a_i; bit 0 of b_i), bit i for collapse i.
-//   lowrank_apply    the phase and pass 2: a thread a row, QQ_LR_BLOCK rows a block. Per step of
-//                    QQ_LR_STEP words the block stages its rows' words (coalesced, loaded a step
-//                    ahead) and the victim words in shared memory, builds the tables, then every
-//                    thread looks up and the block writes the x words back.
+//                    the pivots (vp), the span of words any victim or pivot holds; for the first
+//                    chunk also the rows whose sign a reset of the window clears mid-window
+//                    (`special`): the update leaves them and measure_rows_apply replays them one
+//                    collapse at a time.
+//   lowrank_counts   pass 1 and the phase: a warp per 8 rows, QQ_LR_COUNT_ROWS rows a block; per
+//                    step of QQ_LR_COUNT_STEP words the block stages its rows' z and x & z words and
+//                    the victim words (loaded a step ahead) in shared memory and the warps
+//                    multiply; then a thread a row runs the phase (qq_lr_phase): the row's sign, and
+//                    rowbits[3r..3r+2] = (alpha, its bits on P after the chunk: x, z).
+//   lowrank_apply    pass 2 by tiles of QQ_LR_TILE words x rows_per_block rows: the tile's tables
+//                    once, then a half-warp a row (below); it also writes the pivot bits.
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include <mma.h>
 #include "paulis.cuh"
 #include "measure_swap.cuh"
 #include "measure_plan.cuh"
 
-#define QQ_LR_CHUNK 64  // collapses a pass: one 64-bit word of per-collapse bits per row
+#define QQ_LR_CHUNK 128  // collapses a pass: a window of up to 128 collapses reads the tableau twice
+#define QQ_LR_WORDS (QQ_LR_CHUNK / 64)  // words of a per-collapse (or per-pivot) bit set
+#define QQ_LR_ROWBITS (3 * QQ_LR_WORDS)  // lowrank_counts' words a row for lowrank_apply: alpha, x_P, z_P
 #define QQ_LR_PREP_BLOCK 1024
-#define QQ_LR_BLOCK 256
-#define QQ_LR_BLOCKS_PER_SM 3  // registers capped so that three blocks share an SM
 #define QQ_LR_COUNT_BLOCK 256
 #define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 8)  // a warp per 8 rows
-#define QQ_LR_STEP 4                  // words a step: QQ_LR_BLOCK * QQ_LR_STEP staged words per part
-#define QQ_LR_STRIDE (QQ_LR_STEP + 1)  // odd: a thread's staged words avoid bank conflicts
+#define QQ_LR_COUNT_STEP 16                               // words a step: 128 bytes of a row
+#define QQ_LR_COUNT_LD (64 + 4)  // a row's counts of 64 collapses; the padding spreads reads over banks
+#define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (128 KiB)
+#define QQ_LR_TILE 16              // words of a row a half-warp takes in pass 2: 128 bytes a load
+#define QQ_LR_APPLY_ROWS 2         // rows a half-warp has in flight
+#define QQ_LR_APPLY_MAX_ROWS 4096  // rows of a block at most (their sign bits in shared memory)
 #define QQ_LR_META_KP 0
 #define QQ_LR_META_LO 1
 #define QQ_LR_META_HI 2
 #define QQ_LR_META_SPECIAL 3
 #define QQ_LR_META_FIELDS 4
 
+// A bit per collapse or per pivot column of a chunk.
+typedef unsigned __int128 qq_lr_bits;
+static_assert(QQ_LR_CHUNK % 64 == 0 && QQ_LR_CHUNK <= 128, "a chunk's bits fit qq_lr_bits");
+__device__ __forceinline__ int qq_lr_popc(qq_lr_bits v) { return qq_popc((qq_u64)v) + qq_popc((qq_u64)(v >> 64)); }
+__device__ __forceinline__ int qq_lr_bit(qq_lr_bits v, int j) { return (int)((v >> j) & 1u); }
+
 extern "C" __global__ void __launch_bounds__(QQ_LR_PREP_BLOCK)
 lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, int W, qq_u64* onpiv, qq_u64* VN,
                 int* meta, int* pcol, int* pivots, qq_u64* vp, int* special) {
     __shared__ int s_piv[QQ_LR_CHUNK], s_col[QQ_LR_CHUNK], s_kp, s_lo, s_hi;
-    __shared__ qq_u64 s_vp[QQ_LR_CHUNK];
+    __shared__ qq_u64 s_vp[QQ_LR_CHUNK * QQ_LR_WORDS];  // collapse i's victims on P: words [i W_LR, (i + 1) W_LR)
     const int tid = threadIdx.x;
     for (int w = tid; w < W; w += blockDim.x) onpiv[w] = 0ull;
-    if (tid < QQ_LR_CHUNK) s_vp[tid] = 0ull;
+    for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += blockDim.x) s_vp[e] = 0ull;
     if (tid == 0) {  // pivots in order of first use; a repeated pivot keeps its column of P
         int kp = 0;
         for (int i = 0; i < kc; ++i) {
@@ -98,7 +110,7 @@ lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, 
     for (int e = tid; e < kc * kp; e += blockDim.x) {
         const int i = e / kp, j = e % kp, p = s_piv[j];
         if (s_col[i] >= 0 && ((V[(size_t)(c0 + i) * W + (p >> 6)] >> (p & 63)) & 1ull))
-            atomicOr(&s_vp[i], 1ull << j);
+            atomicOr(&s_vp[QQ_LR_WORDS * i + (j >> 6)], 1ull << (j & 63));
     }
     int lo = W, hi = 0;
     for (size_t e = tid; e < (size_t)QQ_LR_CHUNK * W; e += blockDim.x) {
@@ -111,6 +123,10 @@ lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, 
             hi = max(hi, w + 1);
         }
     }
+    if (tid < kp) {  // the pivots' words too: pass 2 writes the pivot bits
+        lo = min(lo, s_piv[tid] >> 6);
+        hi = max(hi, (s_piv[tid] >> 6) + 1);
+    }
     if (lo < hi) {
         atomicMin(&s_lo, lo);
         atomicMax(&s_hi, hi);
@@ -119,8 +135,8 @@ lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, 
     if (tid < QQ_LR_CHUNK) {
         pcol[tid] = tid < kc ? s_col[tid] : -1;
         pivots[tid] = tid < kp ? s_piv[tid] : 0;
-        vp[tid] = s_vp[tid];
     }
+    for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += blockDim.x) vp[e] = s_vp[e];
     if (tid == 0) {
         meta[QQ_LR_META_KP] = kp;
         meta[QQ_LR_META_LO] = s_lo < s_hi ? s_lo : 0;
@@ -128,62 +144,56 @@ lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, 
     }
 }
 
-// One step's tables, entry e = (wl, g, idx) = 256 wl + 16 g + idx: the sum mod 4 of vec[64 wl + 4 g + b]
-// over the bits b of idx, as two planes (16 entries of 8 bytes: a lookup never conflicts).
-__device__ __forceinline__ void qq_lr_tables(qq_u64* lo_tab, qq_u64* hi_tab, const qq_u64* vec, int tid) {
-    for (int e = tid; e < QQ_LR_STEP * 256; e += QQ_LR_BLOCK) {
-        const qq_u64* v = vec + ((e >> 4) << 2);
-        qq_u64 lo = 0, hi = 0;
-        for (int b = 0; b < 4; ++b)
-            if ((e >> b) & 1) {
-                hi ^= lo & v[b];
-                lo ^= v[b];
-            }
-        lo_tab[e] = lo;
-        hi_tab[e] = hi;
+// The phase of row r after pass 1: each collapse of the chunk in order on the row's bits at the
+// pivots, from the low bits of its counts (a_i = |z & v_i^N| mod 4 as alo, ahi; b_i = |x & z & v_i^N|
+// mod 2; bit i for collapse i). Writes the row's sign (all but pass 2's share) and its
+// QQ_LR_ROWBITS words of rowbits: alpha, then its bits on P as the phase leaves them (x, then z).
+// Rows whose sign a reset clears mid-window (`special`) keep everything (alpha 0, their own bits):
+// measure_rows_apply replays them. The chunk's decisions are in shared memory.
+__device__ __forceinline__ void qq_lr_phase(const qq_u64* X, const qq_u64* Z, unsigned char* S, qq_lr_bits alo,
+                                            qq_lr_bits ahi, qq_lr_bits b, const int* s_col, const int* s_piv,
+                                            const qq_u64* s_vp, const int* s_yz, const int* s_inject,
+                                            const int* special, int nspecial, int kp, int kc, size_t r, int W,
+                                            qq_u64* rowbits) {
+    qq_lr_bits xP = 0, zP = 0, alpha = 0;
+    for (int j = 0; j < kp; ++j) {
+        const int p = s_piv[j];
+        const size_t a = r * W + (p >> 6);
+        xP |= (qq_lr_bits)((X[a] >> (p & 63)) & 1ull) << j;
+        zP |= (qq_lr_bits)((Z[a] >> (p & 63)) & 1ull) << j;
     }
-}
-
-// A step's X and Z words of a block's rows, PER per thread of a block of BLOCK threads (element m:
-// row (tid + m BLOCK) / STEP, word (tid + m BLOCK) % STEP of the step; zero past the rows or the
-// step), loaded ahead into registers so that the loads of step s+1 fly while step s is worked on.
-template <int BLOCK, int PER>
-__device__ __forceinline__ void qq_lr_fetch(const qq_u64* X, const qq_u64* Z, size_t r0, int rows, int W, int w0,
-                                            int step, int tid, qq_u64* px, qq_u64* pz) {
-#pragma unroll
-    for (int m = 0; m < PER; ++m) {
-        const int e = tid + m * BLOCK, row = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
-        px[m] = pz[m] = 0ull;
-        if (row < rows && wl < step) {
-            const size_t a = (r0 + row) * W + w0 + wl;
-            px[m] = X[a];
-            pz[m] = Z[a];
+    bool live = true;
+    for (int e = 0; e < nspecial; ++e)
+        if ((size_t)special[e] == r) live = false;
+    if (live) {
+        int s = S[r];
+        for (int i = 0; i < kc; ++i) {
+            const int j = s_col[i];
+            if (j < 0) continue;  // deterministic: nothing to do here (resets: the special rows)
+            const int xp = qq_lr_bit(xP, j), zp = qq_lr_bit(zP, j);
+            qq_lr_bits v = s_vp[QQ_LR_WORDS * i];
+            if (QQ_LR_WORDS > 1) v |= (qq_lr_bits)s_vp[QQ_LR_WORDS * i + QQ_LR_WORDS - 1] << 64;
+            const int m = (qq_lr_bit(alo, i) | (qq_lr_bit(ahi, i) << 1)) + qq_lr_popc(zP & v);
+            const int y = qq_lr_bit(b, i) ^ (qq_lr_popc(xP & zP & v) & 1);
+            s ^= xp & (y ^ ((m & 1) & (1 ^ zp)) ^ ((m >> 1) & 1));
+            if (xp) xP ^= v;
+            int bx = xp, bz = zp ^ (m & 1);
+            qq_swap_pivot(s_yz[i], &bx, &bz, &s);
+            if (s_inject[i]) qq_inject_x(bz, &s);
+            const qq_lr_bits bit = (qq_lr_bits)1 << j;
+            xP = bx ? xP | bit : xP & ~bit;
+            zP = bz ? zP | bit : zP & ~bit;
+            alpha |= (qq_lr_bits)xp << i;
         }
+        S[r] = (unsigned char)s;
     }
-}
-
-__device__ __forceinline__ void qq_lr_stage(qq_u64* xs, qq_u64* zs, int tid, const qq_u64* px, const qq_u64* pz) {
+    qq_u64* out = rowbits + (size_t)QQ_LR_ROWBITS * r;
 #pragma unroll
-    for (int m = 0; m < QQ_LR_STEP; ++m) {
-        const int e = tid + m * QQ_LR_BLOCK, row = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
-        xs[row * QQ_LR_STRIDE + wl] = px[m];
-        zs[row * QQ_LR_STRIDE + wl] = pz[m];
+    for (int k = 0; k < QQ_LR_WORDS; ++k) {
+        out[k] = (qq_u64)(alpha >> (64 * k));
+        out[QQ_LR_WORDS + k] = (qq_u64)(xP >> (64 * k));
+        out[2 * QQ_LR_WORDS + k] = (qq_u64)(zP >> (64 * k));
     }
-}
-
-__device__ __forceinline__ void qq_lr_write_back(qq_u64* X, const qq_u64* xs, size_t r0, int rows, int W, int w0,
-                                                 int step, int tid) {
-#pragma unroll
-    for (int m = 0; m < QQ_LR_STEP; ++m) {
-        const int e = tid + m * QQ_LR_BLOCK, row = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
-        if (row < rows && wl < step) X[(r0 + row) * W + w0 + wl] = xs[row * QQ_LR_STRIDE + wl];
-    }
-}
-
-// The victim words of a step, one per thread (QQ_LR_STEP * 64 == QQ_LR_BLOCK): word wl = tid / 64 of
-// collapse tid % 64.
-__device__ __forceinline__ qq_u64 qq_lr_victims(const qq_u64* VN, int w0, int step, int kc, int W, int tid) {
-    return ((tid >> 6) < step && (tid & 63) < kc) ? VN[(size_t)(tid & 63) * W + w0 + (tid >> 6)] : 0ull;
 }
 
 // Pass 1 on the tensor cores. Operands in shared memory, tiles of 128 columns: A = 8 of the block's
@@ -197,66 +207,111 @@ typedef qq_wmma::fragment<qq_wmma::matrix_b, 8, 8, 128, qq_wmma::experimental::p
     qq_bits_b;
 typedef qq_wmma::fragment<qq_wmma::accumulator, 8, 8, 128, int> qq_counts;
 
+// A step's unit m of this thread: 16 bytes (two words, 128 columns: one operand row of a product) of
+// row 8 warp + lane % 8, half lane / 8 + 4 m of the step. A quarter-warp's loads take 64 bytes of each
+// of 8 rows, its shared-memory stores 128 contiguous bytes (no bank conflict).
+__device__ __forceinline__ void qq_lr_unit(int tid, int m, int* row, int* half) {
+    const int lane = tid & 31;
+    *row = 8 * (tid >> 5) + (lane & 7);
+    *half = (lane >> 3) + 4 * m;
+}
+
 extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK)
-lowrank_counts(const qq_u64* X, const qq_u64* Z, const qq_u64* VN, const int* meta, const int* active, qq_u64* ab,
-               int kc, int n, int W) {
-    // Staged as [half][row][2 words]: each operand tile (128 columns) contiguous and 256-bit aligned.
-    __shared__ __align__(32) qq_u64 zs[QQ_LR_COUNT_ROWS * QQ_LR_STEP], xzs[QQ_LR_COUNT_ROWS * QQ_LR_STEP];
-    __shared__ __align__(32) qq_u64 vs[QQ_LR_CHUNK * QQ_LR_STEP];
-    __shared__ __align__(32) int cz[QQ_LR_COUNT_ROWS * QQ_LR_CHUNK], cxz[QQ_LR_COUNT_ROWS * QQ_LR_CHUNK];
-    if (*active == 0 || meta[QQ_LR_META_KP] == 0) return;  // uniform: nothing random in this chunk
+lowrank_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN, const int* meta,
+               const int* pcol, const int* pivots, const qq_u64* vp, const int* special, const int* active,
+               qq_u64* rowbits, int c0, int kc, int n, int W) {
+    // Staged as [half][row][2 words] (16-byte units): each operand tile (8 rows x 128 columns)
+    // contiguous and 256-bit aligned. The counts at the end, [row][collapse], reuse the space.
+    constexpr int halves = QQ_LR_COUNT_STEP / 2;
+    constexpr int staged = 16 * halves * (2 * QQ_LR_COUNT_ROWS + QQ_LR_CHUNK);
+    constexpr int counted = 4 * 2 * QQ_LR_COUNT_ROWS * QQ_LR_COUNT_LD;
+    __shared__ __align__(32) unsigned char smem[staged > counted ? staged : counted];
+    __shared__ int s_col[QQ_LR_CHUNK], s_piv[QQ_LR_CHUNK], s_yz[QQ_LR_CHUNK], s_inject[QQ_LR_CHUNK];
+    __shared__ qq_u64 s_vp[QQ_LR_CHUNK * QQ_LR_WORDS];
+    ulonglong2* zs = (ulonglong2*)smem;  // unit (half h, row r) at h * ROWS + r
+    ulonglong2* xzs = zs + halves * QQ_LR_COUNT_ROWS;
+    ulonglong2* vs = xzs + halves * QQ_LR_COUNT_ROWS;  // unit (h, collapse i) at h * CHUNK + i
+    int* cz = (int*)smem;
+    int* cxz = cz + QQ_LR_COUNT_ROWS * QQ_LR_COUNT_LD;
+    const int kp = meta[QQ_LR_META_KP];
+    if (*active == 0 || kp == 0) return;  // uniform: nothing random in this chunk
     const int lo = meta[QQ_LR_META_LO], hi = meta[QQ_LR_META_HI];
     const int tid = threadIdx.x, warp = tid >> 5, tiles = (kc + 7) >> 3;
     const size_t R = (size_t)2 * n, r0 = (size_t)blockIdx.x * QQ_LR_COUNT_ROWS;
     const int rows = (int)min((size_t)QQ_LR_COUNT_ROWS, R - r0);
-    // Element m of a thread: row (tid + m B) / STEP, word (tid + m B) % STEP of the step.
-    constexpr int per = QQ_LR_COUNT_ROWS * QQ_LR_STEP / QQ_LR_COUNT_BLOCK;
-    constexpr int vper = QQ_LR_CHUNK * QQ_LR_STEP / QQ_LR_COUNT_BLOCK;
-    qq_u64 pz[per], pxz[per], pv[vper];
-    qq_counts acc_z[8], acc_xz[8];
+    for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += QQ_LR_COUNT_BLOCK) s_vp[e] = vp[e];
+    if (tid < QQ_LR_CHUNK) {
+        s_col[tid] = pcol[tid];
+        s_piv[tid] = pivots[tid];
+        const int* pl = plan + QQ_PLAN_FIELDS * (c0 + min(tid, kc - 1));
+        s_yz[tid] = pl[QQ_PLAN_YZ];
+        s_inject[tid] = pl[QQ_PLAN_INJECT];
+    }
+    constexpr int per = QQ_LR_COUNT_ROWS * halves / QQ_LR_COUNT_BLOCK;  // row units a thread
+    constexpr int vper = per * (QQ_LR_CHUNK / QQ_LR_COUNT_ROWS);          // victim units: rows' mapping, repeated
+    constexpr int ctiles = QQ_LR_CHUNK / 8;
+    static_assert(per * QQ_LR_COUNT_BLOCK == QQ_LR_COUNT_ROWS * halves && QQ_LR_COUNT_BLOCK / 32 * 8 == QQ_LR_COUNT_ROWS &&
+                      halves == 4 * per && QQ_LR_CHUNK % QQ_LR_COUNT_ROWS == 0 && QQ_LR_COUNT_ROWS == 64,
+                  "a block's units: 8 rows a warp, 4 halves a quarter-warp step; 64 collapses a part of the counts");
+    ulonglong2 pz[per], pxz[per], pv[vper];
+    qq_counts acc_z[ctiles], acc_xz[ctiles];
 #pragma unroll
-    for (int t = 0; t < 8; ++t) {
+    for (int t = 0; t < ctiles; ++t) {
         qq_wmma::fill_fragment(acc_z[t], 0);
         qq_wmma::fill_fragment(acc_xz[t], 0);
     }
-    auto fetch = [&](int w0) {
-        const int step = min(QQ_LR_STEP, hi - w0);
-        qq_lr_fetch<QQ_LR_COUNT_BLOCK, per>(X, Z, r0, rows, W, w0, step, tid, pxz, pz);
-#pragma unroll
-        for (int m = 0; m < per; ++m) pxz[m] &= pz[m];  // x ∧ z
-#pragma unroll
-        for (int m = 0; m < vper; ++m) {  // collapse i's words of the step
-            const int e = tid + m * QQ_LR_COUNT_BLOCK, i = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
-            pv[m] = (wl < step && i < kc) ? VN[(size_t)i * W + w0 + wl] : 0ull;
-        }
-    };
-    if (lo < hi) fetch(lo);
-    for (int w0 = lo; w0 < hi; w0 += QQ_LR_STEP) {
-        __syncthreads();  // the previous step's products are done
+    auto word = [&](const qq_u64* M, size_t r, int w) { return w < hi ? M[r * W + w] : 0ull; };
+    auto fetch = [&](int w0) {  // the step's units into registers (zero past the rows or the span)
 #pragma unroll
         for (int m = 0; m < per; ++m) {
-            const int e = tid + m * QQ_LR_COUNT_BLOCK, row = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
-            const int at = (wl >> 1) * (2 * QQ_LR_COUNT_ROWS) + 2 * row + (wl & 1);
-            zs[at] = pz[m];
-            xzs[at] = pxz[m];
+            int row, h;
+            qq_lr_unit(tid, m, &row, &h);
+            const int w = w0 + 2 * h;
+            pz[m] = pxz[m] = make_ulonglong2(0ull, 0ull);
+            if (row < rows) {
+                const size_t r = r0 + row;
+                pz[m] = make_ulonglong2(word(Z, r, w), word(Z, r, w + 1));
+                pxz[m] = make_ulonglong2(word(X, r, w) & pz[m].x, word(X, r, w + 1) & pz[m].y);
+            }
         }
 #pragma unroll
         for (int m = 0; m < vper; ++m) {
-            const int e = tid + m * QQ_LR_COUNT_BLOCK, i = e / QQ_LR_STEP, wl = e % QQ_LR_STEP;
-            vs[(wl >> 1) * (2 * QQ_LR_CHUNK) + 2 * i + (wl & 1)] = pv[m];
+            int i, h;
+            qq_lr_unit(tid, m % per, &i, &h);
+            i += QQ_LR_COUNT_ROWS * (m / per);  // collapse i
+            const int w = w0 + 2 * h;
+            pv[m] = make_ulonglong2(0ull, 0ull);
+            if (i < kc) pv[m] = make_ulonglong2(word(VN, i, w), word(VN, i, w + 1));
         }
-        if (w0 + QQ_LR_STEP < hi) fetch(w0 + QQ_LR_STEP);
+    };
+    if (lo < hi) fetch(lo);
+    for (int w0 = lo; w0 < hi; w0 += QQ_LR_COUNT_STEP) {
+        __syncthreads();  // the previous step's products are done
+#pragma unroll
+        for (int m = 0; m < per; ++m) {
+            int row, h;
+            qq_lr_unit(tid, m, &row, &h);
+            zs[h * QQ_LR_COUNT_ROWS + row] = pz[m];
+            xzs[h * QQ_LR_COUNT_ROWS + row] = pxz[m];
+        }
+#pragma unroll
+        for (int m = 0; m < vper; ++m) {
+            int i, h;
+            qq_lr_unit(tid, m % per, &i, &h);
+            vs[h * QQ_LR_CHUNK + i + QQ_LR_COUNT_ROWS * (m / per)] = pv[m];
+        }
+        if (w0 + QQ_LR_COUNT_STEP < hi) fetch(w0 + QQ_LR_COUNT_STEP);
         __syncthreads();
 #pragma unroll
-        for (int half = 0; half < QQ_LR_STEP / 2; ++half) {  // 128 columns a product
+        for (int h = 0; h < halves; ++h) {  // 128 columns a product
             qq_bits_a a_z, a_xz;
-            qq_wmma::load_matrix_sync(a_z, zs + half * (2 * QQ_LR_COUNT_ROWS) + 2 * (8 * warp), 128);
-            qq_wmma::load_matrix_sync(a_xz, xzs + half * (2 * QQ_LR_COUNT_ROWS) + 2 * (8 * warp), 128);
+            qq_wmma::load_matrix_sync(a_z, (const void*)(zs + h * QQ_LR_COUNT_ROWS + 8 * warp), 128);
+            qq_wmma::load_matrix_sync(a_xz, (const void*)(xzs + h * QQ_LR_COUNT_ROWS + 8 * warp), 128);
 #pragma unroll
-            for (int t = 0; t < 8; ++t) {
+            for (int t = 0; t < ctiles; ++t) {
                 if (t >= tiles) break;
                 qq_bits_b b;
-                qq_wmma::load_matrix_sync(b, vs + half * (2 * QQ_LR_CHUNK) + 2 * (8 * t), 128);
+                qq_wmma::load_matrix_sync(b, (const void*)(vs + h * QQ_LR_CHUNK + 8 * t), 128);
                 qq_wmma::bmma_sync(acc_z[t], a_z, b, acc_z[t], qq_wmma::experimental::bmmaBitOpAND,
                                    qq_wmma::experimental::bmmaAccumulateOpPOPC);
                 qq_wmma::bmma_sync(acc_xz[t], a_xz, b, acc_xz[t], qq_wmma::experimental::bmmaBitOpAND,
@@ -264,139 +319,140 @@ lowrank_counts(const qq_u64* X, const qq_u64* Z, const qq_u64* VN, const int* me
             }
         }
     }
+    // The counts' low bits, 64 collapses (8 tiles) at a time through shared memory (in the staging's place).
+    qq_lr_bits alo = 0, ahi = 0, b = 0;
 #pragma unroll
-    for (int t = 0; t < 8; ++t) {  // counts[row][i]
-        qq_wmma::store_matrix_sync(cz + (8 * warp) * QQ_LR_CHUNK + 8 * t, acc_z[t], QQ_LR_CHUNK, qq_wmma::mem_row_major);
-        qq_wmma::store_matrix_sync(cxz + (8 * warp) * QQ_LR_CHUNK + 8 * t, acc_xz[t], QQ_LR_CHUNK,
-                                   qq_wmma::mem_row_major);
-    }
-    __syncthreads();
-    if (tid < rows) {
-        qq_u64 alo = 0ull, ahi = 0ull, b = 0ull;
-        for (int i = 0; i < kc; ++i) {
-            const int a = cz[tid * QQ_LR_CHUNK + i], c = cxz[tid * QQ_LR_CHUNK + i];
-            alo |= (qq_u64)(a & 1) << i;
-            ahi |= (qq_u64)((a >> 1) & 1) << i;
-            b |= (qq_u64)(c & 1) << i;
+    for (int part = 0; part < QQ_LR_CHUNK / 64; ++part) {
+        __syncthreads();  // every warp's products (or the previous part's reads) are done
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {  // counts[row][i]
+            qq_wmma::store_matrix_sync(cz + (8 * warp) * QQ_LR_COUNT_LD + 8 * t, acc_z[8 * part + t], QQ_LR_COUNT_LD,
+                                       qq_wmma::mem_row_major);
+            qq_wmma::store_matrix_sync(cxz + (8 * warp) * QQ_LR_COUNT_LD + 8 * t, acc_xz[8 * part + t], QQ_LR_COUNT_LD,
+                                       qq_wmma::mem_row_major);
         }
-        qq_u64* out = ab + 3 * (r0 + tid);
-        out[0] = alo;
-        out[1] = ahi;
-        out[2] = b;
+        __syncthreads();
+        if (tid < rows)
+            for (int i = 0; i < 64 && 64 * part + i < kc; ++i) {
+                const int a = cz[tid * QQ_LR_COUNT_LD + i], c = cxz[tid * QQ_LR_COUNT_LD + i], at = 64 * part + i;
+                alo |= (qq_lr_bits)(a & 1) << at;
+                ahi |= (qq_lr_bits)((a >> 1) & 1) << at;
+                b |= (qq_lr_bits)(c & 1) << at;
+            }
     }
+    if (tid < rows)
+        qq_lr_phase(X, Z, S, alo, ahi, b, s_col, s_piv, s_vp, s_yz, s_inject, special, meta[QQ_LR_META_SPECIAL], kp,
+                    kc, r0 + tid, W, rowbits);
 }
 
-extern "C" __global__ void __launch_bounds__(QQ_LR_BLOCK, QQ_LR_BLOCKS_PER_SM)
-lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN, const qq_u64* ab,
-              const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
-              const int* active, int c0, int kc, int n, int W) {
-    __shared__ qq_u64 tab_lo[QQ_LR_STEP * 256], tab_hi[QQ_LR_STEP * 256];
-    __shared__ qq_u64 vec[QQ_LR_STEP * 64];
-    __shared__ qq_u64 xs[QQ_LR_BLOCK * QQ_LR_STRIDE], zs[QQ_LR_BLOCK * QQ_LR_STRIDE];
-    __shared__ int s_col[QQ_LR_CHUNK], s_piv[QQ_LR_CHUNK], s_yz[QQ_LR_CHUNK], s_inject[QQ_LR_CHUNK];
-    __shared__ qq_u64 s_vp[QQ_LR_CHUNK];
+// Pass 2, by tiles of columns: block (t, g) takes words [lo + QQ_LR_TILE t, + QQ_LR_TILE) of rows
+// [g rows_per_block, + rows_per_block). It builds the tile's tables once (dynamic shared memory,
+// groups * 16 * QQ_LR_TILE entries a plane: entry (group g, idx, word wl) = the sum mod 4 of the victim
+// words v_{4g+b} over the bits b of idx), then a half-warp a row, lane wl on word wl (128 bytes a
+// load): c = the entries its alpha nibbles pick; x ^= bit0(c); the pivot bits as the phase left
+// them (rowbits) on the tile's pivot columns (z too, there only); the row's sign parity
+// |z & bit1(c)| summed over the half-warp by a ballot, kept per row in shared memory and XORed into
+// S four rows a word at the end (several tiles share a row's sign).
+extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
+lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
+              const int* pivots, const int* active, int kc, int n, int W, int rows_per_block) {
+    extern __shared__ qq_u64 qq_lr_tab[];
+    __shared__ unsigned s_sign[QQ_LR_APPLY_MAX_ROWS / 32];
+    __shared__ int s_np, s_pw[QQ_LR_CHUNK], s_pb[QQ_LR_CHUNK], s_pj[QQ_LR_CHUNK];
     const int kp = meta[QQ_LR_META_KP];
     if (*active == 0 || kp == 0) return;  // uniform: nothing random in this chunk
-    const int lo = meta[QQ_LR_META_LO], hi = meta[QQ_LR_META_HI], nspecial = meta[QQ_LR_META_SPECIAL];
-    const int tid = threadIdx.x;
-    if (tid < QQ_LR_CHUNK) {
-        s_col[tid] = pcol[tid];
-        s_piv[tid] = pivots[tid];
-        s_vp[tid] = vp[tid];
-        const int* pl = plan + QQ_PLAN_FIELDS * (c0 + min(tid, kc - 1));
-        s_yz[tid] = pl[QQ_PLAN_YZ];
-        s_inject[tid] = pl[QQ_PLAN_INJECT];
-    }
-    __syncthreads();
-    const size_t R = (size_t)2 * n, r0 = (size_t)blockIdx.x * QQ_LR_BLOCK, r = r0 + tid;
-    const int rows = (int)min((size_t)QQ_LR_BLOCK, R - r0);
-    bool live = r < R;
-    for (int e = 0; live && e < nspecial; ++e)
-        if ((size_t)special[e] == r) live = false;
-    qq_u64* xrow = xs + tid * QQ_LR_STRIDE;
-    const qq_u64* zrow = zs + tid * QQ_LR_STRIDE;
-    qq_u64 px[QQ_LR_STEP], pz[QQ_LR_STEP];
-
-    // The phase: each collapse of the chunk in order on the row's bits at the pivots.
-    qq_u64 xP = 0ull, zP = 0ull, alpha = 0ull;
-    int s = 0;
-    if (live) {
-        const qq_u64 alo = ab[3 * r], ahi = ab[3 * r + 1], b = ab[3 * r + 2];
-        for (int j = 0; j < kp; ++j) {
-            const int p = s_piv[j];
-            const size_t a = r * W + (p >> 6);
-            xP |= ((X[a] >> (p & 63)) & 1ull) << j;
-            zP |= ((Z[a] >> (p & 63)) & 1ull) << j;
-        }
-        s = S[r];
-        for (int i = 0; i < kc; ++i) {
-            const int j = s_col[i];
-            if (j < 0) continue;  // deterministic: nothing to do here (resets: the special rows)
-            const int xp = (int)((xP >> j) & 1ull), zp = (int)((zP >> j) & 1ull);
-            const qq_u64 v = s_vp[i];
-            const int m = (int)(((alo >> i) & 1ull) | (((ahi >> i) & 1ull) << 1)) + qq_popc(zP & v);
-            const int y = (int)((b >> i) & 1ull) ^ (qq_popc(xP & zP & v) & 1);
-            s ^= xp & (y ^ ((m & 1) & (1 ^ zp)) ^ ((m >> 1) & 1));
-            if (xp) xP ^= v;
-            int bx = xp, bz = zp ^ (m & 1);
-            qq_swap_pivot(s_yz[i], &bx, &bz, &s);
-            if (s_inject[i]) qq_inject_x(bz, &s);
-            xP = (xP & ~(1ull << j)) | ((qq_u64)bx << j);
-            zP = (zP & ~(1ull << j)) | ((qq_u64)bz << j);
-            alpha |= (qq_u64)xp << i;
-        }
-    }
-
-    // Pass 2: c = sum_i alpha_i v_i^N mod 4 per word; x_N ^= bit0(c), s ^= |z & bit1(c)|.
-    const int groups = (kc + 3) >> 2;
-    qq_u64 pv = 0ull;
-    if (lo < hi) {
-        qq_lr_fetch<QQ_LR_BLOCK, QQ_LR_STEP>(X, Z, r0, rows, W, lo, min(QQ_LR_STEP, hi - lo), tid, px, pz);
-        pv = qq_lr_victims(VN, lo, min(QQ_LR_STEP, hi - lo), kc, W, tid);
-    }
-    for (int w0 = lo; w0 < hi; w0 += QQ_LR_STEP) {
-        const int step = min(QQ_LR_STEP, hi - w0), next = w0 + QQ_LR_STEP;
-        __syncthreads();
-        if (w0 > lo) qq_lr_write_back(X, xs, r0, rows, W, w0 - QQ_LR_STEP, QQ_LR_STEP, tid);
-        qq_lr_stage(xs, zs, tid, px, pz);
-        vec[tid] = pv;
-        if (next < hi) {
-            qq_lr_fetch<QQ_LR_BLOCK, QQ_LR_STEP>(X, Z, r0, rows, W, next, min(QQ_LR_STEP, hi - next), tid, px, pz);
-            pv = qq_lr_victims(VN, next, min(QQ_LR_STEP, hi - next), kc, W, tid);
-        }
-        __syncthreads();
-        qq_lr_tables(tab_lo, tab_hi, vec, tid);
-        __syncthreads();
-        if (live && alpha) {
+    const int lo = meta[QQ_LR_META_LO], hi = meta[QQ_LR_META_HI];
+    const int w0 = lo + (int)blockIdx.x * QQ_LR_TILE;
+    if (w0 >= hi) return;  // the grid covers every word; the span is known on the device only
+    const int tid = threadIdx.x, groups = (kc + 3) >> 2, entries = groups * 16 * QQ_LR_TILE;
+    qq_u64 *tlo = qq_lr_tab, *thi = qq_lr_tab + entries;
+    for (int e = tid; e < groups * QQ_LR_TILE; e += QQ_LR_APPLY_BLOCK) {  // a thread a (group, word)
+        const int g = e / QQ_LR_TILE, wl = e % QQ_LR_TILE, w = w0 + wl;
+        qq_u64 v[4];
 #pragma unroll
-            for (int wl = 0; wl < QQ_LR_STEP; ++wl) {
-                if (wl >= step) break;
-                qq_u64 clo = 0ull, chi = 0ull;
-                for (int g = 0; g < groups; ++g) {
-                    const int ia = 256 * wl + 16 * g + (int)((alpha >> (4 * g)) & 15);
-                    const qq_u64 elo = tab_lo[ia];
-                    chi ^= tab_hi[ia] ^ (clo & elo);
-                    clo ^= elo;
+        for (int b = 0; b < 4; ++b) v[b] = (4 * g + b < kc && w < hi) ? VN[(size_t)(4 * g + b) * W + w] : 0ull;
+#pragma unroll
+        for (int idx = 0; idx < 16; ++idx) {
+            qq_u64 clo = 0ull, chi = 0ull;
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+                if ((idx >> b) & 1) {
+                    chi ^= clo & v[b];
+                    clo ^= v[b];
                 }
-                xrow[wl] ^= clo;
-                s ^= qq_popc(zrow[wl] & chi) & 1;
-            }
+            tlo[(g * 16 + idx) * QQ_LR_TILE + wl] = clo;
+            thi[(g * 16 + idx) * QQ_LR_TILE + wl] = chi;
+        }
+    }
+    if (tid == 0) s_np = 0;
+    for (int i = tid; i < QQ_LR_APPLY_MAX_ROWS / 32; i += QQ_LR_APPLY_BLOCK) s_sign[i] = 0u;
+    __syncthreads();
+    if (tid < kp) {  // the pivots in this tile
+        const int p = pivots[tid], wl = (p >> 6) - w0;
+        if (wl >= 0 && wl < QQ_LR_TILE) {
+            const int at = atomicAdd(&s_np, 1);
+            s_pw[at] = wl;
+            s_pb[at] = p & 63;
+            s_pj[at] = tid;
         }
     }
     __syncthreads();
-    if (lo < hi) {
-        const int last = lo + ((hi - 1 - lo) / QQ_LR_STEP) * QQ_LR_STEP;
-        qq_lr_write_back(X, xs, r0, rows, W, last, hi - last, tid);
-    }
-    __syncthreads();  // the block's write-back is visible to the row's own thread below
-    if (live) {       // the pivot columns as the phase left them
-        for (int j = 0; j < kp; ++j) {
-            const int p = s_piv[j];
-            const size_t a = r * W + (p >> 6);
-            const qq_u64 bit = 1ull << (p & 63);
-            X[a] = (X[a] & ~bit) | (((xP >> j) & 1ull) ? bit : 0ull);
-            Z[a] = (Z[a] & ~bit) | (((zP >> j) & 1ull) ? bit : 0ull);
+    const int np = s_np, lane = tid & 31, wl = lane & 15, half = lane >> 4;
+    const int w = w0 + wl, slot = 2 * (tid >> 5) + half, slots = 2 * (QQ_LR_APPLY_BLOCK >> 5);
+    const bool in_span = w < hi;
+    const size_t rb = (size_t)blockIdx.y * rows_per_block;
+    const int rows = (int)min((size_t)rows_per_block, (size_t)2 * n - rb);
+    for (int base = 0; base < rows; base += slots * QQ_LR_APPLY_ROWS) {
+        qq_u64 al[QQ_LR_APPLY_ROWS][QQ_LR_WORDS], x[QQ_LR_APPLY_ROWS], z[QQ_LR_APPLY_ROWS];
+#pragma unroll
+        for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u) {  // every load first: several rows in flight
+            const int l = base + u * slots + slot;
+            const size_t r = rb + l, a = r * W + w;
+#pragma unroll
+            for (int k = 0; k < QQ_LR_WORDS; ++k) al[u][k] = l < rows ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
+            x[u] = l < rows && in_span ? X[a] : 0ull;
+            z[u] = l < rows && in_span ? Z[a] : 0ull;
         }
-        S[r] = (unsigned char)s;
+#pragma unroll
+        for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u) {
+            const int l = base + u * slots + slot;
+            const size_t r = rb + l, a = r * W + w;
+            qq_u64 clo = 0ull, chi = 0ull;
+            for (int g = 0; g < groups; ++g) {
+                const qq_u64 word = QQ_LR_WORDS > 1 && g >= 16 ? al[u][QQ_LR_WORDS - 1] : al[u][0];
+                const int e = (g * 16 + (int)((word >> (4 * (g & 15))) & 15ull)) * QQ_LR_TILE + wl;
+                const qq_u64 elo = tlo[e];
+                chi ^= thi[e] ^ (clo & elo);
+                clo ^= elo;
+            }
+            const int parity = qq_popc(z[u] & chi) & 1;
+            qq_u64 xw = x[u] ^ clo, zw = z[u];
+            bool patched = false;
+            if (np && l < rows) {
+                const qq_u64* bits = rowbits + QQ_LR_ROWBITS * r;
+                for (int k = 0; k < np; ++k)
+                    if (s_pw[k] == wl) {
+                        const int j = s_pj[k];
+                        const qq_u64 bit = 1ull << s_pb[k];
+                        xw = (xw & ~bit) | (((bits[QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
+                        zw = (zw & ~bit) | (((bits[2 * QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
+                        patched = true;
+                    }
+            }
+            if (l < rows && in_span) {
+                if (xw != x[u]) X[a] = xw;
+                if (patched && zw != z[u]) Z[a] = zw;
+            }
+            const unsigned votes = __ballot_sync(0xFFFFFFFFu, parity) >> (16 * half);
+            if (wl == 0 && l < rows && (qq_popc((qq_u64)(votes & 0xFFFFu)) & 1))
+                atomicXor(&s_sign[l >> 5], 1u << (l & 31));
+        }
+    }
+    __syncthreads();
+    for (int q = tid; 4 * q < rows; q += QQ_LR_APPLY_BLOCK) {  // S is padded to whole words
+        const int l = 4 * q;
+        unsigned flips = 0u;
+        for (int b = 0; b < 4 && l + b < rows; ++b) flips |= ((s_sign[(l + b) >> 5] >> ((l + b) & 31)) & 1u) << (8 * b);
+        if (flips) atomicXor((unsigned*)(S + rb + l), flips);
     }
 }

@@ -102,7 +102,7 @@ class CudaEngine(Engine):
     batch_windows: larger tableaux run each window of up to max(64, n/64) collapses in one pass
     (measure_rows.cu); False keeps the per-collapse transposed path (the batched path's oracle).
     lowrank_windows: among those, windows of at least `lowrank_min` collapses (default
-    measure.LOWRANK_MIN_COLLAPSES) take the low-rank update (measure_lowrank.cu: per 64 collapses
+    measure.LOWRANK_MIN_COLLAPSES) take the low-rank update (measure_lowrank.cu: per 128 collapses
     a tensor-core product and a table-driven pass instead of each row through every collapse);
     False keeps measure_rows_apply for them (its oracle).
     profile: when set, every kernel launch is bracketed by CUDA events and each run_tableau /

@@ -54,10 +54,13 @@ PLAN_FIELDS = loader.source_define("measure_rows.cu", "QQ_PLAN_FIELDS")
 ROW_MAX_WARPS = loader.source_define("measure_rows.cu", "QQ_ROW_MAX_WARPS")
 ONE_WARP_WORDS = 512  # rows of at most this many words take one warp each (measured on an H100)
 LOWRANK_CHUNK = loader.source_define("measure_lowrank.cu", "QQ_LR_CHUNK")
+LOWRANK_WORDS = loader.source_define("measure_lowrank.cu", "QQ_LR_WORDS")
 LOWRANK_PREP_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_PREP_BLOCK")
 LOWRANK_COUNT_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_BLOCK")
 LOWRANK_COUNT_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_ROWS")
-LOWRANK_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_BLOCK")
+LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
+LOWRANK_TILE = loader.source_define("measure_lowrank.cu", "QQ_LR_TILE")
+LOWRANK_APPLY_MAX_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_MAX_ROWS")
 LOWRANK_META_FIELDS = loader.source_define("measure_lowrank.cu", "QQ_LR_META_FIELDS")
 # Below this many collapses a window costs the rows path less than the low-rank update's two passes
 # (H100, docs/benchmarks-collapse.md: the low-rank run 1.25x slower end to end with 7 collapses a
@@ -104,23 +107,34 @@ def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None
     _rows_apply(engine, ws, X, Z, cend - cstart, "collapse window (rows)", per, (2 * ws.n + per - 1) // per, 0)
 
 
+def lowrank_rows_per_block(n: int, W: int, sm_count: int) -> int:
+    """Rows a block of lowrank_apply takes: as many as leave each multiprocessor about four blocks
+    (a block builds its tile's tables once for all its rows), in whole words of signs."""
+    tiles = -(-W // LOWRANK_TILE)
+    want = -(-2 * n * tiles // (4 * sm_count))
+    return max(256, min(LOWRANK_APPLY_MAX_ROWS, 32 * -(-want // 32)))
+
+
 def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag) -> None:
     """The window as low-rank updates of the tableau, LOWRANK_CHUNK collapses each (measure_lowrank.cu)."""
     launch = engine.launcher.launch
     n, W, k = ws.n, ws.W, cend - cstart
     _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
+    per = lowrank_rows_per_block(n, W, engine.sm_count)
+    apply_grid = (-(-W // LOWRANK_TILE), -(-2 * n // per))
     for c0 in range(0, k, LOWRANK_CHUNK):
         kc = min(LOWRANK_CHUNK, k - c0)
         launch("collapse window (low rank)", "lowrank_prepare", (1, 1), (LOWRANK_PREP_BLOCK, 1, 1), int(ws.plan),
                int(ws.vrows), c0, kc, k, n, W, int(ws.onpiv), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol),
                int(ws.lr_pivots), int(ws.lr_vp), int(ws.lr_special))
         launch("collapse window (low rank)", "lowrank_counts",
-               ((2 * n + LOWRANK_COUNT_ROWS - 1) // LOWRANK_COUNT_ROWS, 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z),
-               int(ws.vn), int(ws.lr_meta), int(ws.active), int(ws.lr_ab), kc, n, W)
-        launch("collapse window (low rank)", "lowrank_apply", ((2 * n + LOWRANK_BLOCK - 1) // LOWRANK_BLOCK, 1),
-               (LOWRANK_BLOCK, 1, 1), int(X), int(Z), int(ws.S), int(ws.plan), int(ws.vn), int(ws.lr_ab),
-               int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp), int(ws.lr_special),
-               int(ws.active), c0, kc, n, W)
+               (-(-2 * n // LOWRANK_COUNT_ROWS), 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
+               int(ws.plan), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
+               int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W)
+        groups = -(-kc // 4)  # tables of 16 entries a group of 4 collapses, two planes, a tile's words
+        launch("collapse window (low rank)", "lowrank_apply", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z),
+               int(ws.S), int(ws.vn), int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), kc, n, W,
+               per, shared_size=2 * 8 * 16 * LOWRANK_TILE * groups)
     special = 2 * int(np.count_nonzero(ins[cstart:cend, OP] != _M))
     if special:  # rows whose sign a reset clears mid-window: one collapse after the other
         _rows_apply(engine, ws, X, Z, k, "collapse window (low rank)", 1, special, int(ws.lr_special))

@@ -42,7 +42,7 @@ class _Workspace:
         self.X, self.Z = alloc(8 * words), alloc(8 * words)
         self.X2 = alloc(8 * words) if need_scratch else None
         self.Z2 = alloc(8 * words) if need_scratch else None
-        self.S = alloc(2 * n)
+        self.S = alloc(4 * -(-2 * n // 4))  # whole words: lowrank_apply XORs signs four rows at a time
         self.rec = alloc(num_records)
         self.flags = alloc(4 * max(1, max_collapses))
         self.host_flags = engine.pinned(max(1, max_collapses), np.int32, "tableau mode's window flags")
@@ -55,12 +55,12 @@ class _Workspace:
         self.plan = alloc(4 * measure.PLAN_FIELDS * max(1, max_collapses))
         self.active = alloc(4)
         # the low-rank update's chunk (measure_lowrank.cu)
-        chunk = measure.LOWRANK_CHUNK
+        chunk, words = measure.LOWRANK_CHUNK, measure.LOWRANK_WORDS
         self.onpiv = alloc(8 * self.W)
         self.vn = alloc(8 * chunk * self.W)
-        self.lr_ab = alloc(8 * 3 * 2 * max(1, n))  # per row: a_i's two low bits, b_i's (measure_lowrank.cu)
+        self.lr_rows = alloc(8 * 3 * words * 2 * max(1, n))  # per row: alpha, its pivot bits x, z (measure_lowrank.cu)
         self.lr_meta = alloc(4 * measure.LOWRANK_META_FIELDS)
-        self.lr_pcol, self.lr_pivots, self.lr_vp = alloc(4 * chunk), alloc(4 * chunk), alloc(8 * chunk)
+        self.lr_pcol, self.lr_pivots, self.lr_vp = alloc(4 * chunk), alloc(4 * chunk), alloc(8 * words * chunk)
         self.lr_special = alloc(4 * 2 * max(1, max_collapses))
         self.max_collapses = max_collapses
         self.scratch = need_scratch
@@ -69,9 +69,10 @@ class _Workspace:
     @staticmethod
     def bytes_needed(n: int, num_records: int, need_scratch: bool, max_collapses: int = 0) -> int:
         W = max(1, (n + 63) // 64)
-        return (8 * 2 * n * W * (4 if need_scratch else 2) + 2 * n + num_records + 12 * W + 4096
+        return (8 * 2 * n * W * (4 if need_scratch else 2) + 2 * n + 4 + num_records + 12 * W + 4096
                 + 8 * 3 * max(1, max_collapses) * W + 36 * max(1, max_collapses)
-                + 8 * (measure.LOWRANK_CHUNK + 1) * W + 16 * measure.LOWRANK_CHUNK + 48 * n)
+                + 8 * (measure.LOWRANK_CHUNK + 1) * W + 16 * measure.LOWRANK_CHUNK * measure.LOWRANK_WORDS
+                + 48 * measure.LOWRANK_WORDS * n)
 
 
 class _LazyTableauRun(TableauRun):
