@@ -675,3 +675,29 @@ def test_an_engine_made_on_another_thread_works_everywhere_and_exits_cleanly(cud
     proc = subprocess.run([sys.executable, "-c", _THREAD_PROBE], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]  # no "context stack was not empty" abort at exit
     assert proc.stdout.split() == ["True", "3"]
+
+
+@pytest.mark.gpu
+def test_engines_of_one_process_keep_each_others_shared_memory_opt_ins(cuda_engine):
+    """A kernel's dynamic shared memory allowance belongs to the compiled function, which every
+    engine of a process shares: a smaller launch on another engine must not withdraw it."""
+    import pycuda.driver as cuda
+    from pycuda.compiler import SourceModule
+
+    from cirq_quasarq.engines.cuda import loader
+
+    module = SourceModule('extern "C" __global__ void first_of_shared(int* out, int n) {'
+                          ' extern __shared__ int s[]; s[n - 1 - threadIdx.x] = threadIdx.x; __syncthreads();'
+                          ' if (threadIdx.x == 0) out[0] = s[n - 1]; }', no_extern_c=True)
+    fn = module.get_function("first_of_shared")
+    fn.prepare("Pi")
+    out = cuda.mem_alloc(4)
+    other = loader.Launcher()
+    for launcher in (cuda_engine.launcher, other):
+        launcher.register("first_of_shared", fn)
+    for launcher, ints in ((cuda_engine.launcher, 24 * 1024), (other, 256), (cuda_engine.launcher, 24 * 1024),
+                           (other, 20 * 1024)):
+        launcher.launch("test", "first_of_shared", (1, 1), (256, 1, 1), out, ints, shared_size=4 * ints)
+        got = np.zeros(1, np.int32)
+        cuda.memcpy_dtoh(got, out)
+        assert got[0] == 0

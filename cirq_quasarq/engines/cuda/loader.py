@@ -266,6 +266,8 @@ class KernelModule:
 
 _MODULES: Dict[Tuple[str, Tuple[str, ...], str], KernelModule] = {}
 _LOCK = threading.Lock()
+# Dynamic shared memory each prepared function (by id: they live as long as _MODULES) may take.
+_SHARED_ALLOWED: Dict[int, int] = {}
 
 
 def device_arch(device) -> str:
@@ -393,7 +395,6 @@ class Launcher:
             for name, arg_types in kernels.items():
                 self.functions[name] = module.function(name, arg_types)
         self.profile = False
-        self._shared_allowed: Dict[str, int] = {}  # dynamic shared memory each kernel was opted in to
         self._events: List[Tuple[str, object, object]] = []
         self.last_launch: Optional[faults.Launch] = None  # (stage, name, grid, block, shared bytes)
 
@@ -407,14 +408,8 @@ class Launcher:
         events when profiling or `timed`, else None."""
         fn = self.functions[name]
         self.last_launch = (stage, name, grid, block, shared_size)
-        # Past 48 KiB of static and dynamic shared memory together a kernel must opt in.
-        if shared_size > self._shared_allowed.get(name, 0):
-            try:
-                fn.set_attribute(self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_size)
-            except self._cuda.Error as exc:
-                raise faults.fault(self._cuda, exc, where=f"shared memory opt-in of {name}",
-                                   launch=self.last_launch, at_launch=True) from exc
-            self._shared_allowed[name] = shared_size
+        if shared_size:
+            self._allow_shared(fn, name, shared_size)
         if not (self.profile or timed):
             checked_launch(fn, stage, name, grid, block, *args, shared_size=shared_size, stream=stream)
             return None
@@ -425,6 +420,20 @@ class Launcher:
         if self.profile:
             self._events.append((stage, start, end))
         return start, end
+
+    def _allow_shared(self, fn, name: str, shared_size: int) -> None:
+        """Opt `fn` in to `shared_size` bytes of dynamic shared memory (past 48 KiB of static and
+        dynamic together a kernel must). The allowance belongs to the function, which every Launcher
+        of the process shares, so it only ever grows: lowering it would fail another engine's launch."""
+        with _LOCK:
+            if shared_size <= _SHARED_ALLOWED.get(id(fn), 0):
+                return
+            try:
+                fn.set_attribute(self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_size)
+            except self._cuda.Error as exc:
+                raise faults.fault(self._cuda, exc, where=f"shared memory opt-in of {name}",
+                                   launch=self.last_launch, at_launch=True) from exc
+            _SHARED_ALLOWED[id(fn)] = shared_size
 
     def fault(self, exc: BaseException, where: str):
         """The GpuFaultError of a driver error `exc` found at synchronisation point `where`, naming

@@ -108,10 +108,11 @@ def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None
 
 
 def lowrank_rows_per_block(n: int, W: int, sm_count: int) -> int:
-    """Rows a block of lowrank_apply takes: as many as leave each multiprocessor about four blocks
-    (a block builds its tile's tables once for all its rows), in whole words of signs."""
+    """Rows a block of lowrank_apply takes: as many as leave each multiprocessor about eight blocks
+    (a block builds its tile's tables once for all its rows; a few waves keep the tail short), in
+    whole words of signs."""
     tiles = -(-W // LOWRANK_TILE)
-    want = -(-2 * n * tiles // (4 * sm_count))
+    want = -(-2 * n * tiles // (8 * sm_count))
     return max(256, min(LOWRANK_APPLY_MAX_ROWS, 32 * -(-want // 32)))
 
 
