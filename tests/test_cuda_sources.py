@@ -208,3 +208,26 @@ def test_philox_header_equals_the_numpy_draws_on_the_host(tmp_path):
         word, word32 = (int(v) for v in line.split())
         assert word == rng.word(key, 4, 7, 2, i), i
         assert word32 == int(rng.words32_range(key, 3, 9, 0, i, 1)[0]), i
+
+
+def test_shared_memory_opt_in_only_grows():
+    """Every Launcher of a process shares the compiled functions, so a function's dynamic shared memory
+    allowance is set only when a launch needs more than it has (never lowered by a smaller launch)."""
+    import types
+
+    calls = []
+
+    class Function:
+        def set_attribute(self, attribute, value):
+            calls.append((attribute, value))
+
+    first, second = (object.__new__(loader.Launcher) for _ in range(2))
+    for launcher in (first, second):
+        launcher._cuda = types.SimpleNamespace(Error=RuntimeError,
+                                               function_attribute=types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=7))
+        launcher.last_launch = None
+    fn = Function()
+    for launcher, size in ((first, 1000), (second, 500), (first, 70000), (second, 2000), (first, 70000),
+                           (second, 80000)):
+        launcher._allow_shared(fn, "k", size)
+    assert calls == [(7, 1000), (7, 70000), (7, 80000)]

@@ -266,8 +266,9 @@ class KernelModule:
 
 _MODULES: Dict[Tuple[str, Tuple[str, ...], str], KernelModule] = {}
 _LOCK = threading.Lock()
-# Dynamic shared memory each prepared function (by id: they live as long as _MODULES) may take.
-_SHARED_ALLOWED: Dict[int, int] = {}
+# Dynamic shared memory each prepared function may take: id -> (the function, kept alive so that its id
+# is never reused, bytes).
+_SHARED_ALLOWED: Dict[int, Tuple[object, int]] = {}
 
 
 def device_arch(device) -> str:
@@ -426,14 +427,14 @@ class Launcher:
         dynamic together a kernel must). The allowance belongs to the function, which every Launcher
         of the process shares, so it only ever grows: lowering it would fail another engine's launch."""
         with _LOCK:
-            if shared_size <= _SHARED_ALLOWED.get(id(fn), 0):
+            if shared_size <= _SHARED_ALLOWED.get(id(fn), (fn, 0))[1]:
                 return
             try:
                 fn.set_attribute(self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_size)
             except self._cuda.Error as exc:
                 raise faults.fault(self._cuda, exc, where=f"shared memory opt-in of {name}",
                                    launch=self.last_launch, at_launch=True) from exc
-            _SHARED_ALLOWED[id(fn)] = shared_size
+            _SHARED_ALLOWED[id(fn)] = (fn, shared_size)
 
     def fault(self, exc: BaseException, where: str):
         """The GpuFaultError of a driver error `exc` found at synchronisation point `where`, naming

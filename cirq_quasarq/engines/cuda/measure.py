@@ -97,7 +97,8 @@ def _rows_apply(engine, ws, X, Z, k, stage, per, grid, row_ids) -> None:
     smem = 8 * (2 * per + 1) * W
     warps = engine.row_warps or (1 if W <= ONE_WARP_WORDS else ROW_MAX_WARPS)
     engine.launcher.launch(stage, "measure_rows_apply", (grid, 1), (32 * warps * per, 1, 1), int(X), int(Z),
-                           int(ws.S), int(ws.plan), int(ws.vrows), int(ws.active), k, ws.n, W, per, warps, row_ids, shared_size=smem)
+                           int(ws.S), int(ws.plan), int(ws.vrows), int(ws.active), k, ws.n, W, per, warps, row_ids,
+                           shared_size=smem)
 
 
 def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
