@@ -33,7 +33,7 @@
 //                    multiply; then a thread a row runs the phase (qq_lr_phase): the row's sign, and
 //                    rowbits[3r..3r+2] = (alpha, its bits on P after the chunk: x, z).
 //   lowrank_apply    pass 2 by tiles of QQ_LR_TILE words x rows_per_block rows: the tile's tables
-//                    once, then a half-warp a row (below); it also writes the pivot bits.
+//                    once, then a quarter-warp a row (below); it also writes the pivot bits.
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include <mma.h>
 #include "paulis.cuh"
@@ -49,8 +49,8 @@
 #define QQ_LR_COUNT_STEP 16                               // words a step: 128 bytes of a row
 #define QQ_LR_COUNT_LD (64 + 4)  // a row's counts of 64 collapses; the padding spreads reads over banks
 #define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (128 KiB)
-#define QQ_LR_TILE 16              // words of a row a half-warp takes in pass 2: 128 bytes a load
-#define QQ_LR_APPLY_ROWS 2         // rows a half-warp has in flight
+#define QQ_LR_TILE 16              // words of a row pass 2 takes a tile (a quarter-warp: 8 lanes x 2)
+#define QQ_LR_APPLY_ROWS 2         // rows a quarter-warp has in flight
 #define QQ_LR_APPLY_MAX_ROWS 4096  // rows of a block at most (their sign bits in shared memory)
 #define QQ_LR_META_KP 0
 #define QQ_LR_META_LO 1
@@ -346,17 +346,25 @@ lowrank_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* pl
 }
 
 // Pass 2, by tiles of columns: block (t, g) takes words [lo + QQ_LR_TILE t, + QQ_LR_TILE) of rows
-// [g rows_per_block, + rows_per_block). It builds the tile's tables once (dynamic shared memory,
-// groups * 16 * QQ_LR_TILE entries a plane: entry (group g, idx, word wl) = the sum mod 4 of the victim
-// words v_{4g+b} over the bits b of idx), then a half-warp a row, lane wl on word wl (128 bytes a
-// load): c = the entries its alpha nibbles pick; x ^= bit0(c); the pivot bits as the phase left
-// them (rowbits) on the tile's pivot columns (z too, there only); the row's sign parity
-// |z & bit1(c)| summed over the half-warp by a ballot, kept per row in shared memory and XORed into
-// S four rows a word at the end (several tiles share a row's sign).
+// [g rows_per_block, + rows_per_block). It builds the tile's tables once (dynamic shared memory, 4 KiB
+// a group of 4 collapses: entry (group, idx) holds, for each word of the tile, the sum mod 4 of the
+// victim words v_{4 group + b} over the bits b of idx, as two bit planes), then a quarter-warp a row,
+// lane wl on words wl and wl + 8 (64 bytes of the row a load instruction): c = the entries its alpha
+// nibbles pick; x ^= bit0(c); the pivot bits as the phase left them (rowbits) on the tile's pivot
+// columns (z too, there only); the row's sign parity |z & bit1(c)| summed over the quarter-warp by a
+// ballot, kept per row in shared memory and XORed into S four rows a word at the end (several tiles
+// share a row's sign). The lookups are the kernel's arithmetic: a lane's two words share one index
+// and take one 16-byte load a plane, and the groups are unrolled, so an entry's address is a shift,
+// a mask and an add (ALU-bound at 22 instructions a group and word before: H100, n = 100k).
+#define QQ_LR_LANE_WORDS 2                               // words of a tile row a lane takes
+#define QQ_LR_ROW_LANES (QQ_LR_TILE / QQ_LR_LANE_WORDS)  // lanes a row
+#define QQ_LR_ENTRY_WORDS (2 * QQ_LR_TILE)               // an entry: both planes of the tile's words
+static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 256, "an entry is 256 bytes: index << 8 is its offset");
+
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
               const int* pivots, const int* active, int kc, int n, int W, int rows_per_block) {
-    extern __shared__ qq_u64 qq_lr_tab[];
+    extern __shared__ __align__(16) qq_u64 qq_lr_tab[];  // [group][idx][plane][wl][h]: word wl + 8 h
     __shared__ unsigned s_sign[QQ_LR_APPLY_MAX_ROWS / 32];
     __shared__ int s_np, s_pw[QQ_LR_CHUNK], s_pb[QQ_LR_CHUNK], s_pj[QQ_LR_CHUNK];
     const int kp = meta[QQ_LR_META_KP];
@@ -364,10 +372,10 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq
     const int lo = meta[QQ_LR_META_LO], hi = meta[QQ_LR_META_HI];
     const int w0 = lo + (int)blockIdx.x * QQ_LR_TILE;
     if (w0 >= hi) return;  // the grid covers every word; the span is known on the device only
-    const int tid = threadIdx.x, groups = (kc + 3) >> 2, entries = groups * 16 * QQ_LR_TILE;
-    qq_u64 *tlo = qq_lr_tab, *thi = qq_lr_tab + entries;
+    const int tid = threadIdx.x, groups = (kc + 3) >> 2;
     for (int e = tid; e < groups * QQ_LR_TILE; e += QQ_LR_APPLY_BLOCK) {  // a thread a (group, word)
-        const int g = e / QQ_LR_TILE, wl = e % QQ_LR_TILE, w = w0 + wl;
+        const int g = e / QQ_LR_TILE, wt = e % QQ_LR_TILE, w = w0 + wt;
+        const int at = (wt % QQ_LR_ROW_LANES) * QQ_LR_LANE_WORDS + wt / QQ_LR_ROW_LANES;
         qq_u64 v[4];
 #pragma unroll
         for (int b = 0; b < 4; ++b) v[b] = (4 * g + b < kc && w < hi) ? VN[(size_t)(4 * g + b) * W + w] : 0ull;
@@ -380,71 +388,93 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq
                     chi ^= clo & v[b];
                     clo ^= v[b];
                 }
-            tlo[(g * 16 + idx) * QQ_LR_TILE + wl] = clo;
-            thi[(g * 16 + idx) * QQ_LR_TILE + wl] = chi;
+            qq_u64* entry = qq_lr_tab + (size_t)(g * 16 + idx) * QQ_LR_ENTRY_WORDS;
+            entry[at] = clo;
+            entry[QQ_LR_TILE + at] = chi;
         }
     }
     if (tid == 0) s_np = 0;
     for (int i = tid; i < QQ_LR_APPLY_MAX_ROWS / 32; i += QQ_LR_APPLY_BLOCK) s_sign[i] = 0u;
     __syncthreads();
     if (tid < kp) {  // the pivots in this tile
-        const int p = pivots[tid], wl = (p >> 6) - w0;
-        if (wl >= 0 && wl < QQ_LR_TILE) {
+        const int p = pivots[tid], wt = (p >> 6) - w0;
+        if (wt >= 0 && wt < QQ_LR_TILE) {
             const int at = atomicAdd(&s_np, 1);
-            s_pw[at] = wl;
+            s_pw[at] = wt;
             s_pb[at] = p & 63;
             s_pj[at] = tid;
         }
     }
     __syncthreads();
-    const int np = s_np, lane = tid & 31, wl = lane & 15, half = lane >> 4;
-    const int w = w0 + wl, slot = 2 * (tid >> 5) + half, slots = 2 * (QQ_LR_APPLY_BLOCK >> 5);
-    const bool in_span = w < hi;
+    const int np = s_np, lane = tid & 31, wl = lane % QQ_LR_ROW_LANES, quarter = lane / QQ_LR_ROW_LANES;
+    const int slot = (32 / QQ_LR_ROW_LANES) * (tid >> 5) + quarter, slots = QQ_LR_APPLY_BLOCK / QQ_LR_ROW_LANES;
+    bool in_span[QQ_LR_LANE_WORDS];
+#pragma unroll
+    for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) in_span[h] = w0 + wl + QQ_LR_ROW_LANES * h < hi;
+    const unsigned char* tab = (const unsigned char*)qq_lr_tab + 8 * QQ_LR_LANE_WORDS * wl;
     const size_t rb = (size_t)blockIdx.y * rows_per_block;
     const int rows = (int)min((size_t)rows_per_block, (size_t)2 * n - rb);
     for (int base = 0; base < rows; base += slots * QQ_LR_APPLY_ROWS) {
-        qq_u64 al[QQ_LR_APPLY_ROWS][QQ_LR_WORDS], x[QQ_LR_APPLY_ROWS], z[QQ_LR_APPLY_ROWS];
+        unsigned al[QQ_LR_APPLY_ROWS][2 * QQ_LR_WORDS];
+        qq_u64 x[QQ_LR_APPLY_ROWS][QQ_LR_LANE_WORDS], z[QQ_LR_APPLY_ROWS][QQ_LR_LANE_WORDS];
 #pragma unroll
         for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u) {  // every load first: several rows in flight
             const int l = base + u * slots + slot;
-            const size_t r = rb + l, a = r * W + w;
+            const size_t r = rb + l;
 #pragma unroll
-            for (int k = 0; k < QQ_LR_WORDS; ++k) al[u][k] = l < rows ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
-            x[u] = l < rows && in_span ? X[a] : 0ull;
-            z[u] = l < rows && in_span ? Z[a] : 0ull;
+            for (int k = 0; k < QQ_LR_WORDS; ++k) {
+                const qq_u64 a = l < rows ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
+                al[u][2 * k] = (unsigned)a;
+                al[u][2 * k + 1] = (unsigned)(a >> 32);
+            }
+#pragma unroll
+            for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
+                x[u][h] = l < rows && in_span[h] ? X[a] : 0ull;
+                z[u][h] = l < rows && in_span[h] ? Z[a] : 0ull;
+            }
         }
 #pragma unroll
         for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u) {
             const int l = base + u * slots + slot;
-            const size_t r = rb + l, a = r * W + w;
-            qq_u64 clo = 0ull, chi = 0ull;
-            for (int g = 0; g < groups; ++g) {
-                const qq_u64 word = QQ_LR_WORDS > 1 && g >= 16 ? al[u][QQ_LR_WORDS - 1] : al[u][0];
-                const int e = (g * 16 + (int)((word >> (4 * (g & 15))) & 15ull)) * QQ_LR_TILE + wl;
-                const qq_u64 elo = tlo[e];
-                chi ^= thi[e] ^ (clo & elo);
-                clo ^= elo;
+            const size_t r = rb + l;
+            qq_u64 clo[QQ_LR_LANE_WORDS] = {}, chi[QQ_LR_LANE_WORDS] = {};
+#pragma unroll
+            for (int g = 0; g < QQ_LR_CHUNK / 4; ++g) {
+                if (g >= groups) break;
+                const int sh = 4 * (g & 7);  // the nibble's offset, as index << 8, without a variable shift
+                const unsigned word = al[u][g >> 3];
+                const unsigned off = (sh >= 8 ? word >> (sh - 8) : word << (8 - sh)) & 0xF00u;
+                const unsigned char* entry = tab + off + 4096 * g;
+                const ulonglong2 elo = *(const ulonglong2*)entry, ehi = *(const ulonglong2*)(entry + 8 * QQ_LR_TILE);
+                chi[0] ^= ehi.x ^ (clo[0] & elo.x);
+                chi[1] ^= ehi.y ^ (clo[1] & elo.y);
+                clo[0] ^= elo.x;
+                clo[1] ^= elo.y;
             }
-            const int parity = qq_popc(z[u] & chi) & 1;
-            qq_u64 xw = x[u] ^ clo, zw = z[u];
-            bool patched = false;
-            if (np && l < rows) {
-                const qq_u64* bits = rowbits + QQ_LR_ROWBITS * r;
-                for (int k = 0; k < np; ++k)
-                    if (s_pw[k] == wl) {
-                        const int j = s_pj[k];
-                        const qq_u64 bit = 1ull << s_pb[k];
-                        xw = (xw & ~bit) | (((bits[QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
-                        zw = (zw & ~bit) | (((bits[2 * QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
-                        patched = true;
-                    }
+            int parity = 0;
+            const qq_u64* bits = rowbits + QQ_LR_ROWBITS * r;
+#pragma unroll
+            for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                const int wt = wl + QQ_LR_ROW_LANES * h;
+                parity ^= qq_popc(z[u][h] & chi[h]);
+                qq_u64 xw = x[u][h] ^ clo[h], zw = z[u][h];
+                if (l < rows)
+                    for (int k = 0; k < np; ++k)
+                        if (s_pw[k] == wt) {
+                            const int j = s_pj[k];
+                            const qq_u64 bit = 1ull << s_pb[k];
+                            xw = (xw & ~bit) | (((bits[QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
+                            zw = (zw & ~bit) | (((bits[2 * QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
+                        }
+                if (l < rows && in_span[h]) {
+                    const size_t a = r * W + w0 + wt;
+                    if (xw != x[u][h]) X[a] = xw;
+                    if (zw != z[u][h]) Z[a] = zw;
+                }
             }
-            if (l < rows && in_span) {
-                if (xw != x[u]) X[a] = xw;
-                if (patched && zw != z[u]) Z[a] = zw;
-            }
-            const unsigned votes = __ballot_sync(0xFFFFFFFFu, parity) >> (16 * half);
-            if (wl == 0 && l < rows && (qq_popc((qq_u64)(votes & 0xFFFFu)) & 1))
+            const unsigned votes = __ballot_sync(0xFFFFFFFFu, parity & 1) >> (QQ_LR_ROW_LANES * quarter);
+            if (wl == 0 && l < rows && (qq_popc((qq_u64)(votes & ((1u << QQ_LR_ROW_LANES) - 1))) & 1))
                 atomicXor(&s_sign[l >> 5], 1u << (l & 31));
         }
     }
