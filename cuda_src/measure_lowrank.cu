@@ -11,14 +11,15 @@
 // bits gives the alpha_i, the final bits on P and every sign term but the pairs' share, which is
 // sum_{t in N} z_t C(c_t, 2) with c = sum_i alpha_i v_i^N; pass 2 forms c mod 4 and applies
 // x_N ^= bit0(c), s ^= |z & bit1(c)|.
-//   pass 1 is two bit-matrix products, (z) and (x & z) times the victim masks, on the tensor cores
-//          (WMMA b1 AND + POPC: 8 rows x 8 collapses x 128 columns an instruction);
+//   pass 1 is bit-matrix products on the tensor cores, e_i = |z & v_i^N| + 2 |x & z & v_i^N| mod 4
+//          (mma b1 AND + POPC, 16 rows x 8 collapses x 256 columns an instruction), which is all the
+//          phase needs of a_i and b_i (qq_lr_phase);
 //   pass 2 is Method-of-Four-Russians lookups: per word and 4 collapses, a table of the 16 sums mod
 //          4 (two bit planes over the word's 64 columns) of their victim masks, built in shared
 //          memory; a row adds the entries its alpha nibbles pick, giving c mod 4 for the word.
-// Both passes read a row 128 bytes at a time. Pass 2 goes by tiles of columns, so that a block builds
-// its tables once for thousands of rows and writes whole lines: a thread a row, 32 bytes a step, it
-// ran at 36% of the copy bandwidth (H100, n = 100k, 7 collapses), by tiles at 67%.
+// Pass 2 goes by tiles of columns, so that a block builds its tables once for thousands of rows and
+// writes whole lines: a thread a row, 32 bytes a step, it ran at 36% of the copy bandwidth (H100,
+// n = 100k, 7 collapses), by tiles at 67%.
 //
 // Kernels, per chunk of at most QQ_LR_CHUNK collapses (plan entries c0 .. c0+kc-1 of the window):
 //   lowrank_prepare  one block: the chunk's distinct pivots (P), the victim masks without them (VN,
@@ -27,15 +28,15 @@
 //                    chunk also the rows whose sign a reset of the window clears mid-window
 //                    (`special`): the update leaves them and measure_rows_apply replays them one
 //                    collapse at a time.
-//   lowrank_counts   pass 1 and the phase: a warp per 8 rows, QQ_LR_COUNT_ROWS rows a block; per
-//                    step of QQ_LR_COUNT_STEP words the block stages its rows' z and x & z words and
-//                    the victim words (loaded a step ahead) in shared memory and the warps
+//   lowrank_counts   pass 1 and the phase: a warp per 16 rows, QQ_LR_COUNT_ROWS rows a block; the
+//                    block copies its rows' words and the victim words to shared memory
+//                    QQ_LR_COUNT_STEP words a stage, QQ_LR_COUNT_STAGES stages in flight (cp.async),
+//                    gathers its rows' bits at the pivots as their words go by, and the warps
 //                    multiply; then a thread a row runs the phase (qq_lr_phase): the row's sign, and
 //                    rowbits[3r..3r+2] = (alpha, its bits on P after the chunk: x, z).
 //   lowrank_apply    pass 2 by tiles of QQ_LR_TILE words x rows_per_block rows: the tile's tables
 //                    once, then a quarter-warp a row (below); it also writes the pivot bits.
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
-#include <mma.h>
 #include "paulis.cuh"
 #include "measure_swap.cuh"
 #include "measure_plan.cuh"
@@ -45,9 +46,9 @@
 #define QQ_LR_ROWBITS (3 * QQ_LR_WORDS)  // lowrank_counts' words a row for lowrank_apply: alpha, x_P, z_P
 #define QQ_LR_PREP_BLOCK 1024
 #define QQ_LR_COUNT_BLOCK 256
-#define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 8)  // a warp per 8 rows
-#define QQ_LR_COUNT_STEP 16                               // words a step: 128 bytes of a row
-#define QQ_LR_COUNT_LD (64 + 4)  // a row's counts of 64 collapses; the padding spreads reads over banks
+#define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 16)  // a warp per 16 rows
+#define QQ_LR_COUNT_STEP 8                                 // words of a row a stage
+#define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
 #define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (128 KiB)
 #define QQ_LR_TILE 16              // words of a row pass 2 takes a tile (a quarter-warp: 8 lanes x 2)
 #define QQ_LR_APPLY_ROWS 2         // rows a quarter-warp has in flight
@@ -145,23 +146,19 @@ lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, 
 }
 
 // The phase of row r after pass 1: each collapse of the chunk in order on the row's bits at the
-// pivots, from the low bits of its counts (a_i = |z & v_i^N| mod 4 as alo, ahi; b_i = |x & z & v_i^N|
-// mod 2; bit i for collapse i). Writes the row's sign (all but pass 2's share) and its
-// QQ_LR_ROWBITS words of rowbits: alpha, then its bits on P as the phase leaves them (x, then z).
+// pivots (xP, zP, bit j for pivot column j), from the low bits of its counts e_i = |z & v_i^N| +
+// 2 |x & z & v_i^N| mod 4 (e0, e1: bit i for collapse i). With m = e_i + |z_P & v_i^P| mod 4 and
+// d = |x_P & z_P & v_i^P| mod 2, collapse i flips the sign by x_p (d ^ m0 & !z_p ^ m1) and z_p by m0
+// (the sequential rule with a_i = |z & v_i| and b_i = |x & z & v_i| kept apart reads b ^ m1 where
+// this reads m1 of a sum that already holds 2b). Writes the row's sign (all but pass 2's share) and
+// its QQ_LR_ROWBITS words of rowbits: alpha, then its bits on P as the phase leaves them (x, then z).
 // Rows whose sign a reset clears mid-window (`special`) keep everything (alpha 0, their own bits):
 // measure_rows_apply replays them. The chunk's decisions are in shared memory.
-__device__ __forceinline__ void qq_lr_phase(const qq_u64* X, const qq_u64* Z, unsigned char* S, qq_lr_bits alo,
-                                            qq_lr_bits ahi, qq_lr_bits b, const int* s_col, const int* s_piv,
-                                            const qq_u64* s_vp, const int* s_yz, const int* s_inject,
-                                            const int* special, int nspecial, int kp, int kc, size_t r, int W,
+__device__ __forceinline__ void qq_lr_phase(unsigned char* S, qq_lr_bits e0, qq_lr_bits e1, qq_lr_bits xP,
+                                            qq_lr_bits zP, const int* s_col, const qq_u64* s_vp, const int* s_yz,
+                                            const int* s_inject, const int* special, int nspecial, int kc, size_t r,
                                             qq_u64* rowbits) {
-    qq_lr_bits xP = 0, zP = 0, alpha = 0;
-    for (int j = 0; j < kp; ++j) {
-        const int p = s_piv[j];
-        const size_t a = r * W + (p >> 6);
-        xP |= (qq_lr_bits)((X[a] >> (p & 63)) & 1ull) << j;
-        zP |= (qq_lr_bits)((Z[a] >> (p & 63)) & 1ull) << j;
-    }
+    qq_lr_bits alpha = 0;
     bool live = true;
     for (int e = 0; e < nspecial; ++e)
         if ((size_t)special[e] == r) live = false;
@@ -173,9 +170,9 @@ __device__ __forceinline__ void qq_lr_phase(const qq_u64* X, const qq_u64* Z, un
             const int xp = qq_lr_bit(xP, j), zp = qq_lr_bit(zP, j);
             qq_lr_bits v = s_vp[QQ_LR_WORDS * i];
             if (QQ_LR_WORDS > 1) v |= (qq_lr_bits)s_vp[QQ_LR_WORDS * i + QQ_LR_WORDS - 1] << 64;
-            const int m = (qq_lr_bit(alo, i) | (qq_lr_bit(ahi, i) << 1)) + qq_lr_popc(zP & v);
-            const int y = qq_lr_bit(b, i) ^ (qq_lr_popc(xP & zP & v) & 1);
-            s ^= xp & (y ^ ((m & 1) & (1 ^ zp)) ^ ((m >> 1) & 1));
+            const int m = (qq_lr_bit(e0, i) | (qq_lr_bit(e1, i) << 1)) + qq_lr_popc(zP & v);
+            const int d = qq_lr_popc(xP & zP & v) & 1;
+            s ^= xp & (d ^ ((m & 1) & (1 ^ zp)) ^ ((m >> 1) & 1));
             if (xp) xP ^= v;
             int bx = xp, bz = zp ^ (m & 1);
             qq_swap_pivot(s_yz[i], &bx, &bz, &s);
@@ -196,153 +193,167 @@ __device__ __forceinline__ void qq_lr_phase(const qq_u64* X, const qq_u64* Z, un
     }
 }
 
-// Pass 1 on the tensor cores. Operands in shared memory, tiles of 128 columns: A = 8 of the block's
-// rows (row-major: a row's columns contiguous), B = 8 victim masks (column-major: a collapse's
-// columns contiguous), both our word layout, so the bit order inside a word never matters to
-// AND + POPC; accumulated in int32.
-namespace qq_wmma = nvcuda::wmma;
-typedef qq_wmma::fragment<qq_wmma::matrix_a, 8, 8, 128, qq_wmma::experimental::precision::b1, qq_wmma::row_major>
-    qq_bits_a;
-typedef qq_wmma::fragment<qq_wmma::matrix_b, 8, 8, 128, qq_wmma::experimental::precision::b1, qq_wmma::col_major>
-    qq_bits_b;
-typedef qq_wmma::fragment<qq_wmma::accumulator, 8, 8, 128, int> qq_counts;
-
-// A step's unit m of this thread: 16 bytes (two words, 128 columns: one operand row of a product) of
-// row 8 warp + lane % 8, half lane / 8 + 4 m of the step. A quarter-warp's loads take 64 bytes of each
-// of 8 rows, its shared-memory stores 128 contiguous bytes (no bank conflict).
-__device__ __forceinline__ void qq_lr_unit(int tid, int m, int* row, int* half) {
-    const int lane = tid & 31;
-    *row = 8 * (tid >> 5) + (lane & 7);
-    *half = (lane >> 3) + 4 * m;
+// Pass 1 on the tensor cores: mma m16n8k256 b1 AND + POPC, A = 16 of the block's rows (z, or x & z),
+// B = 8 victim masks, accumulated as e = |z & v| + 2 |x & z & v| (the x & z product issued twice):
+// one accumulator a (row, collapse), 64 registers for 16 rows x 128 collapses. AND + POPC sums over
+// the columns in any order, so a lane's fragment registers are simply the halves of the 8-byte
+// words it reads: lane (g, q) holds words 4u + q of a step's rows g and g + 8 (A) and of collapse g
+// of each tile (B); the word's low half pairs with the low half, its high half with the high half.
+__device__ __forceinline__ void qq_lr_mma(int* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                          unsigned b1) {
+    asm("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK)
+// 8 bytes from global to shared memory without registers (zeros when !valid).
+__device__ __forceinline__ void qq_lr_copy(qq_u64* dst, const qq_u64* src, bool valid) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 8 : 0));
+}
+
+// A stage of lowrank_counts' shared memory: QQ_LR_COUNT_STEP words of the block's rows (x, z) and of
+// the chunk's victim masks, rows padded so that a half-warp's fragment loads hit 16 distinct bank pairs.
+#define QQ_LR_ROW_PITCH (QQ_LR_COUNT_STEP + 4)  // words a staged row
+#define QQ_LR_VIC_PITCH (QQ_LR_CHUNK + 4)       // words a staged victim word (all collapses)
+#define QQ_LR_STAGE_WORDS (2 * QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH + QQ_LR_COUNT_STEP * QQ_LR_VIC_PITCH)
+#define QQ_LR_COUNT_SMEM (8 * QQ_LR_COUNT_STAGES * QQ_LR_STAGE_WORDS)  // dynamic shared memory, bytes
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
 lowrank_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN, const int* meta,
                const int* pcol, const int* pivots, const qq_u64* vp, const int* special, const int* active,
                qq_u64* rowbits, int c0, int kc, int n, int W) {
-    // Staged as [half][row][2 words] (16-byte units): each operand tile (8 rows x 128 columns)
-    // contiguous and 256-bit aligned. The counts at the end, [row][collapse], reuse the space.
-    constexpr int halves = QQ_LR_COUNT_STEP / 2;
-    constexpr int staged = 16 * halves * (2 * QQ_LR_COUNT_ROWS + QQ_LR_CHUNK);
-    constexpr int counted = 4 * 2 * QQ_LR_COUNT_ROWS * QQ_LR_COUNT_LD;
-    __shared__ __align__(32) unsigned char smem[staged > counted ? staged : counted];
-    __shared__ int s_col[QQ_LR_CHUNK], s_piv[QQ_LR_CHUNK], s_yz[QQ_LR_CHUNK], s_inject[QQ_LR_CHUNK];
+    extern __shared__ __align__(16) qq_u64 qq_lr_stages[];
+    __shared__ int s_col[QQ_LR_CHUNK], s_yz[QQ_LR_CHUNK], s_inject[QQ_LR_CHUNK], s_sorted[QQ_LR_CHUNK],
+        s_order[QQ_LR_CHUNK];
     __shared__ qq_u64 s_vp[QQ_LR_CHUNK * QQ_LR_WORDS];
-    ulonglong2* zs = (ulonglong2*)smem;  // unit (half h, row r) at h * ROWS + r
-    ulonglong2* xzs = zs + halves * QQ_LR_COUNT_ROWS;
-    ulonglong2* vs = xzs + halves * QQ_LR_COUNT_ROWS;  // unit (h, collapse i) at h * CHUNK + i
-    int* cz = (int*)smem;
-    int* cxz = cz + QQ_LR_COUNT_ROWS * QQ_LR_COUNT_LD;
+    static_assert(QQ_LR_COUNT_ROWS == 16 * (QQ_LR_COUNT_BLOCK / 32) && QQ_LR_COUNT_BLOCK == 2 * QQ_LR_COUNT_ROWS &&
+                      QQ_LR_COUNT_STEP % 4 == 0,
+                  "16 rows a warp; two threads a row gather its pivot bits (x, z); 4 words a product");
     const int kp = meta[QQ_LR_META_KP];
     if (*active == 0 || kp == 0) return;  // uniform: nothing random in this chunk
     const int lo = meta[QQ_LR_META_LO], hi = meta[QQ_LR_META_HI];
-    const int tid = threadIdx.x, warp = tid >> 5, tiles = (kc + 7) >> 3;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+    const int tiles = (kc + 7) >> 3;
     const size_t R = (size_t)2 * n, r0 = (size_t)blockIdx.x * QQ_LR_COUNT_ROWS;
     const int rows = (int)min((size_t)QQ_LR_COUNT_ROWS, R - r0);
     for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += QQ_LR_COUNT_BLOCK) s_vp[e] = vp[e];
     if (tid < QQ_LR_CHUNK) {
         s_col[tid] = pcol[tid];
-        s_piv[tid] = pivots[tid];
         const int* pl = plan + QQ_PLAN_FIELDS * (c0 + min(tid, kc - 1));
         s_yz[tid] = pl[QQ_PLAN_YZ];
         s_inject[tid] = pl[QQ_PLAN_INJECT];
     }
-    constexpr int per = QQ_LR_COUNT_ROWS * halves / QQ_LR_COUNT_BLOCK;  // row units a thread
-    constexpr int vper = per * (QQ_LR_CHUNK / QQ_LR_COUNT_ROWS);          // victim units: rows' mapping, repeated
-    constexpr int ctiles = QQ_LR_CHUNK / 8;
-    static_assert(per * QQ_LR_COUNT_BLOCK == QQ_LR_COUNT_ROWS * halves && QQ_LR_COUNT_BLOCK / 32 * 8 == QQ_LR_COUNT_ROWS &&
-                      halves == 4 * per && QQ_LR_CHUNK % QQ_LR_COUNT_ROWS == 0 && QQ_LR_COUNT_ROWS == 64,
-                  "a block's units: 8 rows a warp, 4 halves a quarter-warp step; 64 collapses a part of the counts");
-    ulonglong2 pz[per], pxz[per], pv[vper];
-    qq_counts acc_z[ctiles], acc_xz[ctiles];
-#pragma unroll
-    for (int t = 0; t < ctiles; ++t) {
-        qq_wmma::fill_fragment(acc_z[t], 0);
-        qq_wmma::fill_fragment(acc_xz[t], 0);
+    if (tid < kp) {  // the pivots by column, so that each step gathers the pivot bits its words hold
+        const int p = pivots[tid];
+        int rank = 0;
+        for (int j = 0; j < kp; ++j) rank += pivots[j] < p;
+        s_sorted[rank] = p;
+        s_order[rank] = tid;
     }
-    auto word = [&](const qq_u64* M, size_t r, int w) { return w < hi ? M[r * W + w] : 0ull; };
-    auto fetch = [&](int w0) {  // the step's units into registers (zero past the rows or the span)
-#pragma unroll
-        for (int m = 0; m < per; ++m) {
-            int row, h;
-            qq_lr_unit(tid, m, &row, &h);
-            const int w = w0 + 2 * h;
-            pz[m] = pxz[m] = make_ulonglong2(0ull, 0ull);
-            if (row < rows) {
-                const size_t r = r0 + row;
-                pz[m] = make_ulonglong2(word(Z, r, w), word(Z, r, w + 1));
-                pxz[m] = make_ulonglong2(word(X, r, w) & pz[m].x, word(X, r, w + 1) & pz[m].y);
+    const int steps = (hi - lo + QQ_LR_COUNT_STEP - 1) / QQ_LR_COUNT_STEP;
+    auto issue = [&](int step) {  // stage `step` of the span, zeros past the rows or the span
+        if (step < steps) {
+            qq_u64* st = qq_lr_stages + (size_t)(step % QQ_LR_COUNT_STAGES) * QQ_LR_STAGE_WORDS;
+            const int w0 = lo + step * QQ_LR_COUNT_STEP;
+            for (int e = tid; e < QQ_LR_COUNT_ROWS * QQ_LR_COUNT_STEP; e += QQ_LR_COUNT_BLOCK) {
+                const int row = e / QQ_LR_COUNT_STEP, wl = e % QQ_LR_COUNT_STEP;
+                const bool valid = row < rows && w0 + wl < hi;
+                const size_t a = valid ? (r0 + row) * W + w0 + wl : 0;
+                qq_lr_copy(st + row * QQ_LR_ROW_PITCH + wl, X + a, valid);
+                qq_lr_copy(st + (QQ_LR_COUNT_ROWS + row) * QQ_LR_ROW_PITCH + wl, Z + a, valid);
+            }
+            qq_u64* vs = st + 2 * QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH;
+            for (int e = tid; e < 8 * tiles * QQ_LR_COUNT_STEP; e += QQ_LR_COUNT_BLOCK) {
+                const int i = e / QQ_LR_COUNT_STEP, wl = e % QQ_LR_COUNT_STEP;
+                const bool valid = i < kc && w0 + wl < hi;
+                qq_lr_copy(vs + wl * QQ_LR_VIC_PITCH + i, VN + (valid ? (size_t)i * W + w0 + wl : 0), valid);
             }
         }
-#pragma unroll
-        for (int m = 0; m < vper; ++m) {
-            int i, h;
-            qq_lr_unit(tid, m % per, &i, &h);
-            i += QQ_LR_COUNT_ROWS * (m / per);  // collapse i
-            const int w = w0 + 2 * h;
-            pv[m] = make_ulonglong2(0ull, 0ull);
-            if (i < kc) pv[m] = make_ulonglong2(word(VN, i, w), word(VN, i, w + 1));
-        }
+        asm volatile("cp.async.commit_group;\n" ::);  // one group a step, empty ones too
     };
-    if (lo < hi) fetch(lo);
-    for (int w0 = lo; w0 < hi; w0 += QQ_LR_COUNT_STEP) {
-        __syncthreads();  // the previous step's products are done
 #pragma unroll
-        for (int m = 0; m < per; ++m) {
-            int row, h;
-            qq_lr_unit(tid, m, &row, &h);
-            zs[h * QQ_LR_COUNT_ROWS + row] = pz[m];
-            xzs[h * QQ_LR_COUNT_ROWS + row] = pxz[m];
+    for (int s = 0; s < QQ_LR_COUNT_STAGES - 1; ++s) issue(s);
+    int acc[QQ_LR_CHUNK / 8][4];
+#pragma unroll
+    for (int t = 0; t < QQ_LR_CHUNK / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0;
+    const int grow = tid % QQ_LR_COUNT_ROWS, plane = tid / QQ_LR_COUNT_ROWS;  // this thread's pivot bits
+    qq_lr_bits pbits = 0;
+    int next = 0;  // the first pivot (by column) not yet gathered
+    for (int step = 0; step < steps; ++step) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(QQ_LR_COUNT_STAGES - 2));
+        __syncthreads();  // the stage is in; every warp is done with the one the next issue overwrites
+        issue(step + QQ_LR_COUNT_STAGES - 1);
+        const qq_u64* st = qq_lr_stages + (size_t)(step % QQ_LR_COUNT_STAGES) * QQ_LR_STAGE_WORDS;
+        const int w0 = lo + step * QQ_LR_COUNT_STEP;
+        for (; next < kp && (s_sorted[next] >> 6) < w0 + QQ_LR_COUNT_STEP; ++next) {
+            const int p = s_sorted[next];
+            const qq_u64 word = st[(plane * QQ_LR_COUNT_ROWS + grow) * QQ_LR_ROW_PITCH + (p >> 6) - w0];
+            pbits |= (qq_lr_bits)((word >> (p & 63)) & 1ull) << s_order[next];
         }
+        const qq_u64* xs = st + (16 * warp + g) * QQ_LR_ROW_PITCH + q;
+        const qq_u64* zs = xs + QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH;
+        const qq_u64* vs = st + 2 * QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH + q * QQ_LR_VIC_PITCH + g;
 #pragma unroll
-        for (int m = 0; m < vper; ++m) {
-            int i, h;
-            qq_lr_unit(tid, m % per, &i, &h);
-            vs[h * QQ_LR_CHUNK + i + QQ_LR_COUNT_ROWS * (m / per)] = pv[m];
-        }
-        if (w0 + QQ_LR_COUNT_STEP < hi) fetch(w0 + QQ_LR_COUNT_STEP);
-        __syncthreads();
+        for (int u = 0; u < QQ_LR_COUNT_STEP / 4; ++u) {  // 256 columns a product
+            const qq_u64 z0 = zs[4 * u], z1 = zs[4 * u + 8 * QQ_LR_ROW_PITCH];
+            const qq_u64 xz0 = xs[4 * u] & z0, xz1 = xs[4 * u + 8 * QQ_LR_ROW_PITCH] & z1;
 #pragma unroll
-        for (int h = 0; h < halves; ++h) {  // 128 columns a product
-            qq_bits_a a_z, a_xz;
-            qq_wmma::load_matrix_sync(a_z, (const void*)(zs + h * QQ_LR_COUNT_ROWS + 8 * warp), 128);
-            qq_wmma::load_matrix_sync(a_xz, (const void*)(xzs + h * QQ_LR_COUNT_ROWS + 8 * warp), 128);
-#pragma unroll
-            for (int t = 0; t < ctiles; ++t) {
+            for (int t = 0; t < QQ_LR_CHUNK / 8; ++t) {
                 if (t >= tiles) break;
-                qq_bits_b b;
-                qq_wmma::load_matrix_sync(b, (const void*)(vs + h * QQ_LR_CHUNK + 8 * t), 128);
-                qq_wmma::bmma_sync(acc_z[t], a_z, b, acc_z[t], qq_wmma::experimental::bmmaBitOpAND,
-                                   qq_wmma::experimental::bmmaAccumulateOpPOPC);
-                qq_wmma::bmma_sync(acc_xz[t], a_xz, b, acc_xz[t], qq_wmma::experimental::bmmaBitOpAND,
-                                   qq_wmma::experimental::bmmaAccumulateOpPOPC);
+                const qq_u64 v = vs[4 * u * QQ_LR_VIC_PITCH + 8 * t];
+                qq_lr_mma(acc[t], (unsigned)z0, (unsigned)z1, (unsigned)(z0 >> 32), (unsigned)(z1 >> 32), (unsigned)v,
+                          (unsigned)(v >> 32));
+                qq_lr_mma(acc[t], (unsigned)xz0, (unsigned)xz1, (unsigned)(xz0 >> 32), (unsigned)(xz1 >> 32),
+                          (unsigned)v, (unsigned)(v >> 32));
+                qq_lr_mma(acc[t], (unsigned)xz0, (unsigned)xz1, (unsigned)(xz0 >> 32), (unsigned)(xz1 >> 32),
+                          (unsigned)v, (unsigned)(v >> 32));
             }
         }
     }
-    // The counts' low bits, 64 collapses (8 tiles) at a time through shared memory (in the staging's place).
-    qq_lr_bits alo = 0, ahi = 0, b = 0;
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    __syncthreads();  // every stage consumed: its space holds the pivot bits now
+    qq_lr_bits* s_pbits = (qq_lr_bits*)qq_lr_stages;  // [plane][row]
+    s_pbits[plane * QQ_LR_COUNT_ROWS + grow] = pbits;
+    // The counts' low bits: lane (g, q) holds collapses 8t + 2q, + 1 of rows g (c0, c1) and g + 8
+    // (c2, c3); the four lanes of a row pool theirs, then lane q = 0 runs the phase of row g, q = 1 of g + 8.
+    unsigned bits[2][2][4];  // [row g, g + 8][bit 0, 1][word of 32 collapses]
 #pragma unroll
-    for (int part = 0; part < QQ_LR_CHUNK / 64; ++part) {
-        __syncthreads();  // every warp's products (or the previous part's reads) are done
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int t = 0; t < 8; ++t) {  // counts[row][i]
-            qq_wmma::store_matrix_sync(cz + (8 * warp) * QQ_LR_COUNT_LD + 8 * t, acc_z[8 * part + t], QQ_LR_COUNT_LD,
-                                       qq_wmma::mem_row_major);
-            qq_wmma::store_matrix_sync(cxz + (8 * warp) * QQ_LR_COUNT_LD + 8 * t, acc_xz[8 * part + t], QQ_LR_COUNT_LD,
-                                       qq_wmma::mem_row_major);
-        }
-        __syncthreads();
-        if (tid < rows)
-            for (int i = 0; i < 64 && 64 * part + i < kc; ++i) {
-                const int a = cz[tid * QQ_LR_COUNT_LD + i], c = cxz[tid * QQ_LR_COUNT_LD + i], at = 64 * part + i;
-                alo |= (qq_lr_bits)(a & 1) << at;
-                ahi |= (qq_lr_bits)((a >> 1) & 1) << at;
-                b |= (qq_lr_bits)(c & 1) << at;
+        for (int k = 0; k < 4; ++k) bits[h][0][k] = bits[h][1][k] = 0u;
+#pragma unroll
+    for (int t = 0; t < QQ_LR_CHUNK / 8; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const unsigned e = (unsigned)acc[t][2 * h + c], at = 8 * (t & 3) + 2 * q + c;
+                bits[h][0][t >> 2] |= (e & 1u) << at;
+                bits[h][1][t >> 2] |= ((e >> 1) & 1u) << at;
             }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int b = 0; b < 2; ++b)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                bits[h][b][k] |= __shfl_xor_sync(0xFFFFFFFFu, bits[h][b][k], 1);
+                bits[h][b][k] |= __shfl_xor_sync(0xFFFFFFFFu, bits[h][b][k], 2);
+            }
+    __syncthreads();
+    const int row = 16 * warp + g + 8 * q;
+    if (q < 2 && row < rows) {
+        qq_lr_bits e0 = 0, e1 = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            e0 |= (qq_lr_bits)(q ? bits[1][0][k] : bits[0][0][k]) << (32 * k);
+            e1 |= (qq_lr_bits)(q ? bits[1][1][k] : bits[0][1][k]) << (32 * k);
+        }
+        qq_lr_phase(S, e0, e1, s_pbits[row], s_pbits[QQ_LR_COUNT_ROWS + row], s_col, s_vp, s_yz, s_inject, special,
+                    meta[QQ_LR_META_SPECIAL], kc, r0 + row, rowbits);
     }
-    if (tid < rows)
-        qq_lr_phase(X, Z, S, alo, ahi, b, s_col, s_piv, s_vp, s_yz, s_inject, special, meta[QQ_LR_META_SPECIAL], kp,
-                    kc, r0 + tid, W, rowbits);
 }
 
 // Pass 2, by tiles of columns: block (t, g) takes words [lo + QQ_LR_TILE t, + QQ_LR_TILE) of rows

@@ -58,6 +58,7 @@ LOWRANK_WORDS = loader.source_define("measure_lowrank.cu", "QQ_LR_WORDS")
 LOWRANK_PREP_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_PREP_BLOCK")
 LOWRANK_COUNT_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_BLOCK")
 LOWRANK_COUNT_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_ROWS")
+LOWRANK_COUNT_SMEM = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_SMEM")
 LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
 LOWRANK_TILE = loader.source_define("measure_lowrank.cu", "QQ_LR_TILE")
 LOWRANK_APPLY_MAX_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_MAX_ROWS")
@@ -132,7 +133,7 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag)
         launch("collapse window (low rank)", "lowrank_counts",
                (-(-2 * n // LOWRANK_COUNT_ROWS), 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
                int(ws.plan), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
-               int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W)
+               int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W, shared_size=LOWRANK_COUNT_SMEM)
         groups = -(-kc // 4)  # tables of 16 entries a group of 4 collapses, two planes, a tile's words
         launch("collapse window (low rank)", "lowrank_apply", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z),
                int(ws.S), int(ws.vn), int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), kc, n, W,
