@@ -30,12 +30,12 @@
 //                    collapse at a time.
 //   lowrank_counts   pass 1 and the phase: a warp per 16 rows, QQ_LR_COUNT_ROWS rows a block; the
 //                    block copies its rows' words and the victim words to shared memory
-//                    QQ_LR_COUNT_STEP words a stage, QQ_LR_COUNT_STAGES stages in flight (cp.async),
+//                    QQ_LR_COUNT_STEP words a stage, QQ_LR_COUNT_STAGES stages in flight (bulk copies),
 //                    gathers its rows' bits at the pivots as their words go by, and the warps
 //                    multiply; then a thread a row runs the phase (qq_lr_phase): the row's sign, and
 //                    rowbits[3r..3r+2] = (alpha, its bits on P after the chunk: x, z).
 //   lowrank_apply    pass 2 by tiles of QQ_LR_TILE words x rows_per_block rows: the tile's tables
-//                    once, then a quarter-warp a row (below); it also writes the pivot bits.
+//                    once, then QQ_LR_ROW_LANES lanes a row (below); it also writes the pivot bits.
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include "paulis.cuh"
 #include "measure_swap.cuh"
@@ -48,10 +48,11 @@
 #define QQ_LR_COUNT_BLOCK 256
 #define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 16)  // a warp per 16 rows
 #define QQ_LR_COUNT_STEP 8                                 // words of a row a stage
-#define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
+#define QQ_LR_COUNT_STAGES 3  // stages in flight (bulk copies): two ahead of the one multiplied
+#define QQ_LR_COUNT_KERNELS 32  // lowrank_counts_<C> for C = 32, 64, 96, 128 collapses
 #define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (128 KiB)
-#define QQ_LR_TILE 16              // words of a row pass 2 takes a tile (a quarter-warp: 8 lanes x 2)
-#define QQ_LR_APPLY_ROWS 2         // rows a quarter-warp has in flight
+#define QQ_LR_TILE 16              // words of a row pass 2 takes a tile
+#define QQ_LR_APPLY_ROWS 2         // rows a lane has in flight
 #define QQ_LR_APPLY_MAX_ROWS 4096  // rows of a block at most (their sign bits in shared memory)
 #define QQ_LR_META_KP 0
 #define QQ_LR_META_LO 1
@@ -207,27 +208,55 @@ __device__ __forceinline__ void qq_lr_mma(int* c, unsigned a0, unsigned a1, unsi
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// 8 bytes from global to shared memory without registers (zeros when !valid).
-__device__ __forceinline__ void qq_lr_copy(qq_u64* dst, const qq_u64* src, bool valid) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 8 : 0));
+// The copy engine's bulk copies (sm_90) and their shared-memory barriers: a stage's rows arrive by
+// one instruction a row (and plane), and the warps wait on the stage's barrier's phase.
+__device__ __forceinline__ unsigned qq_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void qq_bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     qq_smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(qq_smem_addr(bar))
+                 : "memory");
+}
+__device__ __forceinline__ void qq_bar_expect(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(qq_smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void qq_bar_wait(unsigned long long* bar, int parity) {
+    asm volatile(
+        "{\n.reg .pred done;\nwait:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n@!done bra wait;\n}\n" ::"r"(
+            qq_smem_addr(bar)),
+        "r"(parity)
+        : "memory");
 }
 
 // A stage of lowrank_counts' shared memory: QQ_LR_COUNT_STEP words of the block's rows (x, z) and of
-// the chunk's victim masks, rows padded so that a half-warp's fragment loads hit 16 distinct bank pairs.
-#define QQ_LR_ROW_PITCH (QQ_LR_COUNT_STEP + 4)  // words a staged row
-#define QQ_LR_VIC_PITCH (QQ_LR_CHUNK + 4)       // words a staged victim word (all collapses)
-#define QQ_LR_STAGE_WORDS (2 * QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH + QQ_LR_COUNT_STEP * QQ_LR_VIC_PITCH)
+// the chunk's victim masks. A bulk copy moves 16-byte units, and a row of W words starts on one only
+// when its first word's index is even: each row's copy starts a word early when it is odd (its
+// `shift`, the same at every step since a step is an even number of words) and takes one unit more.
+#define QQ_LR_COPY_WORDS (QQ_LR_COUNT_STEP + 2)  // words a row's copy moves a stage
+#define QQ_LR_ROW_PITCH QQ_LR_COPY_WORDS          // words a staged row
+#define QQ_LR_VIC_PITCH (QQ_LR_COUNT_STEP + 4)    // words a staged victim: 12 spreads a half-warp's B loads over the banks
+#define QQ_LR_VIC_AT (2 * QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH)  // the victims' place in a stage
+#define QQ_LR_STAGE_WORDS (QQ_LR_VIC_AT + QQ_LR_CHUNK * QQ_LR_VIC_PITCH)
 #define QQ_LR_COUNT_SMEM (8 * QQ_LR_COUNT_STAGES * QQ_LR_STAGE_WORDS)  // dynamic shared memory, bytes
+// Words past the end of X, Z and VN that a row's copy may read (the buffers are allocated with them).
+#define QQ_LR_TAIL_WORDS QQ_LR_COPY_WORDS
+static_assert(QQ_LR_COUNT_STEP % 2 == 0 && QQ_LR_ROW_PITCH % 2 == 0 && QQ_LR_VIC_PITCH % 2 == 0 &&
+                  QQ_LR_VIC_PITCH >= QQ_LR_COPY_WORDS,
+              "16-byte copies and rows");
 
-extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
-lowrank_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN, const int* meta,
-               const int* pcol, const int* pivots, const qq_u64* vp, const int* special, const int* active,
-               qq_u64* rowbits, int c0, int kc, int n, int W) {
+// lowrank_counts_<C>: a chunk of at most C collapses (TILES = C / 8 tiles of 8), a kernel each so that
+// the tile loop has no branch: with one, the compiler rebuilt the A operands for every pair of tiles.
+template <int TILES>
+__device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan,
+                                             const qq_u64* VN, const int* meta, const int* pcol, const int* pivots,
+                                             const qq_u64* vp, const int* special, const int* active,
+                                             qq_u64* rowbits, int c0, int kc, int n, int W) {
     extern __shared__ __align__(16) qq_u64 qq_lr_stages[];
     __shared__ int s_col[QQ_LR_CHUNK], s_yz[QQ_LR_CHUNK], s_inject[QQ_LR_CHUNK], s_sorted[QQ_LR_CHUNK],
         s_order[QQ_LR_CHUNK];
     __shared__ qq_u64 s_vp[QQ_LR_CHUNK * QQ_LR_WORDS];
+    __shared__ unsigned long long s_bar[QQ_LR_COUNT_STAGES];
     static_assert(QQ_LR_COUNT_ROWS == 16 * (QQ_LR_COUNT_BLOCK / 32) && QQ_LR_COUNT_BLOCK == 2 * QQ_LR_COUNT_ROWS &&
                       QQ_LR_COUNT_STEP % 4 == 0,
                   "16 rows a warp; two threads a row gather its pivot bits (x, z); 4 words a product");
@@ -235,7 +264,6 @@ lowrank_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* pl
     if (*active == 0 || kp == 0) return;  // uniform: nothing random in this chunk
     const int lo = meta[QQ_LR_META_LO], hi = meta[QQ_LR_META_HI];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
-    const int tiles = (kc + 7) >> 3;
     const size_t R = (size_t)2 * n, r0 = (size_t)blockIdx.x * QQ_LR_COUNT_ROWS;
     const int rows = (int)min((size_t)QQ_LR_COUNT_ROWS, R - r0);
     for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += QQ_LR_COUNT_BLOCK) s_vp[e] = vp[e];
@@ -253,66 +281,83 @@ lowrank_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* pl
         s_order[rank] = tid;
     }
     const int steps = (hi - lo + QQ_LR_COUNT_STEP - 1) / QQ_LR_COUNT_STEP;
-    auto issue = [&](int step) {  // stage `step` of the span, zeros past the rows or the span
-        if (step < steps) {
-            qq_u64* st = qq_lr_stages + (size_t)(step % QQ_LR_COUNT_STAGES) * QQ_LR_STAGE_WORDS;
-            const int w0 = lo + step * QQ_LR_COUNT_STEP;
-            for (int e = tid; e < QQ_LR_COUNT_ROWS * QQ_LR_COUNT_STEP; e += QQ_LR_COUNT_BLOCK) {
-                const int row = e / QQ_LR_COUNT_STEP, wl = e % QQ_LR_COUNT_STEP;
-                const bool valid = row < rows && w0 + wl < hi;
-                const size_t a = valid ? (r0 + row) * W + w0 + wl : 0;
-                qq_lr_copy(st + row * QQ_LR_ROW_PITCH + wl, X + a, valid);
-                qq_lr_copy(st + (QQ_LR_COUNT_ROWS + row) * QQ_LR_ROW_PITCH + wl, Z + a, valid);
-            }
-            qq_u64* vs = st + 2 * QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH;
-            for (int e = tid; e < 8 * tiles * QQ_LR_COUNT_STEP; e += QQ_LR_COUNT_BLOCK) {
-                const int i = e / QQ_LR_COUNT_STEP, wl = e % QQ_LR_COUNT_STEP;
-                const bool valid = i < kc && w0 + wl < hi;
-                qq_lr_copy(vs + wl * QQ_LR_VIC_PITCH + i, VN + (valid ? (size_t)i * W + w0 + wl : 0), valid);
-            }
+    // Copies a stage: thread tid < 2 rows moves row tid % rows of plane tid / rows, thread
+    // tid < staged victim tid; thread 0 first tells the stage's barrier how many bytes to wait for.
+    constexpr int staged = 8 * TILES;
+    auto shift_of = [&](size_t first_word) { return (int)(first_word & 1); };
+    auto issue = [&](int step) {
+        if (step >= steps) return;
+        const int b = step % QQ_LR_COUNT_STAGES;
+        qq_u64* st = qq_lr_stages + (size_t)b * QQ_LR_STAGE_WORDS;
+        const int w0 = lo + step * QQ_LR_COUNT_STEP;
+        if (tid == 0) qq_bar_expect(&s_bar[b], 8 * QQ_LR_COPY_WORDS * (2 * rows + staged));
+        if (tid < 2 * rows) {
+            const int plane = tid / rows, row = tid % rows;
+            const size_t first = (r0 + row) * W + w0;
+            qq_bulk_copy(st + (plane * QQ_LR_COUNT_ROWS + row) * QQ_LR_ROW_PITCH, (plane ? Z : X) + first - shift_of(first),
+                         8 * QQ_LR_COPY_WORDS, &s_bar[b]);
         }
-        asm volatile("cp.async.commit_group;\n" ::);  // one group a step, empty ones too
+        if (tid < staged) {
+            const size_t first = (size_t)tid * W + w0;
+            qq_bulk_copy(st + QQ_LR_VIC_AT + tid * QQ_LR_VIC_PITCH, VN + first - shift_of(first),
+                         8 * QQ_LR_COPY_WORDS, &s_bar[b]);
+        }
     };
+    if (tid == 0) {
+        for (int b = 0; b < QQ_LR_COUNT_STAGES; ++b)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(qq_smem_addr(&s_bar[b])) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();  // the barriers, the sorted pivots and the chunk's decisions are in place
 #pragma unroll
     for (int s = 0; s < QQ_LR_COUNT_STAGES - 1; ++s) issue(s);
-    int acc[QQ_LR_CHUNK / 8][4];
+    int acc[TILES][4];
 #pragma unroll
-    for (int t = 0; t < QQ_LR_CHUNK / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0;
+    for (int t = 0; t < TILES; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0;
     const int grow = tid % QQ_LR_COUNT_ROWS, plane = tid / QQ_LR_COUNT_ROWS;  // this thread's pivot bits
+    const int gshift = shift_of((r0 + grow) * W + lo);
     qq_lr_bits pbits = 0;
     int next = 0;  // the first pivot (by column) not yet gathered
+    const int arow = 16 * warp + g;  // this lane's fragment rows arow and arow + 8, victims 8t + g
+    const int ashift0 = shift_of((r0 + arow) * W + lo), ashift1 = shift_of((r0 + arow + 8) * W + lo);
+    const int vshift = shift_of((size_t)g * W + lo);  // 8t W is even
     for (int step = 0; step < steps; ++step) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(QQ_LR_COUNT_STAGES - 2));
-        __syncthreads();  // the stage is in; every warp is done with the one the next issue overwrites
+        const int b = step % QQ_LR_COUNT_STAGES;
+        qq_bar_wait(&s_bar[b], (step / QQ_LR_COUNT_STAGES) & 1);
+        __syncthreads();  // every warp is done with the stage the next issue overwrites
         issue(step + QQ_LR_COUNT_STAGES - 1);
-        const qq_u64* st = qq_lr_stages + (size_t)(step % QQ_LR_COUNT_STAGES) * QQ_LR_STAGE_WORDS;
+        const qq_u64* st = qq_lr_stages + (size_t)b * QQ_LR_STAGE_WORDS;
         const int w0 = lo + step * QQ_LR_COUNT_STEP;
         for (; next < kp && (s_sorted[next] >> 6) < w0 + QQ_LR_COUNT_STEP; ++next) {
             const int p = s_sorted[next];
-            const qq_u64 word = st[(plane * QQ_LR_COUNT_ROWS + grow) * QQ_LR_ROW_PITCH + (p >> 6) - w0];
+            const qq_u64 word = st[(plane * QQ_LR_COUNT_ROWS + grow) * QQ_LR_ROW_PITCH + gshift + (p >> 6) - w0];
             pbits |= (qq_lr_bits)((word >> (p & 63)) & 1ull) << s_order[next];
         }
-        const qq_u64* xs = st + (16 * warp + g) * QQ_LR_ROW_PITCH + q;
-        const qq_u64* zs = xs + QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH;
-        const qq_u64* vs = st + 2 * QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH + q * QQ_LR_VIC_PITCH + g;
+        const qq_u64* xs0 = st + arow * QQ_LR_ROW_PITCH + ashift0 + q;
+        const qq_u64* xs1 = st + (arow + 8) * QQ_LR_ROW_PITCH + ashift1 + q;
+        const qq_u64* vs = st + QQ_LR_VIC_AT + g * QQ_LR_VIC_PITCH + vshift + q;
+        constexpr int zplane = QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH;
 #pragma unroll
         for (int u = 0; u < QQ_LR_COUNT_STEP / 4; ++u) {  // 256 columns a product
-            const qq_u64 z0 = zs[4 * u], z1 = zs[4 * u + 8 * QQ_LR_ROW_PITCH];
-            const qq_u64 xz0 = xs[4 * u] & z0, xz1 = xs[4 * u + 8 * QQ_LR_ROW_PITCH] & z1;
+            const bool in = w0 + 4 * u + q < hi;  // past the span a copy holds the next row's words
+            const qq_u64 z0 = in ? xs0[zplane + 4 * u] : 0ull, z1 = in ? xs1[zplane + 4 * u] : 0ull;
+            const qq_u64 xz0 = xs0[4 * u] & z0, xz1 = xs1[4 * u] & z1;
+            const unsigned a[2][4] = {{(unsigned)z0, (unsigned)z1, (unsigned)(z0 >> 32), (unsigned)(z1 >> 32)},
+                                      {(unsigned)xz0, (unsigned)xz1, (unsigned)(xz0 >> 32), (unsigned)(xz1 >> 32)}};
 #pragma unroll
-            for (int t = 0; t < QQ_LR_CHUNK / 8; ++t) {
-                if (t >= tiles) break;
-                const qq_u64 v = vs[4 * u * QQ_LR_VIC_PITCH + 8 * t];
-                qq_lr_mma(acc[t], (unsigned)z0, (unsigned)z1, (unsigned)(z0 >> 32), (unsigned)(z1 >> 32), (unsigned)v,
-                          (unsigned)(v >> 32));
-                qq_lr_mma(acc[t], (unsigned)xz0, (unsigned)xz1, (unsigned)(xz0 >> 32), (unsigned)(xz1 >> 32),
-                          (unsigned)v, (unsigned)(v >> 32));
-                qq_lr_mma(acc[t], (unsigned)xz0, (unsigned)xz1, (unsigned)(xz0 >> 32), (unsigned)(xz1 >> 32),
-                          (unsigned)v, (unsigned)(v >> 32));
+            for (int t0 = 0; t0 < TILES; t0 += 4) {  // 4 tiles at a time: a product never waits on the one before
+                qq_u64 v[4];
+#pragma unroll
+                for (int t = 0; t < 4; ++t) v[t] = vs[8 * (t0 + t) * QQ_LR_VIC_PITCH + 4 * u];
+#pragma unroll
+                for (int m = 0; m < 3; ++m)  // z once, x & z twice
+#pragma unroll
+                    for (int t = 0; t < 4; ++t)
+                        qq_lr_mma(acc[t0 + t], a[m ? 1 : 0][0], a[m ? 1 : 0][1], a[m ? 1 : 0][2], a[m ? 1 : 0][3],
+                                  (unsigned)v[t], (unsigned)(v[t] >> 32));
             }
         }
     }
-    asm volatile("cp.async.wait_group 0;\n" ::);
     __syncthreads();  // every stage consumed: its space holds the pivot bits now
     qq_lr_bits* s_pbits = (qq_lr_bits*)qq_lr_stages;  // [plane][row]
     s_pbits[plane * QQ_LR_COUNT_ROWS + grow] = pbits;
@@ -324,7 +369,7 @@ lowrank_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* pl
 #pragma unroll
         for (int k = 0; k < 4; ++k) bits[h][0][k] = bits[h][1][k] = 0u;
 #pragma unroll
-    for (int t = 0; t < QQ_LR_CHUNK / 8; ++t)
+    for (int t = 0; t < TILES; ++t)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -356,21 +401,53 @@ lowrank_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* pl
     }
 }
 
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_32(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<4>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_64(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<8>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_96(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<12>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_128(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<16>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
 // Pass 2, by tiles of columns: block (t, g) takes words [lo + QQ_LR_TILE t, + QQ_LR_TILE) of rows
 // [g rows_per_block, + rows_per_block). It builds the tile's tables once (dynamic shared memory, 4 KiB
 // a group of 4 collapses: entry (group, idx) holds, for each word of the tile, the sum mod 4 of the
-// victim words v_{4 group + b} over the bits b of idx, as two bit planes), then a quarter-warp a row,
-// lane wl on words wl and wl + 8 (64 bytes of the row a load instruction): c = the entries its alpha
+// victim words v_{4 group + b} over the bits b of idx, as two bit planes), then QQ_LR_ROW_LANES lanes
+// a row, lane wl on words wl + QQ_LR_ROW_LANES h (each load instruction takes a row's lanes
+// consecutive words, 8 bytes a lane): c = the entries its alpha
 // nibbles pick; x ^= bit0(c); the pivot bits as the phase left them (rowbits) on the tile's pivot
-// columns (z too, there only); the row's sign parity |z & bit1(c)| summed over the quarter-warp by a
-// ballot, kept per row in shared memory and XORed into S four rows a word at the end (several tiles
-// share a row's sign). The lookups are the kernel's arithmetic: a lane's two words share one index
-// and take one 16-byte load a plane, and the groups are unrolled, so an entry's address is a shift,
-// a mask and an add (ALU-bound at 22 instructions a group and word before: H100, n = 100k).
+// columns (z too, there only); the row's sign parity |z & bit1(c)| summed over its lanes by a
+// ballot, kept per row in shared memory (one atomic a warp) and XORed into S four rows a word at the
+// end (several tiles share a row's sign). The lookups are the kernel's arithmetic: a lane's words
+// share one index and take 16-byte loads, and the groups are unrolled, so an entry's address is a
+// shift, a mask and an add (ALU-bound at 22 instructions a group and word with a lane a word: H100,
+// n = 100k).
 #define QQ_LR_LANE_WORDS 2                               // words of a tile row a lane takes
 #define QQ_LR_ROW_LANES (QQ_LR_TILE / QQ_LR_LANE_WORDS)  // lanes a row
+#define QQ_LR_WARP_ROWS (32 / QQ_LR_ROW_LANES)           // rows a warp
 #define QQ_LR_ENTRY_WORDS (2 * QQ_LR_TILE)               // an entry: both planes of the tile's words
-static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 256, "an entry is 256 bytes: index << 8 is its offset");
+static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 256 && QQ_LR_LANE_WORDS % 2 == 0,
+              "an entry is 256 bytes: index << 8 is its offset; a lane's words come in 16-byte pairs");
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
@@ -417,27 +494,40 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq
         }
     }
     __syncthreads();
-    const int np = s_np, lane = tid & 31, wl = lane % QQ_LR_ROW_LANES, quarter = lane / QQ_LR_ROW_LANES;
-    const int slot = (32 / QQ_LR_ROW_LANES) * (tid >> 5) + quarter, slots = QQ_LR_APPLY_BLOCK / QQ_LR_ROW_LANES;
+    const int np = s_np, lane = tid & 31, wl = lane % QQ_LR_ROW_LANES;
+    const int slot = QQ_LR_WARP_ROWS * (tid >> 5) + lane / QQ_LR_ROW_LANES, slots = QQ_LR_APPLY_BLOCK / QQ_LR_ROW_LANES;
     bool in_span[QQ_LR_LANE_WORDS];
 #pragma unroll
     for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) in_span[h] = w0 + wl + QQ_LR_ROW_LANES * h < hi;
     const unsigned char* tab = (const unsigned char*)qq_lr_tab + 8 * QQ_LR_LANE_WORDS * wl;
     const size_t rb = (size_t)blockIdx.y * rows_per_block;
     const int rows = (int)min((size_t)rows_per_block, (size_t)2 * n - rb);
+    // A row's alpha picks its table entries first thing: it is loaded an iteration ahead.
+    qq_u64 al_next[QQ_LR_APPLY_ROWS][QQ_LR_WORDS];
+    auto load_alpha = [&](int base) {
+#pragma unroll
+        for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u) {
+            const int l = base + u * slots + slot;
+#pragma unroll
+            for (int k = 0; k < QQ_LR_WORDS; ++k) al_next[u][k] = l < rows ? rowbits[QQ_LR_ROWBITS * (rb + l) + k] : 0ull;
+        }
+    };
+    load_alpha(0);
     for (int base = 0; base < rows; base += slots * QQ_LR_APPLY_ROWS) {
         unsigned al[QQ_LR_APPLY_ROWS][2 * QQ_LR_WORDS];
+#pragma unroll
+        for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u)
+#pragma unroll
+            for (int k = 0; k < QQ_LR_WORDS; ++k) {
+                al[u][2 * k] = (unsigned)al_next[u][k];
+                al[u][2 * k + 1] = (unsigned)(al_next[u][k] >> 32);
+            }
+        load_alpha(base + slots * QQ_LR_APPLY_ROWS);
         qq_u64 x[QQ_LR_APPLY_ROWS][QQ_LR_LANE_WORDS], z[QQ_LR_APPLY_ROWS][QQ_LR_LANE_WORDS];
 #pragma unroll
         for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u) {  // every load first: several rows in flight
             const int l = base + u * slots + slot;
             const size_t r = rb + l;
-#pragma unroll
-            for (int k = 0; k < QQ_LR_WORDS; ++k) {
-                const qq_u64 a = l < rows ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
-                al[u][2 * k] = (unsigned)a;
-                al[u][2 * k + 1] = (unsigned)(a >> 32);
-            }
 #pragma unroll
             for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                 const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
@@ -457,11 +547,15 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq
                 const unsigned word = al[u][g >> 3];
                 const unsigned off = (sh >= 8 ? word >> (sh - 8) : word << (8 - sh)) & 0xF00u;
                 const unsigned char* entry = tab + off + 4096 * g;
-                const ulonglong2 elo = *(const ulonglong2*)entry, ehi = *(const ulonglong2*)(entry + 8 * QQ_LR_TILE);
-                chi[0] ^= ehi.x ^ (clo[0] & elo.x);
-                chi[1] ^= ehi.y ^ (clo[1] & elo.y);
-                clo[0] ^= elo.x;
-                clo[1] ^= elo.y;
+#pragma unroll
+                for (int h = 0; h < QQ_LR_LANE_WORDS; h += 2) {
+                    const ulonglong2 elo = *(const ulonglong2*)(entry + 8 * h);
+                    const ulonglong2 ehi = *(const ulonglong2*)(entry + 8 * (QQ_LR_TILE + h));
+                    chi[h] ^= ehi.x ^ (clo[h] & elo.x);
+                    chi[h + 1] ^= ehi.y ^ (clo[h + 1] & elo.y);
+                    clo[h] ^= elo.x;
+                    clo[h + 1] ^= elo.y;
+                }
             }
             int parity = 0;
             const qq_u64* bits = rowbits + QQ_LR_ROWBITS * r;
@@ -484,9 +578,13 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq
                     if (zw != z[u][h]) Z[a] = zw;
                 }
             }
-            const unsigned votes = __ballot_sync(0xFFFFFFFFu, parity & 1) >> (QQ_LR_ROW_LANES * quarter);
-            if (wl == 0 && l < rows && (qq_popc((qq_u64)(votes & ((1u << QQ_LR_ROW_LANES) - 1))) & 1))
-                atomicXor(&s_sign[l >> 5], 1u << (l & 31));
+            const unsigned votes = __ballot_sync(0xFFFFFFFFu, parity & 1);  // rows past `rows` vote 0
+            unsigned flips = 0u;  // bit j: the warp's row l - slot % QQ_LR_WARP_ROWS + j
+#pragma unroll
+            for (int j = 0; j < QQ_LR_WARP_ROWS; ++j)
+                flips |= (unsigned)(qq_popc((qq_u64)((votes >> (QQ_LR_ROW_LANES * j)) & ((1u << QQ_LR_ROW_LANES) - 1))) & 1) << j;
+            const int first = l - slot % QQ_LR_WARP_ROWS;  // a multiple of QQ_LR_WARP_ROWS: one word of s_sign
+            if (lane == 0 && flips) atomicXor(&s_sign[first >> 5], flips << (first & 31));
         }
     }
     __syncthreads();

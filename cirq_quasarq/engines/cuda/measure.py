@@ -6,7 +6,7 @@ Kernels driven, per window ('C' action of the plan), one of four equivalent path
 - low rank (`lowrank_windows`, the default, for windows of engine.lowrank_min
   (LOWRANK_MIN_COLLAPSES) to max(64, n/64) collapses without classical control):
   measure_rows_plan decides the whole window on the measured qubits' rows alone, then per chunk
-  of LOWRANK_CHUNK collapses lowrank_prepare, lowrank_counts and lowrank_apply update every row at
+  of LOWRANK_CHUNK collapses lowrank_prepare, lowrank_counts_<C> and lowrank_apply update every row at
   once (measure_lowrank.cu: a bit-matrix product on the tensor cores and a table-driven pass,
   whatever the number of collapses); the rows whose sign a reset clears mid-window are replayed
   by measure_rows_apply. No transposes, no second tableau buffer.
@@ -59,6 +59,9 @@ LOWRANK_PREP_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_PREP_BLOC
 LOWRANK_COUNT_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_BLOCK")
 LOWRANK_COUNT_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_ROWS")
 LOWRANK_COUNT_SMEM = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_SMEM")
+LOWRANK_COUNT_KERNELS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_KERNELS")  # lowrank_counts_<C> steps
+# lowrank_counts' bulk copies may read this far past the end of X, Z (X2, Z2) and the victim masks
+LOWRANK_TAIL_BYTES = 8 * loader.source_define("measure_lowrank.cu", "QQ_LR_TAIL_WORDS")
 LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
 LOWRANK_TILE = loader.source_define("measure_lowrank.cu", "QQ_LR_TILE")
 LOWRANK_APPLY_MAX_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_MAX_ROWS")
@@ -130,7 +133,8 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag)
         launch("collapse window (low rank)", "lowrank_prepare", (1, 1), (LOWRANK_PREP_BLOCK, 1, 1), int(ws.plan),
                int(ws.vrows), c0, kc, k, n, W, int(ws.onpiv), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol),
                int(ws.lr_pivots), int(ws.lr_vp), int(ws.lr_special))
-        launch("collapse window (low rank)", "lowrank_counts",
+        counts = f"lowrank_counts_{LOWRANK_COUNT_KERNELS * -(-kc // LOWRANK_COUNT_KERNELS)}"  # the fewest tiles
+        launch("collapse window (low rank)", counts,
                (-(-2 * n // LOWRANK_COUNT_ROWS), 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
                int(ws.plan), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
                int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W, shared_size=LOWRANK_COUNT_SMEM)

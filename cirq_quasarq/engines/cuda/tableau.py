@@ -39,9 +39,10 @@ class _Workspace:
         self.W = max(1, (n + 63) // 64)
         words = 2 * n * self.W
         alloc = lambda nbytes: engine.alloc(nbytes, f"tableau mode on {n} qubits")  # noqa: E731
-        self.X, self.Z = alloc(8 * words), alloc(8 * words)
-        self.X2 = alloc(8 * words) if need_scratch else None
-        self.Z2 = alloc(8 * words) if need_scratch else None
+        tail = measure.LOWRANK_TAIL_BYTES  # past the last row: lowrank_counts copies rows in 16-byte units
+        self.X, self.Z = alloc(8 * words + tail), alloc(8 * words + tail)
+        self.X2 = alloc(8 * words + tail) if need_scratch else None
+        self.Z2 = alloc(8 * words + tail) if need_scratch else None
         self.S = alloc(4 * -(-2 * n // 4))  # whole words: lowrank_apply XORs signs four rows at a time
         self.rec = alloc(num_records)
         self.flags = alloc(4 * max(1, max_collapses))
@@ -57,7 +58,7 @@ class _Workspace:
         # the low-rank update's chunk (measure_lowrank.cu)
         chunk, words = measure.LOWRANK_CHUNK, measure.LOWRANK_WORDS
         self.onpiv = alloc(8 * self.W)
-        self.vn = alloc(8 * chunk * self.W)
+        self.vn = alloc(8 * chunk * self.W + tail)
         self.lr_rows = alloc(8 * 3 * words * 2 * max(1, n))  # per row: alpha, its pivot bits x, z (measure_lowrank.cu)
         self.lr_meta = alloc(4 * measure.LOWRANK_META_FIELDS)
         self.lr_pcol, self.lr_pivots, self.lr_vp = alloc(4 * chunk), alloc(4 * chunk), alloc(8 * words * chunk)
@@ -69,7 +70,9 @@ class _Workspace:
     @staticmethod
     def bytes_needed(n: int, num_records: int, need_scratch: bool, max_collapses: int = 0) -> int:
         W = max(1, (n + 63) // 64)
-        return (8 * 2 * n * W * (4 if need_scratch else 2) + 2 * n + 4 + num_records + 12 * W + 4096
+        buffers = 4 if need_scratch else 2
+        return (8 * 2 * n * W * buffers + (buffers + 1) * measure.LOWRANK_TAIL_BYTES + 2 * n + 4 + num_records
+                + 12 * W + 4096
                 + 8 * 3 * max(1, max_collapses) * W + 36 * max(1, max_collapses)
                 + 8 * (measure.LOWRANK_CHUNK + 1) * W + 16 * measure.LOWRANK_CHUNK * measure.LOWRANK_WORDS
                 + 48 * measure.LOWRANK_WORDS * n)
