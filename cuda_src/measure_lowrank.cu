@@ -30,7 +30,7 @@
 //                    collapse at a time.
 //   lowrank_counts   pass 1 and the phase: a warp per 16 rows, QQ_LR_COUNT_ROWS rows a block; the
 //                    block copies its rows' words and the victim words to shared memory
-//                    QQ_LR_COUNT_STEP words a stage, QQ_LR_COUNT_STAGES stages in flight (bulk copies),
+//                    QQ_LR_COUNT_STEP words a stage, QQ_LR_COUNT_STAGES stages in flight (cp.async),
 //                    gathers its rows' bits at the pivots as their words go by, and the warps
 //                    multiply; then a thread a row runs the phase (qq_lr_phase): the row's sign, and
 //                    rowbits[3r..3r+2] = (alpha, its bits on P after the chunk: x, z).
@@ -48,7 +48,7 @@
 #define QQ_LR_COUNT_BLOCK 256
 #define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 16)  // a warp per 16 rows
 #define QQ_LR_COUNT_STEP 8                                 // words of a row a stage
-#define QQ_LR_COUNT_STAGES 3  // stages in flight (bulk copies): two ahead of the one multiplied
+#define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
 #define QQ_LR_COUNT_KERNELS 32  // lowrank_counts_<C> for C = 32, 64, 96, 128 collapses
 #define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (128 KiB)
 #define QQ_LR_TILE 16              // words of a row pass 2 takes a tile
@@ -208,38 +208,23 @@ __device__ __forceinline__ void qq_lr_mma(int* c, unsigned a0, unsigned a1, unsi
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// The copy engine's bulk copies (sm_90) and their shared-memory barriers: a stage's rows arrive by
-// one instruction a row (and plane), and the warps wait on the stage's barrier's phase.
-__device__ __forceinline__ unsigned qq_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void qq_bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                     qq_smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(qq_smem_addr(bar))
+// 16 bytes from global to shared memory without registers (cp.async, bypassing L1).
+__device__ __forceinline__ void qq_lr_copy16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
                  : "memory");
-}
-__device__ __forceinline__ void qq_bar_expect(unsigned long long* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(qq_smem_addr(bar)), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void qq_bar_wait(unsigned long long* bar, int parity) {
-    asm volatile(
-        "{\n.reg .pred done;\nwait:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n@!done bra wait;\n}\n" ::"r"(
-            qq_smem_addr(bar)),
-        "r"(parity)
-        : "memory");
 }
 
 // A stage of lowrank_counts' shared memory: QQ_LR_COUNT_STEP words of the block's rows (x, z) and of
-// the chunk's victim masks. A bulk copy moves 16-byte units, and a row of W words starts on one only
-// when its first word's index is even: each row's copy starts a word early when it is odd (its
-// `shift`, the same at every step since a step is an even number of words) and takes one unit more.
+// the chunk's victim masks. Copies move 16-byte units, and a row of W words starts on one only when
+// its first word's index is even: each row's copy starts a word early when it is odd (its `shift`,
+// the same at every step since a step is an even number of words) and takes one unit more.
 #define QQ_LR_COPY_WORDS (QQ_LR_COUNT_STEP + 2)  // words a row's copy moves a stage
 #define QQ_LR_ROW_PITCH QQ_LR_COPY_WORDS          // words a staged row
 #define QQ_LR_VIC_PITCH (QQ_LR_COUNT_STEP + 4)    // words a staged victim: 12 spreads a half-warp's B loads over the banks
 #define QQ_LR_VIC_AT (2 * QQ_LR_COUNT_ROWS * QQ_LR_ROW_PITCH)  // the victims' place in a stage
 #define QQ_LR_STAGE_WORDS (QQ_LR_VIC_AT + QQ_LR_CHUNK * QQ_LR_VIC_PITCH)
 #define QQ_LR_COUNT_SMEM (8 * QQ_LR_COUNT_STAGES * QQ_LR_STAGE_WORDS)  // dynamic shared memory, bytes
-// Words past the end of X, Z and VN that a row's copy may read (the buffers are allocated with them).
+// Words past the end of X, Z and VN that a row's copies may read (the buffers are allocated with them).
 #define QQ_LR_TAIL_WORDS QQ_LR_COPY_WORDS
 static_assert(QQ_LR_COUNT_STEP % 2 == 0 && QQ_LR_ROW_PITCH % 2 == 0 && QQ_LR_VIC_PITCH % 2 == 0 &&
                   QQ_LR_VIC_PITCH >= QQ_LR_COPY_WORDS,
@@ -256,7 +241,6 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
     __shared__ int s_col[QQ_LR_CHUNK], s_yz[QQ_LR_CHUNK], s_inject[QQ_LR_CHUNK], s_sorted[QQ_LR_CHUNK],
         s_order[QQ_LR_CHUNK];
     __shared__ qq_u64 s_vp[QQ_LR_CHUNK * QQ_LR_WORDS];
-    __shared__ unsigned long long s_bar[QQ_LR_COUNT_STAGES];
     static_assert(QQ_LR_COUNT_ROWS == 16 * (QQ_LR_COUNT_BLOCK / 32) && QQ_LR_COUNT_BLOCK == 2 * QQ_LR_COUNT_ROWS &&
                       QQ_LR_COUNT_STEP % 4 == 0,
                   "16 rows a warp; two threads a row gather its pivot bits (x, z); 4 words a product");
@@ -281,34 +265,34 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
         s_order[rank] = tid;
     }
     const int steps = (hi - lo + QQ_LR_COUNT_STEP - 1) / QQ_LR_COUNT_STEP;
-    // Copies a stage: thread tid < 2 rows moves row tid % rows of plane tid / rows, thread
-    // tid < staged victim tid; thread 0 first tells the stage's barrier how many bytes to wait for.
-    constexpr int staged = 8 * TILES;
+    // Copies a stage, a 16-byte unit a thread at a time: units e = tid, tid + QQ_LR_COUNT_BLOCK, ...
+    // of the rows (row-major over plane, row, unit), then of the staged victims.
+    constexpr int staged = 8 * TILES, units = QQ_LR_COPY_WORDS / 2;
+    constexpr int row_units = 2 * QQ_LR_COUNT_ROWS * units, all_units = row_units + staged * units;
     auto shift_of = [&](size_t first_word) { return (int)(first_word & 1); };
     auto issue = [&](int step) {
-        if (step >= steps) return;
-        const int b = step % QQ_LR_COUNT_STAGES;
-        qq_u64* st = qq_lr_stages + (size_t)b * QQ_LR_STAGE_WORDS;
-        const int w0 = lo + step * QQ_LR_COUNT_STEP;
-        if (tid == 0) qq_bar_expect(&s_bar[b], 8 * QQ_LR_COPY_WORDS * (2 * rows + staged));
-        if (tid < 2 * rows) {
-            const int plane = tid / rows, row = tid % rows;
-            const size_t first = (r0 + row) * W + w0;
-            qq_bulk_copy(st + (plane * QQ_LR_COUNT_ROWS + row) * QQ_LR_ROW_PITCH, (plane ? Z : X) + first - shift_of(first),
-                         8 * QQ_LR_COPY_WORDS, &s_bar[b]);
+        if (step < steps) {
+            qq_u64* st = qq_lr_stages + (size_t)(step % QQ_LR_COUNT_STAGES) * QQ_LR_STAGE_WORDS;
+            const int w0 = lo + step * QQ_LR_COUNT_STEP;
+#pragma unroll
+            for (int e0 = 0; e0 < all_units; e0 += QQ_LR_COUNT_BLOCK) {
+                const int e = e0 + tid, unit = e % units;
+                if (e0 + QQ_LR_COUNT_BLOCK <= row_units || e < row_units) {
+                    const int plane = e / (units * QQ_LR_COUNT_ROWS), row = e / units % QQ_LR_COUNT_ROWS;
+                    const size_t first = (r0 + row) * W + w0;
+                    if (row < rows)
+                        qq_lr_copy16(st + (plane * QQ_LR_COUNT_ROWS + row) * QQ_LR_ROW_PITCH + 2 * unit,
+                                     (plane ? Z : X) + first - shift_of(first) + 2 * unit);
+                } else if (e < all_units) {
+                    const int i = (e - row_units) / units;
+                    const size_t first = (size_t)i * W + w0;
+                    qq_lr_copy16(st + QQ_LR_VIC_AT + i * QQ_LR_VIC_PITCH + 2 * unit, VN + first - shift_of(first) + 2 * unit);
+                }
+            }
         }
-        if (tid < staged) {
-            const size_t first = (size_t)tid * W + w0;
-            qq_bulk_copy(st + QQ_LR_VIC_AT + tid * QQ_LR_VIC_PITCH, VN + first - shift_of(first),
-                         8 * QQ_LR_COPY_WORDS, &s_bar[b]);
-        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");  // one group a step, empty ones too
     };
-    if (tid == 0) {
-        for (int b = 0; b < QQ_LR_COUNT_STAGES; ++b)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(qq_smem_addr(&s_bar[b])) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();  // the barriers, the sorted pivots and the chunk's decisions are in place
+    __syncthreads();  // the sorted pivots and the chunk's decisions are in place
 #pragma unroll
     for (int s = 0; s < QQ_LR_COUNT_STAGES - 1; ++s) issue(s);
     int acc[TILES][4];
@@ -322,11 +306,10 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
     const int ashift0 = shift_of((r0 + arow) * W + lo), ashift1 = shift_of((r0 + arow + 8) * W + lo);
     const int vshift = shift_of((size_t)g * W + lo);  // 8t W is even
     for (int step = 0; step < steps; ++step) {
-        const int b = step % QQ_LR_COUNT_STAGES;
-        qq_bar_wait(&s_bar[b], (step / QQ_LR_COUNT_STAGES) & 1);
-        __syncthreads();  // every warp is done with the stage the next issue overwrites
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(QQ_LR_COUNT_STAGES - 2) : "memory");
+        __syncthreads();  // the stage is in; every warp is done with the one the next issue overwrites
         issue(step + QQ_LR_COUNT_STAGES - 1);
-        const qq_u64* st = qq_lr_stages + (size_t)b * QQ_LR_STAGE_WORDS;
+        const qq_u64* st = qq_lr_stages + (size_t)(step % QQ_LR_COUNT_STAGES) * QQ_LR_STAGE_WORDS;
         const int w0 = lo + step * QQ_LR_COUNT_STEP;
         for (; next < kp && (s_sorted[next] >> 6) < w0 + QQ_LR_COUNT_STEP; ++next) {
             const int p = s_sorted[next];
@@ -358,6 +341,7 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
             }
         }
     }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // only empty groups are left
     __syncthreads();  // every stage consumed: its space holds the pivot bits now
     qq_lr_bits* s_pbits = (qq_lr_bits*)qq_lr_stages;  // [plane][row]
     s_pbits[plane * QQ_LR_COUNT_ROWS + grow] = pbits;
