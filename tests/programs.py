@@ -53,12 +53,13 @@ def random_program(n: int, depth: int, seed: int, *, collapse: float = 0.5, nois
     return b.build(), sc
 
 
-def window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers: int = 8):
+def window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers: int = 8, cycle: bool = False):
     """Layers of random gates, each followed by a window of distinct-qubit collapses: M (some
-    inverted), R and MR mixed; wide windows on few qubits make later collapses deterministic."""
+    inverted), R and MR mixed; wide windows on few qubits make later collapses deterministic.
+    Window widths are drawn from `widths`, or taken in turn with `cycle`."""
     r = random.Random(seed)
     b = ProgramBuilder(n)
-    for _ in range(layers):
+    for layer in range(layers):
         for _ in range(4):  # enough scrambling that most collapses of the next window are random
             b.next_step()
             qs = list(range(n))
@@ -69,7 +70,8 @@ def window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers
                 else:
                     b.gate(r.choice(UNITARY_1), qs.pop())
         b.next_step()
-        for q in r.sample(range(n), min(r.choice(widths), n)):
+        width = widths[layer % len(widths)] if cycle else r.choice(widths)
+        for q in r.sample(range(n), min(width, n)):
             kind = r.random()
             if kind < 0.6:
                 b.measure(q, invert=r.random() < 0.2)

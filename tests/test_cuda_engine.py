@@ -600,6 +600,29 @@ def test_window_batched_collapse_equals_sequential(numpy_engine, seed):
 test_window_batched_collapse_equals_sequential = pytest.mark.gpu(test_window_batched_collapse_equals_sequential)
 
 
+@pytest.mark.gpu
+def test_lowrank_counts_kernel_of_every_size_equals_sequential():
+    """Windows of 20, 40, 70, 100, 128 and 200 (chunks of 128 and 72) collapses on 13k qubits take
+    each of lowrank_counts_32/64/96/128 (a chunk takes the smallest that holds it): records and
+    inverse tableau equal the per-collapse transposed path bit for bit."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine, measure
+
+    n = 13000
+    assert measure.LOWRANK_CHUNK == 128 and n // 64 >= 200  # every window takes the low-rank path
+    program = window_program(n, 77, widths=(20, 40, 70, 100, 128, 200), layers=6, cycle=True)
+    sched = schedule(program)
+    lowrank = CudaEngine(block_windows=False)
+    sequential = CudaEngine(block_windows=False, batch_windows=False)
+    for repetition, reference in ((0, False), (3, False), (0, True)):
+        key = rng.make_key(4242)
+        want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        got = lowrank.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        assert np.array_equal(got.records, want.records), (repetition, reference)
+        assert got.tableau.equals(want.tableau), (repetition, reference)
+
+
 def test_repeated_measurements_at_the_end_of_a_large_circuit_repeat():
     """n = 30k random Clifford circuit: measuring a block of qubits twice in a row gives the same
     outcomes twice (the batched path, large tableau)."""
