@@ -28,7 +28,9 @@
 //                    chunk also the rows whose sign a reset of the window clears mid-window
 //                    (`special`): the update leaves them and measure_rows_apply replays them one
 //                    collapse at a time.
-//   lowrank_counts   pass 1 and the phase: a warp per 16 rows, QQ_LR_COUNT_ROWS rows a block; the
+//   lowrank_counts_32, lowrank_counts_64, lowrank_counts_96, lowrank_counts_128 (a chunk takes the
+//                    smallest that holds it: the tile loop has no branch)
+//                    pass 1 and the phase: a warp per 16 rows, QQ_LR_COUNT_ROWS rows a block; the
 //                    block copies its rows' words and the victim words to shared memory
 //                    QQ_LR_COUNT_STEP words a stage, QQ_LR_COUNT_STAGES stages in flight (cp.async),
 //                    gathers its rows' bits at the pivots as their words go by, and the warps
@@ -49,7 +51,6 @@
 #define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 16)  // a warp per 16 rows
 #define QQ_LR_COUNT_STEP 8                                 // words of a row a stage
 #define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
-#define QQ_LR_COUNT_KERNELS 32  // lowrank_counts_<C> for C = 32, 64, 96, 128 collapses
 #define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (128 KiB)
 #define QQ_LR_TILE 16              // words of a row pass 2 takes a tile
 #define QQ_LR_APPLY_ROWS 2         // rows a lane has in flight

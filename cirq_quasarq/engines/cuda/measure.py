@@ -59,7 +59,8 @@ LOWRANK_PREP_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_PREP_BLOC
 LOWRANK_COUNT_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_BLOCK")
 LOWRANK_COUNT_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_ROWS")
 LOWRANK_COUNT_SMEM = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_SMEM")
-LOWRANK_COUNT_KERNELS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_KERNELS")  # lowrank_counts_<C> steps
+# lowrank_counts_<C> by the most collapses C of a chunk it takes: a chunk takes the smallest that holds it
+LOWRANK_COUNTS = {32: "lowrank_counts_32", 64: "lowrank_counts_64", 96: "lowrank_counts_96", 128: "lowrank_counts_128"}
 # lowrank_counts' bulk copies may read this far past the end of X, Z (X2, Z2) and the victim masks
 LOWRANK_TAIL_BYTES = 8 * loader.source_define("measure_lowrank.cu", "QQ_LR_TAIL_WORDS")
 LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
@@ -133,7 +134,7 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag)
         launch("collapse window (low rank)", "lowrank_prepare", (1, 1), (LOWRANK_PREP_BLOCK, 1, 1), int(ws.plan),
                int(ws.vrows), c0, kc, k, n, W, int(ws.onpiv), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol),
                int(ws.lr_pivots), int(ws.lr_vp), int(ws.lr_special))
-        counts = f"lowrank_counts_{LOWRANK_COUNT_KERNELS * -(-kc // LOWRANK_COUNT_KERNELS)}"  # the fewest tiles
+        counts = LOWRANK_COUNTS[min(c for c in LOWRANK_COUNTS if c >= kc)]
         launch("collapse window (low rank)", counts,
                (-(-2 * n // LOWRANK_COUNT_ROWS), 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
                int(ws.plan), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
