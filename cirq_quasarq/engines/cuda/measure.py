@@ -61,7 +61,7 @@ LOWRANK_COUNT_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_ROW
 LOWRANK_COUNT_SMEM = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_SMEM")
 # lowrank_counts_<C> by the most collapses C of a chunk it takes: a chunk takes the smallest that holds it
 LOWRANK_COUNTS = {32: "lowrank_counts_32", 64: "lowrank_counts_64", 96: "lowrank_counts_96", 128: "lowrank_counts_128"}
-# lowrank_counts' bulk copies may read this far past the end of X, Z (X2, Z2) and the victim masks
+# lowrank_counts' 16-byte copies may read this far past the end of X, Z (X2, Z2) and the victim masks
 LOWRANK_TAIL_BYTES = 8 * loader.source_define("measure_lowrank.cu", "QQ_LR_TAIL_WORDS")
 LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
 LOWRANK_TILE = loader.source_define("measure_lowrank.cu", "QQ_LR_TILE")
@@ -113,13 +113,14 @@ def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None
     _rows_apply(engine, ws, X, Z, cend - cstart, "collapse window (rows)", per, (2 * ws.n + per - 1) // per, 0)
 
 
-def lowrank_rows_per_block(n: int, W: int, sm_count: int) -> int:
-    """Rows a block of lowrank_apply takes: as many as leave each multiprocessor about eight blocks
-    (a block builds its tile's tables once for all its rows; a few waves keep the tail short), in
-    whole words of signs."""
+def lowrank_apply_shape(n: int, W: int, sm_count: int):
+    """lowrank_apply's grid (tiles of columns, groups of rows) and rows a block: as many rows as leave
+    each multiprocessor about eight blocks (a block builds its tile's tables once for all its rows;
+    a few waves keep the tail short), in whole words of signs."""
     tiles = -(-W // LOWRANK_TILE)
     want = -(-2 * n * tiles // (8 * sm_count))
-    return max(256, min(LOWRANK_APPLY_MAX_ROWS, 32 * -(-want // 32)))
+    per = max(256, min(LOWRANK_APPLY_MAX_ROWS, 32 * -(-want // 32)))
+    return (tiles, -(-2 * n // per)), per
 
 
 def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag) -> None:
@@ -127,8 +128,7 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag)
     launch = engine.launcher.launch
     n, W, k = ws.n, ws.W, cend - cstart
     _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
-    per = lowrank_rows_per_block(n, W, engine.sm_count)
-    apply_grid = (-(-W // LOWRANK_TILE), -(-2 * n // per))
+    apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
     for c0 in range(0, k, LOWRANK_CHUNK):
         kc = min(LOWRANK_CHUNK, k - c0)
         launch("collapse window (low rank)", "lowrank_prepare", (1, 1), (LOWRANK_PREP_BLOCK, 1, 1), int(ws.plan),
