@@ -1,6 +1,6 @@
 // measure_lowrank.cu: the random collapses of a measurement window as ONE low-rank update of the
 // tableau (window-batched collapse, after paper Algs. 5-8), in gate layout, bit for bit the
-// sequential Algorithm 1 (docs/engine-semantics.md). measure_rows_plan (measure_rows.cu) decides the
+// sequential Algorithm 1 (docs/engine-semantics.md). measure_window_plan (measure_plan.cu) decides the
 // window on the measured qubits' rows; this file applies its decisions, QQ_LR_CHUNK collapses a
 // pass (the chunks of a window run in order). The NumPy twin is TableauState._window_update.
 //

@@ -99,8 +99,9 @@ class CudaEngine(Engine):
     tableaux over 1 GiB, where that saves more than the round trip costs.
     block_windows: for tableaux of at most measure.BLOCK_MAX_W words a row (n <= 4096), run each
     measurement window in one block (measure_window_block): one launch a window, no transposes.
-    batch_windows: larger tableaux run each window of up to max(64, n/64) collapses in one pass
-    (measure_rows.cu); False keeps the per-collapse transposed path (the batched path's oracle).
+    batch_windows: larger tableaux decide each window of up to max(64, n/64) collapses on its
+    measured qubits' rows (measure_plan.cu), then update every row in one pass (measure_rows.cu);
+    False keeps the per-collapse transposed path (the batched path's oracle).
     lowrank_windows: among those, windows of at least `lowrank_min` collapses (default
     measure.LOWRANK_MIN_COLLAPSES) take the low-rank update (measure_lowrank.cu: per 128 collapses
     a tensor-core product and a table-driven pass instead of each row through every collapse);
@@ -144,6 +145,10 @@ class CudaEngine(Engine):
         self.lowrank_windows = lowrank_windows
         self.lowrank_min = measure.LOWRANK_MIN_COLLAPSES
         self.row_warps: Optional[int] = None  # warps a row in measure_rows_apply (None: by row length)
+        self.plan_blocks: Optional[int] = None  # blocks of measure_window_plan (None: measure.plan_blocks)
+        # measure_window_plan keeps a block's columns of the slice in shared memory where they fit
+        # (False: always in global memory, the path of windows too wide for it)
+        self.plan_slice_shared = True
         # frame mode runs a chunk as pieces on their own streams when it copies back at least this
         self.pipeline_min_bytes = PIPELINE_MIN_BYTES
         # frame mode's shot-major records from the frame kernel's epilogue (False: a separate

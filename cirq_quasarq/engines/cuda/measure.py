@@ -5,7 +5,8 @@ Kernels driven, per window ('C' action of the plan), one of four equivalent path
 
 - low rank (`lowrank_windows`, the default, for windows of engine.lowrank_min
   (LOWRANK_MIN_COLLAPSES) to max(64, n/64) collapses without classical control):
-  measure_rows_plan decides the whole window on the measured qubits' rows alone, then per chunk
+  measure_window_plan decides the whole window on the measured qubits' rows alone (measure_plan.cu:
+  spread over the multiprocessors, one grid barrier a collapse), then per chunk
   of LOWRANK_CHUNK collapses lowrank_prepare, lowrank_counts_<C> and lowrank_apply update every row at
   once (measure_lowrank.cu: a bit-matrix product on the tensor cores and a table-driven pass,
   whatever the number of collapses); the rows whose sign a reset clears mid-window are replayed
@@ -48,7 +49,10 @@ BLOCK_MAX_W = loader.source_define("measure_block.cu", "QQ_BLOCK_MAX_W")  # word
 TILE = loader.source_define("transpose.cu", "QQ_TILE")
 TILE_ROWS = loader.source_define("transpose.cu", "QQ_TILE_ROWS")
 SYNC_WINDOW = 16  # collapses in a window above which its flags are read back
-PLAN_BLOCK = loader.source_define("measure_rows.cu", "QQ_PLAN_BLOCK")
+PLAN_BLOCK = loader.source_define("measure_plan.cu", "QQ_PLAN_BLOCK")
+PLAN_MAX_BLOCKS = loader.source_define("measure_plan.cu", "QQ_PLAN_MAX_BLOCKS")
+PLAN_PLANES = loader.source_define("measure_plan.cu", "QQ_PLAN_PLANES")
+PLAN_BLOCK_WORDS = 8  # words of a slice row a plan block owns at least (fewer blocks: fewer arrivals a barrier)
 ROWS_MAX_PER_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_MAX_PER_BLOCK")
 PLAN_FIELDS = loader.source_define("measure_rows.cu", "QQ_PLAN_FIELDS")
 ROW_MAX_WARPS = loader.source_define("measure_rows.cu", "QQ_ROW_MAX_WARPS")
@@ -89,11 +93,36 @@ def window_path(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int)
     return "transpose"
 
 
+def plan_blocks(engine, W: int) -> int:
+    """measure_window_plan's blocks: one a multiprocessor at most (its grid barrier needs them all
+    resident at once), each at least PLAN_BLOCK_WORDS words of a slice row; `engine.plan_blocks`
+    sets the count (tests: results do not depend on it)."""
+    want = engine.plan_blocks or -(-W // PLAN_BLOCK_WORDS)
+    return max(1, min(want, W, engine.sm_count, PLAN_MAX_BLOCKS))
+
+
+def plan_published_words(max_collapses: int) -> int:
+    """measure_window_plan's published words (u32): two steps of, per block, a candidate and four
+    bit planes of the window's rows (measure_plan.cu, QQPlanPub)."""
+    return 2 * PLAN_MAX_BLOCKS * (1 + 4 * -(-max(1, max_collapses) // 32))
+
+
+def plan_shared_bytes(W: int, blocks: int, k: int, slice_in_smem: bool) -> int:
+    """measure_window_plan's dynamic shared memory (measure_plan.cu, in its order): V_i's words, the
+    block's columns of the slice when they fit, the collapses' qubits and record indices, bit planes."""
+    cols = -(-W // blocks)
+    return 8 * cols + (16 * k * cols if slice_in_smem else 0) + 8 * k + 4 * PLAN_PLANES * -(-k // 32)
+
+
 def _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
-    """The window's records and decisions, from the measured qubits' rows (measure_rows_plan)."""
-    engine.launcher.launch("collapse window plan", "measure_rows_plan", (1, 1), (PLAN_BLOCK, 1, 1), T, ctx, cstart,
-                           cend, int(X), int(Z), int(ws.S), int(ws.sx), int(ws.sz), int(ws.ss), int(ws.plan),
-                           int(ws.vrows), int(ws.active), int(ws.rec), ws.W, k0, k1, rep, ref_flag)
+    """The window's records and decisions, from the measured qubits' rows (measure_window_plan)."""
+    W, k, blocks = ws.W, cend - cstart, plan_blocks(engine, ws.W)
+    in_smem = engine.plan_slice_shared and plan_shared_bytes(W, blocks, k, True) <= engine.smem_optin - 1024
+    engine.launcher.launch("collapse window plan", "measure_window_plan", (blocks, 1), (PLAN_BLOCK, 1, 1), T, ctx,
+                           cstart, cend, int(X), int(Z), int(ws.S), int(ws.sx), int(ws.sz), int(in_smem),
+                           int(ws.plan_pub), int(ws.plan_bar), int(ws.plan), int(ws.vrows), int(ws.active),
+                           int(ws.rec), W, k0, k1, rep, ref_flag,
+                           shared_size=plan_shared_bytes(W, blocks, k, in_smem))
 
 
 def _rows_apply(engine, ws, X, Z, k, stage, per, grid, row_ids) -> None:
