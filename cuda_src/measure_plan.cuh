@@ -1,6 +1,7 @@
-// measure_plan.cuh: the plan of a measurement window, as measure_window_plan (measure_plan.cu) writes
-// it and measure_rows_apply / the low-rank update (measure_lowrank.cu) read it: QQ_PLAN_FIELDS ints
-// per collapse of the window, in program order.
+// measure_plan.cuh: the plan of a measurement window, as measure_window_plan (measure_plan.cu) and
+// measure_rows_plan (measure_rows.cu, small tableaux) write it and measure_rows_apply / the low-rank
+// update (measure_lowrank.cu) read it: QQ_PLAN_FIELDS ints per collapse of the window, in program
+// order.
 #pragma once
 
 #define QQ_PLAN_FIELDS 6

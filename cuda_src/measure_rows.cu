@@ -5,11 +5,22 @@
 // bit for bit. The collapses of a window act on generator positions only, so what each one does to
 // a row depends on that row alone (its bits at the pivot and the victims) plus a few decisions
 // (pivot p, victim mask V, H or H_YZ, X injection) that depend only on the rows of the measured
-// qubits: measure_window_plan (measure_plan.cu) takes them on those rows, then
+// qubits. Hence two kernels per window, a plan and an apply:
 //
+//   measure_rows_plan   the plan of a small tableau (W <= PLAN_ONE_BLOCK_MAX_W words, measure.py),
+//                       in one block; larger ones spread it over the multiprocessors
+//                       (measure_window_plan, measure_plan.cu), whose grid barrier a collapse costs
+//                       more than this block's work on short rows. It gathers the zrows of the
+//                       window's k measured qubits (the slice, k x W words) and runs the window's
+//                       collapses on the slice alone, in program order: pivot (Alg. 5), victims
+//                       (Alg. 6: V_i, one row of the k x W mask buffer), CX closed form (Alg. 7),
+//                       H / H_YZ and the coin's X (Alg. 8); it writes the records and the plan
+//                       (measure_plan.cuh) and the number of active (random) collapses.
+//                       Deterministic ones read their sign. blockDim.x == QQ_ROWS_PLAN_BLOCK; one
+//                       warp per slice row.
 //   measure_rows_apply  every row of the tableau, each loaded once into shared memory, goes through
-//                       the same k collapses with the plan's decisions (the same closed form, and
-//                       the same swap and injection, as the plan: the result is the sequential one), then is
+//                       the same k collapses with the plan's decisions (the same closed form and
+//                       qq_row_finish as the plan, so the result is the sequential one), then is
 //                       written back once. 32 * row_warps threads a row, rows_per_block rows a
 //                       block; blockDim.x == 32 * row_warps * rows_per_block; dynamic shared memory
 //                       (2 * rows_per_block + 1) * W words (the block's rows, and the current
@@ -19,17 +30,68 @@
 //                       (measure_lowrank.cu).
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include "paulis.cuh"
+#include "tables.cuh"
 #include "measure_swap.cuh"
 #include "measure_plan.cuh"
 
+#define QQ_ROWS_PLAN_BLOCK 1024
 #define QQ_ROWS_MAX_PER_BLOCK 8
 
 #define QQ_FULL_MASK 0xFFFFFFFFu
+#define QQ_CX_UNROLL 4  // words a lane loads before it uses them (measure_rows_plan: latency of L2)
 
-// The rest of the collapse on the row at p: the sign term, H / H_YZ (Alg. 8's swap), X injection;
-// writes the pivot bits.
+// Alg. 7 (with Alg. 8 when `decided`) of one collapse on one row, by one warp: CX(p, t) for every
+// victim t (mask v), in increasing t, as the prefix-XOR closed form over the row's words split in
+// 32 contiguous segments (a carry-in c flips a segment's term by c & parity, since zv & ~y and
+// zv & y split zv). Returns the row's x_p (unchanged by the CXs) and leaves z_p's update in
+// *zp_out; lane 0's *s gets the sign term. The caller applies the swap / injection at p.
+__device__ __forceinline__ void qq_row_cx(qq_u64* x, qq_u64* z, const qq_u64* v, int W, int p, int lane, int* xp_out,
+                                          int* zp_out, int* term_out) {
+    const int pw = p >> 6, pb = p & 63;
+    const int xp = (int)((x[pw] >> pb) & 1), zp = (int)((z[pw] >> pb) & 1);
+    __syncwarp();  // every lane has read the pivot word before the lane that owns it writes it
+    const int len = W - pw, per = (len + 31) >> 5;
+    const int lo = pw + min(len, lane * per), hi = pw + min(len, lane * per + per);
+    int term = 0, carry = 0;
+    for (int w = lo; w < hi; w += QQ_CX_UNROLL) {  // the slice is in global memory: loads first, then use
+        qq_u64 vw[QQ_CX_UNROLL], zw[QQ_CX_UNROLL], xw[QQ_CX_UNROLL];
+#pragma unroll
+        for (int u = 0; u < QQ_CX_UNROLL; ++u) {
+            const bool in = w + u < hi;
+            vw[u] = in ? v[w + u] : 0ull;
+            zw[u] = in ? z[w + u] : 0ull;
+            xw[u] = in && xp ? x[w + u] : 0ull;
+        }
+#pragma unroll
+        for (int u = 0; u < QQ_CX_UNROLL; ++u) {
+            if (!vw[u]) continue;
+            if (xp) {
+                term ^= qq_cx_victims_word(xw[u], zw[u], vw[u], zp, &carry);
+                x[w + u] = xw[u] ^ vw[u];  // the pivot's own bit is not in v
+            } else {
+                carry ^= qq_popc(zw[u] & vw[u]) & 1;
+            }
+        }
+    }
+    int incl = carry;  // inclusive XOR scan of the segments' parities
+    for (int off = 1; off < 32; off <<= 1) {
+        const int t = __shfl_up_sync(QQ_FULL_MASK, incl, off);
+        if (lane >= off) incl ^= t;
+    }
+    term ^= (incl ^ carry) & carry;  // carry-in (exclusive scan) times the segment's parity
+    for (int off = 16; off; off >>= 1) term ^= __shfl_xor_sync(QQ_FULL_MASK, term, off);
+    const int total = __shfl_sync(QQ_FULL_MASK, incl, 31);
+    __syncwarp();
+    *xp_out = xp;
+    *zp_out = zp ^ total;
+    *term_out = term & 1;
+}
+
+// The rest of the collapse on the row at p: the sign term, H / H_YZ (Alg. 8's swap), X injection,
+// the reset of q's rows; lane 0 writes the pivot bits (after qq_row_cx's __syncwarp).
 __device__ __forceinline__ void qq_row_finish(qq_u64* x, qq_u64* z, int* s, int p, int xp, int zp, int term, int yz,
-                                              int inject) {
+                                              int inject, int lane) {
+    if (lane != 0) return;
     const int pw = p >> 6, pb = p & 63;
     *s ^= xp & term;
     int bx = xp, bz = zp;
@@ -40,10 +102,99 @@ __device__ __forceinline__ void qq_row_finish(qq_u64* x, qq_u64* z, int* s, int 
     z[pw] = (z[pw] & ~bit) | (bz ? bit : 0ull);
 }
 
+extern "C" __global__ void __launch_bounds__(QQ_ROWS_PLAN_BLOCK)
+measure_rows_plan(const QQTables* T, const int* ctx, int cstart, int cend, const qq_u64* X, const qq_u64* Z,
+                  const unsigned char* S, qq_u64* sx, qq_u64* sz, int* ss, int* plan, qq_u64* V, int* active,
+                  unsigned char* rec, int W, qq_u32 k0, qq_u32 k1, int repetition, int reference) {
+    __shared__ int s_first, s_yz, s_inject;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = QQ_ROWS_PLAN_BLOCK >> 5;
+    const int n = (int)T->n, k = cend - cstart;
+    const qq_key key = {k0, k1};
+    for (size_t idx = tid; idx < (size_t)k * W; idx += QQ_ROWS_PLAN_BLOCK) {  // gather the slice
+        const int j = (int)(idx / W), w = (int)(idx % W);
+        const size_t r = (size_t)n + T->ins[(size_t)(cstart + j) * QQ_NF + QQ_F_A];
+        sx[idx] = X[r * W + w];
+        sz[idx] = Z[r * W + w];
+        if (w == 0) ss[j] = S[r];
+    }
+    if (tid == 0) *active = 0;
+    __syncthreads();
+    for (int i = 0; i < k; ++i) {
+        const int* row = T->ins + (size_t)(cstart + i) * QQ_NF;
+        const int op = row[QQ_F_OP], q = row[QQ_F_A];
+        if (tid == 0) s_first = W;
+        __syncthreads();
+        for (int w = tid; w < W; w += QQ_ROWS_PLAN_BLOCK)
+            if (sx[(size_t)i * W + w]) atomicMin(&s_first, w);
+        __syncthreads();
+        const int pw = s_first;
+        int* pl = plan + QQ_PLAN_FIELDS * i;
+        if (pw == W) {  // deterministic: the outcome is the sign
+            if (tid == 0) {
+                if (op != QQ_OP_R) rec[row[QQ_F_REC] + ctx[0]] = (unsigned char)((ss[i] ^ row[QQ_F_FLAGS]) & QQ_FLAG_INVERT);
+                pl[QQ_PLAN_ACTIVE] = 0;
+                pl[QQ_PLAN_P] = -1;
+                pl[QQ_PLAN_RESET] = op != QQ_OP_M;
+                pl[QQ_PLAN_Q] = q;
+                if (op != QQ_OP_M) ss[i] = 0;
+            }
+            __syncthreads();
+            continue;
+        }
+        const qq_u64 first = sx[(size_t)i * W + pw];
+        const int p = pw * 64 + qq_ctz(first);
+        qq_u64* vi = V + (size_t)i * W;
+        for (int w = tid; w < W; w += QQ_ROWS_PLAN_BLOCK)
+            vi[w] = w < pw ? 0ull : (w == pw ? first & (first - 1) : sx[(size_t)i * W + w]);
+        __syncthreads();
+        // Alg. 7 on the slice rows still to be decided (i itself included), one warp a row.
+        int xp_j[4], zp_j[4], term_j[4];  // rows warp, warp + warps, ... (k <= 4 * warps per pass)
+        for (int base = i; base < k; base += 4 * warps) {
+            for (int t = 0; t < 4; ++t) {
+                const int j = base + warp + t * warps;
+                if (j < k) qq_row_cx(sx + (size_t)j * W, sz + (size_t)j * W, vi, W, p, lane, &xp_j[t], &zp_j[t], &term_j[t]);
+            }
+            __syncthreads();
+            if (base == i && warp == 0 && lane == 0) s_yz = zp_j[0];  // bit p of zz[q] after the CXs
+            __syncthreads();
+            const int yz = s_yz;
+            for (int t = 0; t < 4; ++t) {
+                const int j = base + warp + t * warps;
+                if (j < k) {
+                    int s = ss[j];
+                    qq_row_finish(sx + (size_t)j * W, sz + (size_t)j * W, &s, p, xp_j[t], zp_j[t], term_j[t], yz, 0,
+                                  lane);
+                    if (lane == 0) ss[j] = s;
+                }
+            }
+            __syncthreads();
+        }
+        // Alg. 8's X: when the coin disagrees with zrow[q]'s sign, flip every row with z_p set.
+        if (tid == 0) {
+            const int coin = reference ? 0 : (int)(qq_word(key, QQ_STREAM_COIN, (qq_u32)(row[QQ_F_RAND] + ctx[1]), 0,
+                                                           (qq_u64)repetition) & 1);
+            s_inject = ss[i] != coin;
+            if (op != QQ_OP_R) rec[row[QQ_F_REC] + ctx[0]] = (unsigned char)((coin ^ row[QQ_F_FLAGS]) & QQ_FLAG_INVERT);
+            pl[QQ_PLAN_ACTIVE] = 1;
+            pl[QQ_PLAN_P] = p;
+            pl[QQ_PLAN_YZ] = s_yz;
+            pl[QQ_PLAN_RESET] = op != QQ_OP_M;
+            pl[QQ_PLAN_Q] = q;
+            *active += 1;
+        }
+        __syncthreads();
+        if (tid == 0) pl[QQ_PLAN_INJECT] = s_inject;
+        if (s_inject)
+            for (int j = i + tid; j < k; j += QQ_ROWS_PLAN_BLOCK) ss[j] ^= (int)((sz[(size_t)j * W + pw] >> (p & 63)) & 1);
+        __syncthreads();
+        if (tid == 0 && op != QQ_OP_M) ss[i] = 0;
+        __syncthreads();
+    }
+}
+
 // measure_rows_apply: row_warps warps (1 to QQ_ROW_MAX_WARPS) a row, each thread a contiguous segment
 // of the row's words; a collapse's closed form combines the segments' (term, parity) pairs by the
-// carry identity (a carry-in c flips a segment's term by c & parity, since zv & ~y and zv & y split
-// zv; qq_cx_victims_word), first across a warp's lanes, then across the row's warps. Long
+// same carry identity as qq_row_cx, first across a warp's lanes, then across the row's warps. Long
 // rows want several warps (latency), short ones one (fewer block-wide barriers per collapse).
 #define QQ_ROW_MAX_WARPS 4
 
@@ -124,7 +275,7 @@ measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, cons
                     total ^= s_par[local][u];
                 }
                 int s = s_sign[local];
-                qq_row_finish(x, z, &s, p, xp, zp ^ total, t_all, pl[QQ_PLAN_YZ], pl[QQ_PLAN_INJECT]);
+                qq_row_finish(x, z, &s, p, xp, zp ^ total, t_all, pl[QQ_PLAN_YZ], pl[QQ_PLAN_INJECT], 0);
                 s_sign[local] = s;
             }
         }

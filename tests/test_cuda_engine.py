@@ -603,11 +603,11 @@ test_window_batched_collapse_equals_sequential = pytest.mark.gpu(test_window_bat
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [5000, 9000])
 def test_window_plan_on_any_number_of_blocks_equals_sequential(n):
-    """measure_window_plan spread over 1, 2, 3, 7 blocks or as many as it picks (a grid barrier a
-    collapse, each block a range of columns), its slice in shared or in global memory: the rows
-    path's records and inverse tableau equal the per-collapse transposed path bit for bit, whatever
-    the split; windows of 1 to 140 collapses with deterministic ones, R and MR, sampled and
-    reference coins."""
+    """The window's plan in one block (measure_rows_plan) or spread over 1, 2, 3, 7 or W / 8 blocks
+    (measure_window_plan: a grid barrier a collapse, each block a range of columns, its slice in
+    shared or in global memory): the rows path's records and inverse tableau equal the per-collapse
+    transposed path bit for bit, whatever the split; windows of 1 to 140 collapses with
+    deterministic ones, R and MR, sampled and reference coins."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine, measure
@@ -616,11 +616,12 @@ def test_window_plan_on_any_number_of_blocks_equals_sequential(n):
     sched = schedule(program)
     sequential = CudaEngine(block_windows=False, batch_windows=False)
     rows = CudaEngine(block_windows=False, lowrank_windows=False)
-    assert measure.plan_blocks(rows, (n + 63) // 64) > 7  # the default split is another one
+    spread = -(-((n + 63) // 64) // measure.PLAN_BLOCK_WORDS)
+    splits = ((0, True), (1, True), (2, False), (3, True), (7, False), (spread, True), (spread, False))
     for repetition, reference in ((0, False), (5, False), (0, True)):
         key = rng.make_key(77 + n)
         want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
-        for blocks, shared in ((1, True), (2, False), (3, True), (7, False), (None, True), (None, False)):
+        for blocks, shared in splits:
             rows.plan_blocks, rows.plan_slice_shared = blocks, shared
             got = rows.run_tableau(program, sched, key, repetition=repetition, reference=reference)
             assert np.array_equal(got.records, want.records), (blocks, shared, repetition, reference)

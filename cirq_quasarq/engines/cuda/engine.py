@@ -145,7 +145,8 @@ class CudaEngine(Engine):
         self.lowrank_windows = lowrank_windows
         self.lowrank_min = measure.LOWRANK_MIN_COLLAPSES
         self.row_warps: Optional[int] = None  # warps a row in measure_rows_apply (None: by row length)
-        self.plan_blocks: Optional[int] = None  # blocks of measure_window_plan (None: measure.plan_blocks)
+        # blocks of measure_window_plan, 0 for measure_rows_plan's one (None: as measure.plan_blocks picks)
+        self.plan_blocks: Optional[int] = None
         # measure_window_plan keeps a block's columns of the slice in shared memory where they fit
         # (False: always in global memory, the path of windows too wide for it)
         self.plan_slice_shared = True

@@ -6,7 +6,8 @@ Kernels driven, per window ('C' action of the plan), one of four equivalent path
 - low rank (`lowrank_windows`, the default, for windows of engine.lowrank_min
   (LOWRANK_MIN_COLLAPSES) to max(64, n/64) collapses without classical control):
   measure_window_plan decides the whole window on the measured qubits' rows alone (measure_plan.cu:
-  spread over the multiprocessors, one grid barrier a collapse), then per chunk
+  spread over the multiprocessors, one grid barrier a collapse; measure_rows_plan, one block, on
+  small tableaux), then per chunk
   of LOWRANK_CHUNK collapses lowrank_prepare, lowrank_counts_<C> and lowrank_apply update every row at
   once (measure_lowrank.cu: a bit-matrix product on the tensor cores and a table-driven pass,
   whatever the number of collapses); the rows whose sign a reset clears mid-window are replayed
@@ -53,6 +54,11 @@ PLAN_BLOCK = loader.source_define("measure_plan.cu", "QQ_PLAN_BLOCK")
 PLAN_MAX_BLOCKS = loader.source_define("measure_plan.cu", "QQ_PLAN_MAX_BLOCKS")
 PLAN_PLANES = loader.source_define("measure_plan.cu", "QQ_PLAN_PLANES")
 PLAN_BLOCK_WORDS = 8  # words of a slice row a plan block owns at least (fewer blocks: fewer arrivals a barrier)
+ROWS_PLAN_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_PLAN_BLOCK")
+# Rows of at most this many words take the one-block plan (measure_rows_plan): on an H100 it took
+# 17 us a window at n = 5k (3 collapses; measure_window_plan 31 us), the same at 10k (7 collapses,
+# 35 us), and 153 us against 91 us at 30k (21 collapses). docs/benchmarks-collapse.md.
+PLAN_ONE_BLOCK_MAX_W = 160
 ROWS_MAX_PER_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_MAX_PER_BLOCK")
 PLAN_FIELDS = loader.source_define("measure_rows.cu", "QQ_PLAN_FIELDS")
 ROW_MAX_WARPS = loader.source_define("measure_rows.cu", "QQ_ROW_MAX_WARPS")
@@ -94,11 +100,14 @@ def window_path(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int)
 
 
 def plan_blocks(engine, W: int) -> int:
-    """measure_window_plan's blocks: one a multiprocessor at most (its grid barrier needs them all
-    resident at once), each at least PLAN_BLOCK_WORDS words of a slice row; `engine.plan_blocks`
-    sets the count (tests: results do not depend on it)."""
-    want = engine.plan_blocks or -(-W // PLAN_BLOCK_WORDS)
-    return max(1, min(want, W, engine.sm_count, PLAN_MAX_BLOCKS))
+    """measure_window_plan's blocks, 0 for the one-block measure_rows_plan (rows of at most
+    PLAN_ONE_BLOCK_MAX_W words): one a multiprocessor at most (its grid barrier needs them all
+    resident at once), each at least PLAN_BLOCK_WORDS words of a slice row. `engine.plan_blocks`
+    sets the count, 0 included (tests: results do not depend on it)."""
+    want = engine.plan_blocks
+    if want is None:
+        want = 0 if W <= PLAN_ONE_BLOCK_MAX_W else -(-W // PLAN_BLOCK_WORDS)
+    return 0 if want == 0 else max(1, min(want, W, engine.sm_count, PLAN_MAX_BLOCKS))
 
 
 def plan_published_words(max_collapses: int) -> int:
@@ -115,8 +124,14 @@ def plan_shared_bytes(W: int, blocks: int, k: int, slice_in_smem: bool) -> int:
 
 
 def _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
-    """The window's records and decisions, from the measured qubits' rows (measure_window_plan)."""
+    """The window's records and decisions, from the measured qubits' rows (measure_window_plan, or
+    measure_rows_plan on small tableaux)."""
     W, k, blocks = ws.W, cend - cstart, plan_blocks(engine, ws.W)
+    if blocks == 0:
+        engine.launcher.launch("collapse window plan", "measure_rows_plan", (1, 1), (ROWS_PLAN_BLOCK, 1, 1), T, ctx,
+                               cstart, cend, int(X), int(Z), int(ws.S), int(ws.sx), int(ws.sz), int(ws.ss),
+                               int(ws.plan), int(ws.vrows), int(ws.active), int(ws.rec), W, k0, k1, rep, ref_flag)
+        return
     in_smem = engine.plan_slice_shared and plan_shared_bytes(W, blocks, k, True) <= engine.smem_optin - 1024
     engine.launcher.launch("collapse window plan", "measure_window_plan", (blocks, 1), (PLAN_BLOCK, 1, 1), T, ctx,
                            cstart, cend, int(X), int(Z), int(ws.S), int(ws.sx), int(ws.sz), int(in_smem),

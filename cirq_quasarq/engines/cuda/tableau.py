@@ -52,6 +52,7 @@ class _Workspace:
         self.vmask = alloc(8 * self.W)
         slice_words = max(1, max_collapses) * self.W
         self.sx, self.sz, self.vrows = alloc(8 * slice_words), alloc(8 * slice_words), alloc(8 * slice_words)
+        self.ss = alloc(4 * max(1, max_collapses))  # measure_rows_plan's signs of the slice rows
         self.plan_pub = alloc(4 * measure.plan_published_words(max_collapses))
         self.plan_bar = alloc(8)  # measure_window_plan's barrier: zero between launches
         engine.cuda.memset_d32(self.plan_bar, 0, 2)
@@ -75,7 +76,7 @@ class _Workspace:
         buffers = 4 if need_scratch else 2
         return (8 * 2 * n * W * buffers + (buffers + 1) * measure.LOWRANK_TAIL_BYTES + 2 * n + 4 + num_records
                 + 12 * W + 4096
-                + 8 * 3 * max(1, max_collapses) * W + 36 * max(1, max_collapses)
+                + 8 * 3 * max(1, max_collapses) * W + 40 * max(1, max_collapses)
                 + 4 * measure.plan_published_words(max_collapses) + 8
                 + 8 * (measure.LOWRANK_CHUNK + 1) * W + 16 * measure.LOWRANK_CHUNK * measure.LOWRANK_WORDS
                 + 48 * measure.LOWRANK_WORDS * n)
