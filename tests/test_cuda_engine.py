@@ -564,6 +564,33 @@ def test_out_of_memory_is_reported():
 
 
 
+@pytest.mark.gpu
+def test_a_larger_tableau_may_use_the_memory_of_the_one_it_replaces():
+    """Tableau mode sizes a new workspace with the old one already released: on a device left
+    with room for the new one only once the old one is gone, the larger run fits (the largest n
+    on one GPU after a smaller run)."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from benchmarks.bench_gpu_tableau import random_clifford_program
+    from cirq_quasarq.engines.cuda import CudaEngine, engine as engine_module, tableau
+
+    engine = CudaEngine()
+    small, large = random_clifford_program(40000, 2), random_clifford_program(50000, 2)
+    engine.run_tableau(small, schedule(small), rng.make_key(1))
+    old = engine_module._workspace_bytes(engine._tableau.ws)  # 0.8 GB
+    sched = schedule(large)
+    engine.device_program(large, sched)  # its tables are on the device before the filler is sized
+    need = tableau._Workspace.bytes_needed(50000, large.num_records, False, 50000 // 1400)
+    free, _ = engine.cuda.mem_get_info()
+    filler = engine.cuda.mem_alloc(free - int(need / engine.memory_fraction) + old // 2)
+    try:
+        run = engine.run_tableau(large, sched, rng.make_key(1))  # fits only without the old workspace
+        assert run.records.shape == (large.num_records,)
+    finally:
+        filler.free()
+
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_window_batched_collapse_equals_sequential(numpy_engine, seed):
     """Windows of 1..512 collapses (random, deterministic, R, MR, inverted M; reference and sampled

@@ -184,7 +184,7 @@ class TableauMode:
         ws = self.ws
         if (ws is None or ws.n != n or ws.num_records != num_records
                 or ws.max_collapses < max_collapses or (need_scratch and not ws.scratch)):
-            self.ws = None
+            self.ws = ws = None  # the old workspace's memory is free before the new one is sized
             free = self.engine.free_bytes
             need = _Workspace.bytes_needed(n, num_records, need_scratch, max_collapses)
             if need > free():
