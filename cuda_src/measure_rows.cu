@@ -185,7 +185,8 @@ measure_rows_plan(const QQTables* T, const int* ctx, int cstart, int cend, const
         __syncthreads();
         if (tid == 0) pl[QQ_PLAN_INJECT] = s_inject;
         if (s_inject)
-            for (int j = i + tid; j < k; j += QQ_ROWS_PLAN_BLOCK) ss[j] ^= (int)((sz[(size_t)j * W + pw] >> (p & 63)) & 1);
+            for (int j = i + tid; j < k; j += QQ_ROWS_PLAN_BLOCK)
+                ss[j] ^= (int)((sz[(size_t)j * W + pw] >> (p & 63)) & 1);
         __syncthreads();
         if (tid == 0 && op != QQ_OP_M) ss[i] = 0;
         __syncthreads();
