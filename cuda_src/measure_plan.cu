@@ -117,7 +117,7 @@ __device__ __forceinline__ void qq_plan_candidate(const QQPlanSlice& sl, int row
         }
     }
     if (tid == 0) out.cand[b] = (unsigned)cand;
-    const bool found = cand != QQ_PLAN_NONE;  // without one the bits are zeros: block 0's are read anyway
+    const bool found = cand != QQ_PLAN_NONE;  // without one the bits are zeros (only the owner's are used)
     const int cw = found ? cand >> 6 : 0, cb = cand & 63;
     for (int base = (row >> 5) << 5; base < k; base += blockDim.x) {  // warp-uniform: whole row words
         const int j = base + tid;
