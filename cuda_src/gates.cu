@@ -12,8 +12,10 @@
 //   tableau_gates_window  instructions [start, end) of one window (unitaries and Pauli noise, no
 //                         collapses): a group of 2^group_shift threads per instruction (1..32: one
 //                         warp at most, so the phase sums reduce by shuffles alone), blockDim.x ==
-//                         QQ_GATE_BLOCK; lanes stride over the W words; the group's lane 0 writes
-//                         the signs. Noise (tableau mode, one shot) flips signs only.
+//                         QQ_GATE_BLOCK; lanes stride over the W words of the rows that change (and
+//                         read only the rows those are made of); the group's lane 0 writes the
+//                         signs. Noise (tableau mode, one shot) flips signs only. Three blocks a
+//                         multiprocessor (80 registers): the read and write masks had taken it to 101.
 //   tableau_confusion     one thread: CONFUSION instruction i resamples its records for one shot.
 #include "paulis.cuh"
 #include "tables.cuh"
@@ -39,7 +41,7 @@ __device__ __forceinline__ void qq_apply_pauli_signs(unsigned char* S, int n, in
     if (pauli == 2 || pauli == 3) S[q] ^= 1;      // Z (or Y) flips xrow's sign
 }
 
-extern "C" __global__ void __launch_bounds__(QQ_GATE_BLOCK)
+extern "C" __global__ void __launch_bounds__(QQ_GATE_BLOCK, 3)
 tableau_gates_window(const QQTables* T, const int* ctx, int start, int end, qq_u64* X, qq_u64* Z,
                      unsigned char* S, const unsigned char* rec, int W, qq_u32 k0, qq_u32 k1,
                      int repetition, int reference, int group_shift) {
@@ -67,17 +69,29 @@ tableau_gates_window(const QQTables* T, const int* ctx, int start, int end, qq_u
         rows[2] = q1;
         rows[3] = (size_t)n + q1;
         const unsigned char(*img)[5] = qq_inverse_images[op];
-        for (int w = lane; w < W; w += gsize) {
+        // Only the rows that change are written, and only the rows they are made of are read: a
+        // Pauli changes signs alone, S one row of its two, CX and CZ two of their four. A new row
+        // that is its old self has no phase (a product of one row), so it needs no word.
+        int reads = 0, writes = 0;
+        for (int g = 0; g < 2 * arity; ++g) {
+            int sel = 0;
+            for (int r = 0; r < 2 * arity; ++r) sel |= (img[g][1 + r] ? 1 : 0) << r;
+            if (sel != 1 << g) {
+                writes |= 1 << g;
+                reads |= sel;
+            }
+        }
+        for (int w = writes ? lane : W; w < W; w += gsize) {
             qq_u64 in[8], out[8];
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-                in[2 * r] = r < 2 * arity ? X[rows[r] * W + w] : 0ull;
-                in[2 * r + 1] = r < 2 * arity ? Z[rows[r] * W + w] : 0ull;
+                in[2 * r] = (reads >> r) & 1 ? X[rows[r] * W + w] : 0ull;
+                in[2 * r + 1] = (reads >> r) & 1 ? Z[rows[r] * W + w] : 0ull;
             }
             qq_gate_word(img, in, out, ph);
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-                if (r < 2 * arity) {
+                if ((writes >> r) & 1) {
                     X[rows[r] * W + w] = out[2 * r];
                     Z[rows[r] * W + w] = out[2 * r + 1];
                 }

@@ -28,8 +28,9 @@
 //                    chunk also the rows whose sign a reset of the window clears mid-window
 //                    (`special`): the update leaves them and measure_rows_apply replays them one
 //                    collapse at a time.
-//   lowrank_counts_32, lowrank_counts_64, lowrank_counts_96, lowrank_counts_128 (a chunk takes the
-//                    smallest that holds it: the tile loop has no branch)
+//   lowrank_counts_16, lowrank_counts_32, lowrank_counts_48, lowrank_counts_64, lowrank_counts_80,
+//   lowrank_counts_96, lowrank_counts_112, lowrank_counts_128 (a chunk takes the smallest that
+//                    holds it: the tile loop has no branch, and at most one tile idles)
 //                    pass 1 and the phase: a warp per 16 rows, QQ_LR_COUNT_ROWS rows a block; the
 //                    block copies its rows' words and the victim words to shared memory
 //                    QQ_LR_COUNT_STEP words a stage, QQ_LR_COUNT_STAGES stages in flight (cp.async),
@@ -231,8 +232,9 @@ static_assert(QQ_LR_COUNT_STEP % 2 == 0 && QQ_LR_ROW_PITCH % 2 == 0 && QQ_LR_VIC
                   QQ_LR_VIC_PITCH >= QQ_LR_COPY_WORDS,
               "16-byte copies and rows");
 
-// lowrank_counts_<C>: a chunk of at most C collapses (TILES = C / 8 tiles of 8), a kernel each so that
-// the tile loop has no branch: with one, the compiler rebuilt the A operands for every pair of tiles.
+// lowrank_counts_<C>: a chunk of at most C collapses (TILES = C / 8 tiles of 8; C = 16, 32, ..., 128),
+// a kernel each so that the tile loop has no branch (with one, the compiler rebuilt the A operands
+// for every pair of tiles) and a chunk multiplies at most 15 victim masks that are not there.
 template <int TILES>
 __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan,
                                              const qq_u64* VN, const int* meta, const int* pcol, const int* pivots,
@@ -332,13 +334,15 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
             for (int t0 = 0; t0 < TILES; t0 += 4) {  // 4 tiles at a time: a product never waits on the one before
                 qq_u64 v[4];
 #pragma unroll
-                for (int t = 0; t < 4; ++t) v[t] = vs[8 * (t0 + t) * QQ_LR_VIC_PITCH + 4 * u];
+                for (int t = 0; t < 4; ++t)
+                    if (t0 + t < TILES) v[t] = vs[8 * (t0 + t) * QQ_LR_VIC_PITCH + 4 * u];
 #pragma unroll
                 for (int m = 0; m < 3; ++m)  // z once, x & z twice
 #pragma unroll
                     for (int t = 0; t < 4; ++t)
-                        qq_lr_mma(acc[t0 + t], a[m ? 1 : 0][0], a[m ? 1 : 0][1], a[m ? 1 : 0][2], a[m ? 1 : 0][3],
-                                  (unsigned)v[t], (unsigned)(v[t] >> 32));
+                        if (t0 + t < TILES)
+                            qq_lr_mma(acc[t0 + t], a[m ? 1 : 0][0], a[m ? 1 : 0][1], a[m ? 1 : 0][2],
+                                      a[m ? 1 : 0][3], (unsigned)v[t], (unsigned)(v[t] >> 32));
             }
         }
     }
@@ -387,10 +391,24 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_16(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<2>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
 lowrank_counts_32(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
                   const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
                   const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
     qq_lr_counts<4>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_48(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<6>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
@@ -401,10 +419,24 @@ lowrank_counts_64(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int*
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_80(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<10>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
 lowrank_counts_96(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
                   const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
                   const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
     qq_lr_counts<12>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_112(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<14>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)

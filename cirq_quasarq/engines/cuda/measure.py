@@ -70,7 +70,9 @@ LOWRANK_COUNT_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_BL
 LOWRANK_COUNT_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_ROWS")
 LOWRANK_COUNT_SMEM = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_SMEM")
 # lowrank_counts_<C> by the most collapses C of a chunk it takes: a chunk takes the smallest that holds it
-LOWRANK_COUNTS = {32: "lowrank_counts_32", 64: "lowrank_counts_64", 96: "lowrank_counts_96", 128: "lowrank_counts_128"}
+LOWRANK_COUNTS = {16: "lowrank_counts_16", 32: "lowrank_counts_32", 48: "lowrank_counts_48", 64: "lowrank_counts_64",
+                  80: "lowrank_counts_80", 96: "lowrank_counts_96", 112: "lowrank_counts_112",
+                  128: "lowrank_counts_128"}
 # lowrank_counts' 16-byte copies may read this far past the end of X, Z (X2, Z2) and the victim masks
 LOWRANK_TAIL_BYTES = 8 * loader.source_define("measure_lowrank.cu", "QQ_LR_TAIL_WORDS")
 LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
