@@ -37,10 +37,17 @@
 //                    gathers its rows' bits at the pivots as their words go by, and the warps
 //                    multiply; then a thread a row runs the phase (qq_lr_phase): the row's sign, and
 //                    rowbits[3r..3r+2] = (alpha, its bits on P after the chunk: x, z).
-//   lowrank_apply    pass 2 by tiles of QQ_LR_TILE words x rows_per_block rows: the tile's tables
-//                    once, then QQ_LR_ROW_LANES lanes a row (below); it also writes the pivot bits.
+//   lowrank_apply    pass 2 by tiles of QQ_LR_TILE words x groups of four rows: the tile's tables
+//                    once, then QQ_LR_ROW_LANES lanes a row (below); it also writes the pivot bits,
+//                    and per tile and group the rows' sign parities for
+//   lowrank_signs    a thread a group: the signs after the chunk (and after the folded gates).
+//   lowrank_apply_gates  pass 2 with the next gate window folded in, when it follows the window's
+//                    last chunk: each row read and written once for both (below).
+//   lowrank_gate_groups, lowrank_idle_groups  the folded window's groups of rows: its two-qubit
+//                    gates, one-qubit gates and idle qubits.
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include "paulis.cuh"
+#include "tables.cuh"
 #include "measure_swap.cuh"
 #include "measure_plan.cuh"
 
@@ -54,8 +61,10 @@
 #define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
 #define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (128 KiB)
 #define QQ_LR_TILE 16              // words of a row pass 2 takes a tile
-#define QQ_LR_APPLY_ROWS 2         // rows a lane has in flight
-#define QQ_LR_APPLY_MAX_ROWS 4096  // rows of a block at most (their sign bits in shared memory)
+#define QQ_LR_APPLY_GROUPS 2        // groups of four rows a warp of lowrank_apply has in flight
+#define QQ_LR_APPLY_GATES_GROUPS 1  // of lowrank_apply_gates (two would spill its 64 registers)
+#define QQ_LR_SIGNS_BLOCK 256
+#define QQ_LR_GROUPS_BLOCK 256
 #define QQ_LR_META_KP 0
 #define QQ_LR_META_LO 1
 #define QQ_LR_META_HI 2
@@ -446,44 +455,97 @@ lowrank_counts_128(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int
     qq_lr_counts<16>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
 }
 
-// Pass 2, by tiles of columns: block (t, g) takes words [lo + QQ_LR_TILE t, + QQ_LR_TILE) of rows
-// [g rows_per_block, + rows_per_block). It builds the tile's tables once (dynamic shared memory, 4 KiB
-// a group of 4 collapses: entry (group, idx) holds, for each word of the tile, the sum mod 4 of the
-// victim words v_{4 group + b} over the bits b of idx, as two bit planes), then QQ_LR_ROW_LANES lanes
-// a row, lane wl on words wl + QQ_LR_ROW_LANES h (each load instruction takes a row's lanes
-// consecutive words, 8 bytes a lane): c = the entries its alpha
-// nibbles pick; x ^= bit0(c); the pivot bits as the phase left them (rowbits) on the tile's pivot
-// columns (z too, there only); the row's sign parity |z & bit1(c)| summed over its lanes by a
-// ballot, kept per row in shared memory (one atomic a warp) and XORed into S four rows a word at the
-// end (several tiles share a row's sign). The lookups are the kernel's arithmetic: a lane's words
-// share one index and take 16-byte loads, and the groups are unrolled, so an entry's address is a
-// shift, a mask and an add (ALU-bound at 22 instructions a group and word with a lane a word: H100,
-// n = 100k).
+// Pass 2 takes the rows four at a time: a group is the xrow and zrow of two qubits (qa, qb), rows qa,
+// n + qa, qb, n + qb in its slots 0..3, with the gate each half of it goes through next (z, w:
+// instruction indices, -1 none; w = -2: slots 2, 3 are qubit qb of the two-qubit gate z). On its
+// own, group g is qubits 2g and 2g + 1 and nothing follows. With the next gate window folded in
+// (`halves` set), the window's two-qubit gates come first, a group each (pairs[g]), then its
+// one-qubit gates and the qubits it leaves idle, two a group (halves[h] = (qubit, instruction or
+// -1)): every row of the tableau is read and written once for the update and the gates together.
+// qb = -1: no second qubit (odd n).
+__device__ __forceinline__ int4 qq_lr_group(const int4* pairs, const int2* halves, int num_pairs, int num_halves,
+                                            int n, int g) {
+    if (halves == nullptr) return make_int4(2 * g, 2 * g + 1 < n ? 2 * g + 1 : -1, -1, -1);
+    if (g < num_pairs) return pairs[g];
+    const int h = 2 * (g - num_pairs);
+    const int2 a = halves[h], b = h + 1 < num_halves ? halves[h + 1] : make_int2(-1, -1);
+    return make_int4(a.x, b.x, a.y, b.y);
+}
+
+__device__ __forceinline__ int qq_lr_num_groups(const int2* halves, int num_pairs, int num_halves, int n) {
+    return halves == nullptr ? (n + 1) / 2 : num_pairs + (num_halves + 1) / 2;
+}
+
+// The tiles of columns pass 2 covers: the span of the chunk's victims and pivots on its own, every
+// word with the gates folded in (they change whole rows).
+__device__ __forceinline__ void qq_lr_columns(const int* meta, bool gates, int W, int* first, int* last) {
+    *first = gates ? 0 : meta[QQ_LR_META_LO];
+    *last = gates ? W : meta[QQ_LR_META_HI];
+}
+
+// Slot s's row of group grp (-1: none) and the gate that makes its new row: the slots whose rows the
+// new row multiplies, in product order (bit r: slot r; 1 << s where no gate acts), and the opcode.
+__device__ __forceinline__ size_t qq_lr_slot_row(int4 grp, int s, int n) {
+    const int q = s < 2 ? grp.x : grp.y;
+    return q < 0 ? (size_t)-1 : (size_t)q + (s & 1 ? (size_t)n : 0);
+}
+
+__device__ __forceinline__ int qq_lr_gate_rows(const QQTables* T, int4 grp, int s) {
+    const bool pair = grp.w == -2;
+    const int ins = pair || s < 2 ? grp.z : grp.w;
+    if (ins < 0) return 1 << s;
+    const int op = T->ins[(size_t)ins * QQ_NF + QQ_F_OP], base = pair ? 0 : s & 2, g = pair ? s : s & 1;
+    const unsigned char(*img)[5] = qq_inverse_images[op];
+    int sel = 0;
+    for (int r = 0; r < 2 * qq_arity[op]; ++r) sel |= (img[g][1 + r] ? 1 : 0) << (base + r);
+    return sel;
+}
+
+// Pass 2, by tiles of columns: block (t, b) takes words [first + QQ_LR_TILE t, + QQ_LR_TILE) of groups
+// [b groups_per_block, + groups_per_block). It builds the tile's tables once (dynamic shared memory,
+// 4 KiB a group of 4 collapses: entry (group, idx) holds, for each word of the tile, the sum mod 4 of
+// the victim words v_{4 group + b} over the bits b of idx, as two bit planes), then a warp a group of
+// rows, QQ_LR_ROW_LANES lanes a slot, lane wl on words wl + QQ_LR_ROW_LANES h (each load instruction
+// takes a row's lanes consecutive words, 8 bytes a lane): c = the entries its alpha nibbles pick;
+// x ^= bit0(c); the pivot bits as the phase left them (rowbits) on the tile's pivot columns (z too,
+// there only); with gates, the new row from the group's rows through shared memory (qq_gate_word's
+// products, one row a slot; shuffles of every row to every lane had cost as much as the gate kernel). Per group and tile one word of `part` (byte s: slot s's product phase mod 4, and
+// at bit 2 its sign parity |z & bit1(c)|) goes to lowrank_signs, which sums the tiles. The lookups
+// are the kernel's arithmetic: a lane's words share one index and take 16-byte loads, and the
+// groups are unrolled, so an entry's address is a shift, a mask and an add (ALU-bound at 22
+// instructions a group and word with a lane a word: H100, n = 100k).
 #define QQ_LR_LANE_WORDS 2                               // words of a tile row a lane takes
 #define QQ_LR_ROW_LANES (QQ_LR_TILE / QQ_LR_LANE_WORDS)  // lanes a row
-#define QQ_LR_WARP_ROWS (32 / QQ_LR_ROW_LANES)           // rows a warp
 #define QQ_LR_ENTRY_WORDS (2 * QQ_LR_TILE)               // an entry: both planes of the tile's words
 static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 256 && QQ_LR_LANE_WORDS % 2 == 0,
               "an entry is 256 bytes: index << 8 is its offset; a lane's words come in 16-byte pairs");
+static_assert(4 * QQ_LR_ROW_LANES == 32, "a warp holds a group: four rows");
+// lowrank_apply_gates' words a warp in shared memory after the tables: a group's words, both planes.
+#define QQ_LR_XCH_WORDS (2 * QQ_LR_LANE_WORDS * 32)
 
-extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
-lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
-              const int* pivots, const int* active, int kc, int n, int W, int rows_per_block) {
+// GATES: the next gate window folded in; GROUPS: groups a warp has in flight.
+template <bool GATES, int GROUPS>
+__device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits,
+                                            const int* meta, const int* pivots, const int* active, const QQTables* T,
+                                            const int4* pairs, const int2* halves, int num_pairs, int num_halves,
+                                            unsigned* part, int kc, int n, int W, int groups_per_block) {
     extern __shared__ __align__(16) qq_u64 qq_lr_tab[];  // [group][idx][plane][wl][h]: word wl + 8 h
-    __shared__ unsigned s_sign[QQ_LR_APPLY_MAX_ROWS / 32];
     __shared__ int s_np, s_pw[QQ_LR_CHUNK], s_pb[QQ_LR_CHUNK], s_pj[QQ_LR_CHUNK];
+    constexpr bool gates = GATES;
     const int kp = meta[QQ_LR_META_KP];
-    if (*active == 0 || kp == 0) return;  // uniform: nothing random in this chunk
-    const int lo = meta[QQ_LR_META_LO], hi = meta[QQ_LR_META_HI];
-    const int w0 = lo + (int)blockIdx.x * QQ_LR_TILE;
-    if (w0 >= hi) return;  // the grid covers every word; the span is known on the device only
-    const int tid = threadIdx.x, groups = (kc + 3) >> 2;
+    const bool update = *active != 0 && kp != 0;  // uniform: something random in this chunk
+    if (!update && !gates) return;
+    int first, last;
+    qq_lr_columns(meta, gates, W, &first, &last);
+    const int w0 = first + (int)blockIdx.x * QQ_LR_TILE;
+    if (w0 >= last) return;  // the grid covers every word; the span is known on the device only
+    const int tid = threadIdx.x, groups = update ? (kc + 3) >> 2 : 0;
     for (int e = tid; e < groups * QQ_LR_TILE; e += QQ_LR_APPLY_BLOCK) {  // a thread a (group, word)
         const int g = e / QQ_LR_TILE, wt = e % QQ_LR_TILE, w = w0 + wt;
         const int at = (wt % QQ_LR_ROW_LANES) * QQ_LR_LANE_WORDS + wt / QQ_LR_ROW_LANES;
         qq_u64 v[4];
 #pragma unroll
-        for (int b = 0; b < 4; ++b) v[b] = (4 * g + b < kc && w < hi) ? VN[(size_t)(4 * g + b) * W + w] : 0ull;
+        for (int b = 0; b < 4; ++b) v[b] = (4 * g + b < kc && w < last) ? VN[(size_t)(4 * g + b) * W + w] : 0ull;
 #pragma unroll
         for (int idx = 0; idx < 16; ++idx) {
             qq_u64 clo = 0ull, chi = 0ull;
@@ -499,9 +561,8 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq
         }
     }
     if (tid == 0) s_np = 0;
-    for (int i = tid; i < QQ_LR_APPLY_MAX_ROWS / 32; i += QQ_LR_APPLY_BLOCK) s_sign[i] = 0u;
     __syncthreads();
-    if (tid < kp) {  // the pivots in this tile
+    if (update && tid < kp) {  // the pivots in this tile
         const int p = pivots[tid], wt = (p >> 6) - w0;
         if (wt >= 0 && wt < QQ_LR_TILE) {
             const int at = atomicAdd(&s_np, 1);
@@ -511,51 +572,65 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq
         }
     }
     __syncthreads();
-    const int np = s_np, lane = tid & 31, wl = lane % QQ_LR_ROW_LANES;
-    const int slot = QQ_LR_WARP_ROWS * (tid >> 5) + lane / QQ_LR_ROW_LANES, slots = QQ_LR_APPLY_BLOCK / QQ_LR_ROW_LANES;
+    const int np = s_np, lane = tid & 31, slot = lane / QQ_LR_ROW_LANES, wl = lane % QQ_LR_ROW_LANES;
+    const int warps = QQ_LR_APPLY_BLOCK / 32, warp = tid >> 5;
     bool in_span[QQ_LR_LANE_WORDS];
 #pragma unroll
-    for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) in_span[h] = w0 + wl + QQ_LR_ROW_LANES * h < hi;
+    for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) in_span[h] = w0 + wl + QQ_LR_ROW_LANES * h < last;
     const unsigned char* tab = (const unsigned char*)qq_lr_tab + 8 * QQ_LR_LANE_WORDS * wl;
-    const size_t rb = (size_t)blockIdx.y * rows_per_block;
-    const int rows = (int)min((size_t)rows_per_block, (size_t)2 * n - rb);
-    // A row's alpha picks its table entries first thing: it is loaded an iteration ahead.
-    qq_u64 al_next[QQ_LR_APPLY_ROWS][QQ_LR_WORDS];
-    auto load_alpha = [&](int base) {
+    const int num_groups = qq_lr_num_groups(halves, num_pairs, num_halves, n);
+    const int gb = (int)blockIdx.y * groups_per_block, count = min(groups_per_block, num_groups - gb);
+    unsigned* part_tile = part + (size_t)blockIdx.x * num_groups;
+    // A slot's row, the rows its gate multiplies (sel) and its alpha come first: they are loaded an
+    // iteration ahead.
+    size_t r_next[GROUPS];
+    int sel_next[GROUPS];
+    qq_u64 al_next[GROUPS][QQ_LR_WORDS];
+    auto load_next = [&](int base) {
 #pragma unroll
-        for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u) {
-            const int l = base + u * slots + slot;
+        for (int u = 0; u < GROUPS; ++u) {
+            const int l = base + u * warps + warp;
+            const int4 grp = l < count ? qq_lr_group(pairs, halves, num_pairs, num_halves, n, gb + l)
+                                       : make_int4(-1, -1, -1, -1);
+            const size_t r = qq_lr_slot_row(grp, slot, n);
+            r_next[u] = r;
+            if (GATES) sel_next[u] = grp.x >= 0 ? qq_lr_gate_rows(T, grp, slot) : 1 << slot;
 #pragma unroll
-            for (int k = 0; k < QQ_LR_WORDS; ++k) al_next[u][k] = l < rows ? rowbits[QQ_LR_ROWBITS * (rb + l) + k] : 0ull;
+            for (int k = 0; k < QQ_LR_WORDS; ++k)
+                al_next[u][k] = update && r != (size_t)-1 ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
         }
     };
-    load_alpha(0);
-    for (int base = 0; base < rows; base += slots * QQ_LR_APPLY_ROWS) {
-        unsigned al[QQ_LR_APPLY_ROWS][2 * QQ_LR_WORDS];
+    load_next(0);
+    for (int base = 0; base < count; base += warps * GROUPS) {
+        size_t rows[GROUPS];
+        int sels[GROUPS];
+        unsigned al[GROUPS][2 * QQ_LR_WORDS];
 #pragma unroll
-        for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u)
+        for (int u = 0; u < GROUPS; ++u) {
+            rows[u] = r_next[u];
+            sels[u] = GATES ? sel_next[u] : 0;
 #pragma unroll
             for (int k = 0; k < QQ_LR_WORDS; ++k) {
                 al[u][2 * k] = (unsigned)al_next[u][k];
                 al[u][2 * k + 1] = (unsigned)(al_next[u][k] >> 32);
             }
-        load_alpha(base + slots * QQ_LR_APPLY_ROWS);
-        qq_u64 x[QQ_LR_APPLY_ROWS][QQ_LR_LANE_WORDS], z[QQ_LR_APPLY_ROWS][QQ_LR_LANE_WORDS];
+        }
+        load_next(base + warps * GROUPS);
+        qq_u64 x[GROUPS][QQ_LR_LANE_WORDS], z[GROUPS][QQ_LR_LANE_WORDS];
 #pragma unroll
-        for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u) {  // every load first: several rows in flight
-            const int l = base + u * slots + slot;
-            const size_t r = rb + l;
+        for (int u = 0; u < GROUPS; ++u) {  // every load first: several rows in flight
+            const size_t r = rows[u];
 #pragma unroll
             for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                 const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
-                x[u][h] = l < rows && in_span[h] ? X[a] : 0ull;
-                z[u][h] = l < rows && in_span[h] ? Z[a] : 0ull;
+                x[u][h] = r != (size_t)-1 && in_span[h] ? X[a] : 0ull;
+                z[u][h] = r != (size_t)-1 && in_span[h] ? Z[a] : 0ull;
             }
         }
 #pragma unroll
-        for (int u = 0; u < QQ_LR_APPLY_ROWS; ++u) {
-            const int l = base + u * slots + slot;
-            const size_t r = rb + l;
+        for (int u = 0; u < GROUPS; ++u) {
+            const int l = base + u * warps + warp;
+            const size_t r = rows[u];
             qq_u64 clo[QQ_LR_LANE_WORDS] = {}, chi[QQ_LR_LANE_WORDS] = {};
 #pragma unroll
             for (int g = 0; g < QQ_LR_CHUNK / 4; ++g) {
@@ -575,40 +650,181 @@ lowrank_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const qq_u64* VN, const qq
                 }
             }
             int parity = 0;
-            const qq_u64* bits = rowbits + QQ_LR_ROWBITS * r;
+            qq_u64 xw[QQ_LR_LANE_WORDS], zw[QQ_LR_LANE_WORDS];
+            const qq_u64* bits = rowbits + QQ_LR_ROWBITS * (r == (size_t)-1 ? 0 : r);
 #pragma unroll
             for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                 const int wt = wl + QQ_LR_ROW_LANES * h;
                 parity ^= qq_popc(z[u][h] & chi[h]);
-                qq_u64 xw = x[u][h] ^ clo[h], zw = z[u][h];
-                if (l < rows)
+                xw[h] = x[u][h] ^ clo[h];
+                zw[h] = z[u][h];
+                if (r != (size_t)-1)
                     for (int k = 0; k < np; ++k)
                         if (s_pw[k] == wt) {
                             const int j = s_pj[k];
                             const qq_u64 bit = 1ull << s_pb[k];
-                            xw = (xw & ~bit) | (((bits[QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
-                            zw = (zw & ~bit) | (((bits[2 * QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
+                            xw[h] = (xw[h] & ~bit) | (((bits[QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
+                            const qq_u64 zb = (bits[2 * QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull;
+                            zw[h] = (zw[h] & ~bit) | (zb ? bit : 0ull);
                         }
-                if (l < rows && in_span[h]) {
-                    const size_t a = r * W + w0 + wt;
-                    if (xw != x[u][h]) X[a] = xw;
-                    if (zw != z[u][h]) Z[a] = zw;
+            }
+            int phase = 0;
+            if (gates) {  // the new row of this slot: a product of the group's rows (after the update)
+                // The group's words go through the warp's share of shared memory, [plane][h][lane];
+                // a slot reads only the rows its gate multiplies (none where its row stays itself).
+                qq_u64* xch = qq_lr_tab + (size_t)groups * 16 * QQ_LR_ENTRY_WORDS + warp * QQ_LR_XCH_WORDS;
+                const int sel = sels[u];
+                __syncwarp();  // the previous group's words are read
+#pragma unroll
+                for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                    xch[h * 32 + lane] = xw[h];
+                    xch[(QQ_LR_LANE_WORDS + h) * 32 + lane] = zw[h];
+                }
+                __syncwarp();
+                if (sel != 1 << slot) {
+                    qq_u64 ox[QQ_LR_LANE_WORDS] = {}, oz[QQ_LR_LANE_WORDS] = {};
+#pragma unroll
+                    for (int s = 0; s < 4; ++s)
+                        if ((sel >> s) & 1)
+#pragma unroll
+                            for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                                const qq_u64 rx = xch[h * 32 + QQ_LR_ROW_LANES * s + wl];
+                                const qq_u64 rz = xch[(QQ_LR_LANE_WORDS + h) * 32 + QQ_LR_ROW_LANES * s + wl];
+                                phase += qq_mul_phase(ox[h], oz[h], rx, rz);
+                                ox[h] ^= rx;
+                                oz[h] ^= rz;
+                            }
+#pragma unroll
+                    for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                        xw[h] = ox[h];
+                        zw[h] = oz[h];
+                    }
                 }
             }
-            const unsigned votes = __ballot_sync(0xFFFFFFFFu, parity & 1);  // rows past `rows` vote 0
-            unsigned flips = 0u;  // bit j: the warp's row l - slot % QQ_LR_WARP_ROWS + j
+            if (r != (size_t)-1)
 #pragma unroll
-            for (int j = 0; j < QQ_LR_WARP_ROWS; ++j)
-                flips |= (unsigned)(qq_popc((qq_u64)((votes >> (QQ_LR_ROW_LANES * j)) & ((1u << QQ_LR_ROW_LANES) - 1))) & 1) << j;
-            const int first = l - slot % QQ_LR_WARP_ROWS;  // a multiple of QQ_LR_WARP_ROWS: one word of s_sign
-            if (lane == 0 && flips) atomicXor(&s_sign[first >> 5], flips << (first & 31));
+                for (int h = 0; h < QQ_LR_LANE_WORDS; ++h)
+                    if (in_span[h]) {
+                        const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
+                        if (xw[h] != x[u][h]) X[a] = xw[h];
+                        if (zw[h] != z[u][h]) Z[a] = zw[h];
+                    }
+            // The slot's phase mod 4 and parity, summed over its lanes; lane 0 writes the group's word.
+            int sum = (phase & 3) | ((parity & 1) << 8);
+#pragma unroll
+            for (int off = 1; off < QQ_LR_ROW_LANES; off <<= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+            const unsigned byte = (unsigned)((sum & 3) | (((sum >> 8) & 1) << 2));
+            unsigned word = 0u;
+#pragma unroll
+            for (int s = 0; s < 4; ++s) word |= __shfl_sync(0xFFFFFFFFu, byte, QQ_LR_ROW_LANES * s) << (8 * s);
+            if (lane == 0 && l < count) part_tile[gb + l] = word;
         }
     }
-    __syncthreads();
-    for (int q = tid; 4 * q < rows; q += QQ_LR_APPLY_BLOCK) {  // S is padded to whole words
-        const int l = 4 * q;
-        unsigned flips = 0u;
-        for (int b = 0; b < 4 && l + b < rows; ++b) flips |= ((s_sign[(l + b) >> 5] >> ((l + b) & 31)) & 1u) << (8 * b);
-        if (flips) atomicXor((unsigned*)(S + rb + l), flips);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
+lowrank_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
+              const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
+    qq_lr_apply<false, QQ_LR_APPLY_GROUPS>(X, Z, VN, rowbits, meta, pivots, active, nullptr, nullptr, nullptr, 0,
+                                           0, part, kc, n, W, groups_per_block);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
+lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
+                    const int* pivots, const int* active, const QQTables* T, const int4* pairs, const int2* halves,
+                    int num_pairs, int num_halves, unsigned* part, int kc, int n, int W, int groups_per_block) {
+    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS>(X, Z, VN, rowbits, meta, pivots, active, T, pairs, halves, num_pairs,
+                                                num_halves, part, kc, n, W, groups_per_block);
+}
+
+// The signs after pass 2 (and the folded gates): a thread a group sums its `part` words over the
+// tiles; a row's sign before the gates is the phase's (lowrank_counts) XOR its parity, and the gate
+// makes the new rows' signs from those and the product phases (qq_gate_sign, as gates.cu does).
+extern "C" __global__ void __launch_bounds__(QQ_LR_SIGNS_BLOCK)
+lowrank_signs(unsigned char* S, const int* meta, const int* active, const QQTables* T, const int4* pairs,
+              const int2* halves, int num_pairs, int num_halves, const unsigned* part, int n, int W) {
+    const bool gates = halves != nullptr;
+    if (!(*active != 0 && meta[QQ_LR_META_KP] != 0) && !gates) return;
+    int first, last;
+    qq_lr_columns(meta, gates, W, &first, &last);
+    const int num_groups = qq_lr_num_groups(halves, num_pairs, num_halves, n);
+    const int g = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (g >= num_groups) return;
+    const int4 grp = qq_lr_group(pairs, halves, num_pairs, num_halves, n, g);
+    int phase[4] = {0, 0, 0, 0}, old[4] = {0, 0, 0, 0};
+    for (int t = 0; first + t * QQ_LR_TILE < last; ++t) {
+        const unsigned word = part[(size_t)t * num_groups + g];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            phase[s] += (word >> (8 * s)) & 3u;
+            old[s] ^= (word >> (8 * s + 2)) & 1u;
+        }
     }
+    size_t rows[4];
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        rows[s] = qq_lr_slot_row(grp, s, n);
+        if (rows[s] != (size_t)-1) old[s] ^= S[rows[s]];
+    }
+    if (grp.w == -2) {  // a two-qubit gate on the group
+        const int op = T->ins[(size_t)grp.z * QQ_NF + QQ_F_OP];
+        for (int s = 0; s < 4; ++s)
+            S[rows[s]] = (unsigned char)qq_gate_sign(qq_inverse_images[op], 2, s, phase[s], old);
+        return;
+    }
+    for (int half = 0; half < 2; ++half) {
+        const int ins = half ? grp.w : grp.z, s0 = 2 * half;
+        if (rows[s0] == (size_t)-1) continue;
+        if (ins < 0) {  // no gate: the update's parity alone
+            S[rows[s0]] = (unsigned char)old[s0];
+            S[rows[s0 + 1]] = (unsigned char)old[s0 + 1];
+            continue;
+        }
+        const int op = T->ins[(size_t)ins * QQ_NF + QQ_F_OP];
+        const int pair_old[4] = {old[s0], old[s0 + 1], 0, 0};
+        for (int j = 0; j < 2; ++j)
+            S[rows[s0 + j]] = (unsigned char)qq_gate_sign(qq_inverse_images[op], 1, j, phase[s0 + j], pair_old);
+    }
+}
+
+// The folded gate window's groups for lowrank_apply: its two-qubit gates a group each (pairs), its
+// one-qubit gates (I included) and then the qubits it leaves idle (lowrank_idle_groups) a half each
+// (halves). Slots come from two counters that only grow (cnt[0] pairs, cnt[1] halves: the host
+// passes their values before this window, so nothing resets them); a warp takes its slots with one
+// atomic. The order of the groups is a race and changes nothing: a group's rows are its own.
+__device__ __forceinline__ unsigned long long qq_lr_take_slot(unsigned long long* counter, bool want) {
+    const unsigned mask = __ballot_sync(0xFFFFFFFFu, want), lane = threadIdx.x & 31;
+    const int leader = mask ? __ffs(mask) - 1 : 0;
+    unsigned long long base = 0ull;
+    if (mask && lane == (unsigned)leader) base = atomicAdd(counter, (unsigned long long)__popc(mask));
+    base = __shfl_sync(0xFFFFFFFFu, base, leader);
+    return base + (unsigned long long)__popc(mask & ((1u << lane) - 1u));
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_GROUPS_BLOCK)
+lowrank_gate_groups(const QQTables* T, int start, int end, int4* pairs, int2* halves, unsigned long long* cnt,
+                    unsigned long long pairs_before, unsigned long long halves_before, unsigned char* mark) {
+    const int i = start + (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int* row = T->ins + (size_t)min(i, end - 1) * QQ_NF;
+    const int op = row[QQ_F_OP], q0 = row[QQ_F_A];
+    const bool pair = i < end && qq_arity[op] == 2, half = i < end && !pair;
+    const unsigned long long ps = qq_lr_take_slot(cnt, pair) - pairs_before;
+    const unsigned long long hs = qq_lr_take_slot(cnt + 1, half) - halves_before;
+    if (pair) {
+        pairs[ps] = make_int4(q0, row[QQ_F_B], i, -2);
+        mark[q0] = mark[row[QQ_F_B]] = 1;
+    } else if (half) {
+        halves[hs] = make_int2(q0, i);
+        mark[q0] = 1;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_GROUPS_BLOCK)
+lowrank_idle_groups(int n, int2* halves, unsigned long long* cnt, unsigned long long halves_before,
+                    unsigned char* mark) {
+    const int q = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    const bool idle = q < n && !mark[q];
+    if (q < n && !idle) mark[q] = 0;  // clear for the next folded window
+    const unsigned long long hs = qq_lr_take_slot(cnt + 1, idle) - halves_before;
+    if (idle) halves[hs] = make_int2(q, -1);
 }

@@ -80,3 +80,35 @@ def window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers
             else:
                 b.measure(q, reset=True)
     return b.build()
+
+
+def measure_window_program(n: int, seed: int, widths=(16, 40, 64), layers: int = 8):
+    """Layers of gates from the whole unitary set (a few qubits left idle), each followed by a window
+    of distinct-qubit measurements (some inverted): the low-rank update takes the next layer's gates
+    with it. Layer 3's window also resets a qubit and layer 5's gates carry noise, so that those
+    windows keep their own kernels."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    flip = b.channel_id(1, [0.3], [[1]])
+    for layer in range(layers):
+        for _ in range(3):
+            b.next_step()
+            qs = list(range(n))
+            r.shuffle(qs)
+            idle = []
+            while qs:
+                if r.random() < 0.03:
+                    idle.append(qs.pop())
+                elif len(qs) > 1 and r.random() < 0.5:
+                    b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
+                else:
+                    b.gate(r.choice(UNITARY_1), qs.pop())
+            if layer == 5 and idle:
+                b.noise("X_ERROR", idle[:1], flip)
+        b.next_step()
+        measured = r.sample(range(n), min(widths[layer % len(widths)], n))
+        for q in measured:
+            b.measure(q, invert=r.random() < 0.2)
+        if layer == 3:
+            b.measure(next(q for q in range(n) if q not in measured), reset=True)
+    return b.build()

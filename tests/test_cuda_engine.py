@@ -19,7 +19,7 @@ from cirq_quasarq.errors import OutOfMemoryError
 from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
-from .programs import UNITARY_1, UNITARY_2, window_program
+from .programs import UNITARY_1, UNITARY_2, measure_window_program, window_program
 
 pytestmark = pytest.mark.gpu
 
@@ -676,6 +676,38 @@ def test_lowrank_counts_kernel_of_every_size_equals_sequential():
         got = lowrank.run_tableau(program, sched, key, repetition=repetition, reference=reference)
         assert np.array_equal(got.records, want.records), (repetition, reference)
         assert got.tableau.equals(want.tableau), (repetition, reference)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [3001, 4096])
+def test_gate_windows_folded_into_the_lowrank_update_equal_their_own_kernel(n):
+    """A gate window after a low-rank collapse window goes through that window's pass 2
+    (lowrank_apply_gates): records and inverse tableau equal those of the engine that runs the gates
+    with their own kernel (fold_gates=False) and of the per-collapse path, bit for bit; odd n leaves
+    a group with one qubit; windows with a reset or followed by noise keep their own kernels."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    program = measure_window_program(n, 11 + n)
+    sched = schedule(program)
+    folded = CudaEngine(block_windows=False)
+    own = CudaEngine(block_windows=False)
+    own.fold_gates = False
+    sequential = CudaEngine(block_windows=False, batch_windows=False)
+    for repetition, reference in ((0, False), (5, False), (0, True)):
+        key = rng.make_key(77 + n)
+        want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        for engine in (own, folded):
+            engine.profile = repetition == 0 and not reference
+            got = engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+            engine.profile = False
+            assert np.array_equal(got.records, want.records), (engine.fold_gates, repetition, reference)
+            assert got.tableau.equals(want.tableau), (engine.fold_gates, repetition, reference)
+            if repetition == 0 and not reference:
+                stages = engine.stage_seconds
+                assert ("collapse window (low rank) + gates" in stages) == engine.fold_gates, stages
+                assert "gates" in stages  # the first layer, and those after a reset or before noise
 
 
 def test_repeated_measurements_at_the_end_of_a_large_circuit_repeat():

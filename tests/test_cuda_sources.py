@@ -231,3 +231,31 @@ def test_shared_memory_opt_in_only_grows():
                            (second, 80000)):
         launcher._allow_shared(fn, "k", size)
     assert calls == [(7, 1000), (7, 70000), (7, 80000)]
+
+
+def test_foldable_gate_windows_are_unconditional_unitaries():
+    """measure.foldable_gates: a gate window goes into the low-rank update only when it holds
+    unitaries alone (noise draws coins, classical control reads records); it counts the two-qubit
+    gates, which take a group of rows each."""
+    from cirq_quasarq.core.program import ProgramBuilder
+    from cirq_quasarq.engines.cuda import measure
+
+    b = ProgramBuilder(6)
+    b.next_step()
+    b.gate("CX", 0, 1)
+    b.gate("H", 2)
+    b.gate("ISWAP", 3, 4)
+    b.gate("I", 5)
+    plain = b.build().instructions
+    assert measure.foldable_gates(plain, 0, len(plain)) == 2
+    assert measure.foldable_gates(plain, 1, 2) == 0
+    assert measure.foldable_gates(plain, 0, 0) is None
+    b.noise("X_ERROR", [5], b.channel_id(1, [0.1], [[1]]))
+    noisy = b.build().instructions
+    assert measure.foldable_gates(noisy, 0, len(noisy)) is None
+    b = ProgramBuilder(2)
+    b.measure(0)
+    b.next_step()
+    b.gate("X", 1, cond=b.condition([(0, 0)], [False, True]))
+    controlled = b.build().instructions
+    assert measure.foldable_gates(controlled, 1, 2) is None

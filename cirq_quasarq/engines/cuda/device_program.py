@@ -119,6 +119,7 @@ class DeviceProgram:
         self.tables = self._upload(blob)
         self.plan: Optional[_Plan] = None
         self.ctx = None  # device copy of plan.ctx
+        self.foldable = None  # tableau mode: {gate window (start, end): its two-qubit gates, or None} (tableau.py)
 
     def _upload(self, a: np.ndarray) -> int:
         buf = self._cuda.to_device(a)

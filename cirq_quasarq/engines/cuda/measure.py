@@ -33,6 +33,8 @@ random collapse and its own, and a launch with i < 0 clears the window's tail.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ...core import opcodes
@@ -77,7 +79,9 @@ LOWRANK_COUNTS = {16: "lowrank_counts_16", 32: "lowrank_counts_32", 48: "lowrank
 LOWRANK_TAIL_BYTES = 8 * loader.source_define("measure_lowrank.cu", "QQ_LR_TAIL_WORDS")
 LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
 LOWRANK_TILE = loader.source_define("measure_lowrank.cu", "QQ_LR_TILE")
-LOWRANK_APPLY_MAX_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_MAX_ROWS")
+LOWRANK_XCH_WORDS = loader.source_define("measure_lowrank.cu", "QQ_LR_XCH_WORDS")  # a warp's words, gates folded in
+LOWRANK_SIGNS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_SIGNS_BLOCK")
+LOWRANK_GROUPS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_GROUPS_BLOCK")
 LOWRANK_META_FIELDS = loader.source_define("measure_lowrank.cu", "QQ_LR_META_FIELDS")
 # Below this many collapses a window costs the rows path less than the low-rank update's two passes
 # (H100, docs/benchmarks-collapse.md: the low-rank run 1.25x slower end to end with 7 collapses a
@@ -160,21 +164,39 @@ def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None
 
 
 def lowrank_apply_shape(n: int, W: int, sm_count: int):
-    """lowrank_apply's grid (tiles of columns, groups of rows) and rows a block: as many rows as leave
-    each multiprocessor about eight blocks (a block builds its tile's tables once for all its rows;
-    a few waves keep the tail short), in whole words of signs."""
-    tiles = -(-W // LOWRANK_TILE)
-    want = -(-2 * n * tiles // (8 * sm_count))
-    per = max(256, min(LOWRANK_APPLY_MAX_ROWS, 32 * -(-want // 32)))
-    return (tiles, -(-2 * n // per)), per
+    """lowrank_apply's grid (tiles of columns, blocks of groups of four rows) and groups a block: as
+    many as leave each multiprocessor about eight blocks (a block builds its tile's tables once for all
+    its rows; a few waves keep the tail short)."""
+    tiles, groups = -(-W // LOWRANK_TILE), -(-n // 2)
+    want = -(-groups * tiles // (8 * sm_count))
+    per = max(64, min(1024, 8 * -(-want // 8)))
+    return (tiles, -(-groups // per)), per
 
 
-def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag) -> None:
-    """The window as low-rank updates of the tableau, LOWRANK_CHUNK collapses each (measure_lowrank.cu)."""
+def lowrank_part_words(n: int, W: int) -> int:
+    """Words of lowrank_apply's per-tile sign parities and phases (a word a tile and group)."""
+    return -(-W // LOWRANK_TILE) * -(-n // 2)
+
+
+def foldable_gates(ins: np.ndarray, start: int, end: int) -> Optional[int]:
+    """The two-qubit gates of gate window [start, end) when lowrank_apply_gates can take it (unitaries
+    without classical control: no noise, whose coins the gate kernel draws), else None."""
+    block = ins[start:end]
+    if len(block) == 0 or (block[:, COND] >= 0).any() or (opcodes.KIND[block[:, OP]] != opcodes.Kind.UNITARY).any():
+        return None
+    return int(np.count_nonzero(opcodes.ARITY[block[:, OP]] == 2))
+
+
+def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold=None) -> None:
+    """The window as low-rank updates of the tableau, LOWRANK_CHUNK collapses each (measure_lowrank.cu).
+    fold = (start, end, two-qubit gates) of the gate window that follows, folded into the last
+    chunk's pass 2 (the caller checked that it may be: `foldable_gates`, no resets in the window)."""
     launch = engine.launcher.launch
     n, W, k = ws.n, ws.W, cend - cstart
     _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
     apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
+    groups = -(-n // 2)
+    signs_grid = (-(-groups // LOWRANK_SIGNS_BLOCK), 1)
     for c0 in range(0, k, LOWRANK_CHUNK):
         kc = min(LOWRANK_CHUNK, k - c0)
         launch("collapse window (low rank)", "lowrank_prepare", (1, 1), (LOWRANK_PREP_BLOCK, 1, 1), int(ws.plan),
@@ -185,13 +207,41 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag)
                (-(-2 * n // LOWRANK_COUNT_ROWS), 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
                int(ws.plan), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
                int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W, shared_size=LOWRANK_COUNT_SMEM)
-        groups = -(-kc // 4)  # tables of 16 entries a group of 4 collapses, two planes, a tile's words
-        launch("collapse window (low rank)", "lowrank_apply", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z),
-               int(ws.S), int(ws.vn), int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), kc, n, W,
-               per, shared_size=2 * 8 * 16 * LOWRANK_TILE * groups)
+        tables = 2 * 8 * 16 * LOWRANK_TILE * -(-kc // 4)  # 16 entries a group of 4 collapses, two planes, a tile
+        if fold is not None and c0 + LOWRANK_CHUNK >= k:
+            gstart, gend, pairs = fold
+            halves = n - 2 * pairs
+            before = ws.group_counts
+            stage = "collapse window (low rank) + gates"
+            launch(stage, "lowrank_gate_groups", (-(-(gend - gstart) // LOWRANK_GROUPS_BLOCK), 1),
+                   (LOWRANK_GROUPS_BLOCK, 1, 1), T, gstart, gend, int(ws.gpairs), int(ws.ghalves), int(ws.gcnt),
+                   before[0], before[1], int(ws.gmark))
+            launch(stage, "lowrank_idle_groups", (-(-n // LOWRANK_GROUPS_BLOCK), 1), (LOWRANK_GROUPS_BLOCK, 1, 1), n,
+                   int(ws.ghalves), int(ws.gcnt), before[1], int(ws.gmark))
+            ws.group_counts = (before[0] + pairs, before[1] + halves)
+            launch(stage, "lowrank_apply_gates", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z), int(ws.vn),
+                   int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), T, int(ws.gpairs),
+                   int(ws.ghalves), pairs, halves, int(ws.lr_part), kc, n, W, per,
+                   shared_size=tables + 8 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32))
+            launch(stage, "lowrank_signs", signs_grid, (LOWRANK_SIGNS_BLOCK, 1, 1), int(ws.S), int(ws.lr_meta),
+                   int(ws.active), T, int(ws.gpairs), int(ws.ghalves), pairs, halves, int(ws.lr_part), n, W)
+        else:
+            launch("collapse window (low rank)", "lowrank_apply", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X),
+                   int(Z), int(ws.vn), int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active),
+                   int(ws.lr_part), kc, n, W, per, shared_size=tables)
+            launch("collapse window (low rank)", "lowrank_signs", signs_grid, (LOWRANK_SIGNS_BLOCK, 1, 1), int(ws.S),
+                   int(ws.lr_meta), int(ws.active), 0, 0, 0, 0, 0, int(ws.lr_part), n, W)
     special = 2 * int(np.count_nonzero(ins[cstart:cend, OP] != _M))
     if special:  # rows whose sign a reset clears mid-window: one collapse after the other
+        assert fold is None
         _rows_apply(engine, ws, X, Z, k, "collapse window (low rank)", 1, special, int(ws.lr_special))
+
+
+def can_fold(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int) -> bool:
+    """Whether collapse window [cstart, cend) may take the gate window after it into its pass 2: it
+    takes the low-rank path and holds only measurements (a reset's rows are replayed after pass 2)."""
+    return (engine.fold_gates and window_path(engine, n, W, ins, cstart, cend) == "lowrank"
+            and bool((ins[cstart:cend, OP] == _M).all()))
 
 
 def elimination_seg_shift(sm_count: int, n: int) -> int:
@@ -200,14 +250,16 @@ def elimination_seg_shift(sm_count: int, n: int) -> int:
     return min(ELIM_MAX_SEG_SHIFT, max(0, (want - 1).bit_length()))
 
 
-def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1, rep, ref_flag):
-    """Collapses [cstart, cend) of one window; returns the buffers (X, Z, X2, Z2), gate layout first."""
+def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1, rep, ref_flag, fold=None):
+    """Collapses [cstart, cend) of one window; returns the buffers (X, Z, X2, Z2), gate layout first.
+    fold: the next gate window, when the caller found it may be folded into this one (`can_fold`)."""
     cuda, launch = engine.cuda, engine.launcher.launch
     n, W = ws.n, ws.W
     path = window_path(engine, n, W, ins, cstart, cend)
     if path == "lowrank":
-        _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag)
+        _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold)
         return X, Z, X2, Z2
+    assert fold is None
     if path == "rows":
         _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
         return X, Z, X2, Z2

@@ -43,7 +43,7 @@ class _Workspace:
         self.X, self.Z = alloc(8 * words + tail), alloc(8 * words + tail)
         self.X2 = alloc(8 * words + tail) if need_scratch else None
         self.Z2 = alloc(8 * words + tail) if need_scratch else None
-        self.S = alloc(4 * -(-2 * n // 4))  # whole words: lowrank_apply XORs signs four rows at a time
+        self.S = alloc(2 * n)
         self.rec = alloc(num_records)
         self.flags = alloc(4 * max(1, max_collapses))
         self.host_flags = engine.pinned(max(1, max_collapses), np.int32, "tableau mode's window flags")
@@ -66,6 +66,14 @@ class _Workspace:
         self.lr_meta = alloc(4 * measure.LOWRANK_META_FIELDS)
         self.lr_pcol, self.lr_pivots, self.lr_vp = alloc(4 * chunk), alloc(4 * chunk), alloc(8 * words * chunk)
         self.lr_special = alloc(4 * 2 * max(1, max_collapses))
+        self.lr_part = alloc(4 * measure.lowrank_part_words(n, self.W))  # lowrank_apply -> lowrank_signs
+        # a gate window folded into the low-rank update: its groups of rows, counters that only grow
+        # (reset each run, `group_counts` their values on the host) and the marks of gated qubits
+        groups = -(-n // 2)
+        self.gpairs, self.ghalves, self.gmark = alloc(16 * groups), alloc(8 * 2 * groups), alloc(max(1, n))
+        self.gcnt = alloc(16)
+        engine.cuda.memset_d8(self.gmark, 0, max(1, n))
+        self.group_counts = (0, 0)
         self.max_collapses = max_collapses
         self.scratch = need_scratch
         self.seg_shift = 0  # measure_eliminate's threads per row (2^seg_shift); set by the owner
@@ -74,12 +82,13 @@ class _Workspace:
     def bytes_needed(n: int, num_records: int, need_scratch: bool, max_collapses: int = 0) -> int:
         W = max(1, (n + 63) // 64)
         buffers = 4 if need_scratch else 2
-        return (8 * 2 * n * W * buffers + (buffers + 1) * measure.LOWRANK_TAIL_BYTES + 2 * n + 4 + num_records
+        return (8 * 2 * n * W * buffers + (buffers + 1) * measure.LOWRANK_TAIL_BYTES + 2 * n + num_records
                 + 12 * W + 4096
                 + 8 * 3 * max(1, max_collapses) * W + 40 * max(1, max_collapses)
                 + 4 * measure.plan_published_words(max_collapses) + 8
                 + 8 * (measure.LOWRANK_CHUNK + 1) * W + 16 * measure.LOWRANK_CHUNK * measure.LOWRANK_WORDS
-                + 48 * measure.LOWRANK_WORDS * n)
+                + 48 * measure.LOWRANK_WORDS * n
+                + 4 * measure.lowrank_part_words(n, W) + 32 * -(-n // 2) + n + 16)
 
 
 class _LazyTableauRun(TableauRun):
@@ -154,8 +163,17 @@ class TableauMode:
         # windows 7.3 -> 6.1 / 53 -> 42 / 548 -> 420 ms on an H100.
         gshift = 3 if W <= 8 else 4 if W <= 16 else 5
         ctx_base = int(dp.ctx)
-        for kind, start, end, ctx_id in plan.actions:
+        actions = plan.actions
+        folds = self._folds(dp, n, W, ins)
+        if folds:  # the group counters from zero, no qubit marked (a run cut short may have left marks)
+            cuda.memset_d32(ws.gcnt, 0, 4)
+            cuda.memset_d8(ws.gmark, 0, n)
+            ws.group_counts = (0, 0)
+        folded = -1  # the gate window a collapse window took into its low-rank update
+        for a, (kind, start, end, ctx_id) in enumerate(actions):
             ctx = ctx_base + 4 * CTX_STRIDE * ctx_id
+            if a == folded:
+                continue
             if kind == "G":
                 threads = (end - start) << gshift
                 launch("gates", "tableau_gates_window", ((threads + GATE_BLOCK - 1) // GATE_BLOCK, 1),
@@ -166,8 +184,11 @@ class TableauMode:
                     launch("confusion", "tableau_confusion", (1, 1), (1, 1, 1), T, ctx, start, int(ws.rec), k0, k1,
                            rep)
             else:
+                fold = folds.get(a)
+                if fold is not None:
+                    folded = a + 1
                 X, Z, X2, Z2 = measure.collapse_window(engine, ws, T, ctx, start, end, ins, X, Z, X2, Z2, k0, k1,
-                                                       rep, ref_flag)
+                                                       rep, ref_flag, fold)
         records = np.empty(program.num_records, dtype=np.uint8)
         if program.num_records:
             cuda.memcpy_dtoh(records, ws.rec)
@@ -178,6 +199,29 @@ class TableauMode:
         run = _LazyTableauRun(records, self, self.generation)
         self.pending = weakref.ref(run)
         return run
+
+    def _folds(self, dp, n: int, W: int, ins) -> dict:
+        """{index of a collapse window: (start, end, two-qubit gates) of the gate window after it} for
+        the pairs whose gates the low-rank update takes with it (measure.can_fold). Which gate windows
+        can be folded is a property of the program, found once per DeviceProgram."""
+        engine = self.engine
+        if not engine.fold_gates:
+            return {}
+        actions = dp.tableau_plan().actions
+        if dp.foldable is None:
+            dp.foldable = {}
+            for kind, start, end, _ in actions:
+                if kind == "G" and (start, end) not in dp.foldable:
+                    dp.foldable[start, end] = measure.foldable_gates(ins, start, end)
+        folds = {}
+        for a, (kind, start, end, _) in enumerate(actions[:-1]):
+            nxt = actions[a + 1]
+            if kind != "C" or nxt[0] != "G":
+                continue
+            pairs = dp.foldable[nxt[1], nxt[2]]  # the gates are unconditional: their loop context does not matter
+            if pairs is not None and measure.can_fold(engine, n, W, ins, start, end):
+                folds[a] = (nxt[1], nxt[2], pairs)
+        return folds
 
     def _workspace(self, n: int, num_records: int, max_collapses: int, need_scratch: bool) -> _Workspace:
         """The workspace for this shape: the current one when it fits, else a new one."""
