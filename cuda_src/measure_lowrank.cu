@@ -22,9 +22,10 @@
 // n = 100k, 7 collapses), by tiles at 67%.
 //
 // Kernels, per chunk of at most QQ_LR_CHUNK collapses (plan entries c0 .. c0+kc-1 of the window):
-//   lowrank_prepare  one block: the chunk's distinct pivots (P), the victim masks without them (VN,
-//                    QQ_LR_CHUNK rows of W words, zero for deterministic collapses), their bits at
-//                    the pivots (vp), the span of words any victim or pivot holds; for the first
+//   lowrank_prepare  the chunk's distinct pivots (P), the victim masks without them (VN,
+//                    QQ_LR_CHUNK rows of W words, zero for deterministic collapses: a block a range
+//                    of words), their bits at the pivots (vp), the span of words any victim or pivot
+//                    holds (the last block to finish writes it); for the first
 //                    chunk also the rows whose sign a reset of the window clears mid-window
 //                    (`special`): the update leaves them and measure_rows_apply replays them one
 //                    collapse at a time.
@@ -78,32 +79,105 @@ __device__ __forceinline__ int qq_lr_popc(qq_lr_bits v) { return qq_popc((qq_u64
 __device__ __forceinline__ int qq_lr_bit(qq_lr_bits v, int j) { return (int)((v >> j) & 1u); }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_PREP_BLOCK)
-lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, int W, qq_u64* onpiv, qq_u64* VN,
-                int* meta, int* pcol, int* pivots, qq_u64* vp, int* special) {
-    __shared__ int s_piv[QQ_LR_CHUNK], s_col[QQ_LR_CHUNK], s_kp, s_lo, s_hi;
+lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, int W, int words_per_block,
+                qq_u64* VN, int* meta, int* pcol, int* pivots, qq_u64* vp, int* special, int* span) {
+    __shared__ int s_p[QQ_LR_CHUNK], s_first[QQ_LR_CHUNK], s_col[QQ_LR_CHUNK], s_piv[QQ_LR_CHUNK], s_kp, s_lo, s_hi;
     __shared__ qq_u64 s_vp[QQ_LR_CHUNK * QQ_LR_WORDS];  // collapse i's victims on P: words [i W_LR, (i + 1) W_LR)
+    static_assert(QQ_LR_PREP_BLOCK >= QQ_LR_CHUNK, "a thread a collapse of the chunk");
     const int tid = threadIdx.x;
-    for (int w = tid; w < W; w += blockDim.x) onpiv[w] = 0ull;
-    for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += blockDim.x) s_vp[e] = 0ull;
-    if (tid == 0) {  // pivots in order of first use; a repeated pivot keeps its column of P
-        int kp = 0;
-        for (int i = 0; i < kc; ++i) {
-            const int* pl = plan + QQ_PLAN_FIELDS * (c0 + i);
-            int col = -1;
-            if (pl[QQ_PLAN_ACTIVE]) {
-                const int p = pl[QQ_PLAN_P];
-                for (int j = 0; j < kp; ++j)
-                    if (s_piv[j] == p) col = j;
-                if (col < 0) {
-                    col = kp;
-                    s_piv[kp++] = p;
-                }
-            }
-            s_col[i] = col;
-        }
-        s_kp = kp;
+    // Pivots in order of first use, a repeated pivot keeping its column of P: every block finds them
+    // (a thread a collapse, O(kc) each), block 0 writes them out.
+    if (tid < QQ_LR_CHUNK) {
+        const int* pl = plan + QQ_PLAN_FIELDS * (c0 + min(tid, kc - 1));
+        s_p[tid] = tid < kc && pl[QQ_PLAN_ACTIVE] ? pl[QQ_PLAN_P] : -1;
+    }
+    if (tid == 0) {
         s_lo = W;
         s_hi = 0;
+    }
+    __syncthreads();
+    int first = -1;  // the first collapse of the chunk with this one's pivot
+    if (tid < QQ_LR_CHUNK && s_p[tid] >= 0)
+        while (s_p[++first] != s_p[tid]) {
+        }
+    if (tid < QQ_LR_CHUNK) s_first[tid] = first == tid;
+    __syncthreads();
+    if (tid < QQ_LR_CHUNK && first == tid) {
+        int col = 0;
+        for (int j = 0; j < tid; ++j) col += s_first[j];
+        s_col[tid] = col;
+        s_piv[col] = s_p[tid];
+    }
+    if (tid == 0) {
+        int kp = 0;
+        for (int j = 0; j < QQ_LR_CHUNK; ++j) kp += s_first[j];
+        s_kp = kp;
+    }
+    __syncthreads();
+    const int col = tid < QQ_LR_CHUNK && first >= 0 ? s_col[first] : -1;
+    __syncthreads();
+    if (tid < QQ_LR_CHUNK) s_col[tid] = col;
+    __syncthreads();
+    const int kp = s_kp;
+    // This block's words: the victim masks without the pivots (VN) and their span.
+    const int w_lo = (int)blockIdx.x * words_per_block, w_hi = min(W, w_lo + words_per_block), nw = w_hi - w_lo;
+    int lo = W, hi = 0;
+    for (int e = tid; e < QQ_LR_CHUNK * nw; e += blockDim.x) {
+        const int i = e / nw, w = w_lo + e % nw;
+        qq_u64 v = 0ull;
+        if (i < kc && s_col[i] >= 0) {
+            qq_u64 onpiv = 0ull;
+            for (int j = 0; j < kp; ++j)
+                if ((s_piv[j] >> 6) == w) onpiv |= 1ull << (s_piv[j] & 63);
+            v = V[(size_t)(c0 + i) * W + w] & ~onpiv;
+        }
+        VN[(size_t)i * W + w] = v;
+        if (v) {
+            lo = min(lo, w);
+            hi = max(hi, w + 1);
+        }
+    }
+    if (tid < kp && (s_piv[tid] >> 6) >= w_lo && (s_piv[tid] >> 6) < w_hi) {  // pass 2 writes the pivot bits
+        lo = min(lo, s_piv[tid] >> 6);
+        hi = max(hi, (s_piv[tid] >> 6) + 1);
+    }
+    if (lo < hi) {
+        atomicMin(&s_lo, lo);
+        atomicMax(&s_hi, hi);
+    }
+    __syncthreads();
+    // The span over every block: the last block to finish writes it and resets the accumulators.
+    if (tid == 0) {
+        if (s_lo < s_hi) {
+            atomicMin(&span[0], s_lo);
+            atomicMax(&span[1], s_hi);
+        }
+        __threadfence();
+        if (atomicAdd(&span[2], 1) == (int)gridDim.x - 1) {
+            const int all_lo = atomicAdd(&span[0], 0), all_hi = atomicAdd(&span[1], 0);
+            meta[QQ_LR_META_LO] = all_lo < all_hi ? all_lo : 0;
+            meta[QQ_LR_META_HI] = all_lo < all_hi ? all_hi : 0;
+            span[0] = 0x7FFFFFFF;
+            span[1] = 0;
+            span[2] = 0;
+        }
+    }
+    if (blockIdx.x != 0) return;
+    for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += blockDim.x) s_vp[e] = 0ull;
+    __syncthreads();
+    for (int e = tid; e < kc * kp; e += blockDim.x) {
+        const int i = e / kp, j = e % kp, p = s_piv[j];
+        if (s_col[i] >= 0 && ((V[(size_t)(c0 + i) * W + (p >> 6)] >> (p & 63)) & 1ull))
+            atomicOr(&s_vp[QQ_LR_WORDS * i + (j >> 6)], 1ull << (j & 63));
+    }
+    __syncthreads();
+    if (tid < QQ_LR_CHUNK) {
+        pcol[tid] = tid < kc ? s_col[tid] : -1;
+        pivots[tid] = tid < kp ? s_piv[tid] : 0;
+    }
+    for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += blockDim.x) vp[e] = s_vp[e];
+    if (tid == 0) {
+        meta[QQ_LR_META_KP] = kp;
         if (c0 == 0) {  // the window's reset rows, two per reset, in program order
             int count = 0;
             for (int i = 0; i < k; ++i) {
@@ -115,45 +189,6 @@ lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, 
             }
             meta[QQ_LR_META_SPECIAL] = count;
         }
-    }
-    __syncthreads();
-    const int kp = s_kp;
-    if (tid < kp) atomicOr(&onpiv[s_piv[tid] >> 6], 1ull << (s_piv[tid] & 63));
-    __syncthreads();  // onpiv complete (global writes of this block are visible after the barrier)
-    for (int e = tid; e < kc * kp; e += blockDim.x) {
-        const int i = e / kp, j = e % kp, p = s_piv[j];
-        if (s_col[i] >= 0 && ((V[(size_t)(c0 + i) * W + (p >> 6)] >> (p & 63)) & 1ull))
-            atomicOr(&s_vp[QQ_LR_WORDS * i + (j >> 6)], 1ull << (j & 63));
-    }
-    int lo = W, hi = 0;
-    for (size_t e = tid; e < (size_t)QQ_LR_CHUNK * W; e += blockDim.x) {
-        const int i = (int)(e / W), w = (int)(e % W);
-        qq_u64 v = 0ull;
-        if (i < kc && s_col[i] >= 0) v = V[(size_t)(c0 + i) * W + w] & ~onpiv[w];
-        VN[e] = v;
-        if (v) {
-            lo = min(lo, w);
-            hi = max(hi, w + 1);
-        }
-    }
-    if (tid < kp) {  // the pivots' words too: pass 2 writes the pivot bits
-        lo = min(lo, s_piv[tid] >> 6);
-        hi = max(hi, (s_piv[tid] >> 6) + 1);
-    }
-    if (lo < hi) {
-        atomicMin(&s_lo, lo);
-        atomicMax(&s_hi, hi);
-    }
-    __syncthreads();
-    if (tid < QQ_LR_CHUNK) {
-        pcol[tid] = tid < kc ? s_col[tid] : -1;
-        pivots[tid] = tid < kp ? s_piv[tid] : 0;
-    }
-    for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += blockDim.x) vp[e] = s_vp[e];
-    if (tid == 0) {
-        meta[QQ_LR_META_KP] = kp;
-        meta[QQ_LR_META_LO] = s_lo < s_hi ? s_lo : 0;
-        meta[QQ_LR_META_HI] = s_lo < s_hi ? s_hi : 0;
     }
 }
 

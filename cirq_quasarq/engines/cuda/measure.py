@@ -195,13 +195,14 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
     n, W, k = ws.n, ws.W, cend - cstart
     _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
     apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
+    prep_words = max(8, -(-W // (2 * engine.sm_count)))  # lowrank_prepare: words a block
     groups = -(-n // 2)
     signs_grid = (-(-groups // LOWRANK_SIGNS_BLOCK), 1)
     for c0 in range(0, k, LOWRANK_CHUNK):
         kc = min(LOWRANK_CHUNK, k - c0)
-        launch("collapse window (low rank)", "lowrank_prepare", (1, 1), (LOWRANK_PREP_BLOCK, 1, 1), int(ws.plan),
-               int(ws.vrows), c0, kc, k, n, W, int(ws.onpiv), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol),
-               int(ws.lr_pivots), int(ws.lr_vp), int(ws.lr_special))
+        launch("collapse window (low rank)", "lowrank_prepare", (-(-W // prep_words), 1), (LOWRANK_PREP_BLOCK, 1, 1),
+               int(ws.plan), int(ws.vrows), c0, kc, k, n, W, prep_words, int(ws.vn), int(ws.lr_meta),
+               int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp), int(ws.lr_special), int(ws.lr_span))
         counts = LOWRANK_COUNTS[min(c for c in LOWRANK_COUNTS if c >= kc)]
         launch("collapse window (low rank)", counts,
                (-(-2 * n // LOWRANK_COUNT_ROWS), 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z), int(ws.S),

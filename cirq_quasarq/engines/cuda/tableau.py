@@ -60,7 +60,8 @@ class _Workspace:
         self.active = alloc(4)
         # the low-rank update's chunk (measure_lowrank.cu)
         chunk, words = measure.LOWRANK_CHUNK, measure.LOWRANK_WORDS
-        self.onpiv = alloc(8 * self.W)
+        self.lr_span = alloc(12)  # lowrank_prepare's span of words over its blocks: (min, max, blocks done)
+        engine.cuda.memcpy_htod(self.lr_span, np.array([0x7FFFFFFF, 0, 0], dtype=np.int32))
         self.vn = alloc(8 * chunk * self.W + tail)
         self.lr_rows = alloc(8 * 3 * words * 2 * max(1, n))  # per row: alpha, its pivot bits x, z (measure_lowrank.cu)
         self.lr_meta = alloc(4 * measure.LOWRANK_META_FIELDS)
@@ -86,7 +87,7 @@ class _Workspace:
                 + 12 * W + 4096
                 + 8 * 3 * max(1, max_collapses) * W + 40 * max(1, max_collapses)
                 + 4 * measure.plan_published_words(max_collapses) + 8
-                + 8 * (measure.LOWRANK_CHUNK + 1) * W + 16 * measure.LOWRANK_CHUNK * measure.LOWRANK_WORDS
+                + 8 * measure.LOWRANK_CHUNK * W + 12 + 16 * measure.LOWRANK_CHUNK * measure.LOWRANK_WORDS
                 + 48 * measure.LOWRANK_WORDS * n
                 + 4 * measure.lowrank_part_words(n, W) + 32 * -(-n // 2) + n + 16)
 
