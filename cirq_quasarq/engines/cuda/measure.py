@@ -8,10 +8,13 @@ Kernels driven, per window ('C' action of the plan), one of four equivalent path
   measure_window_plan decides the whole window on the measured qubits' rows alone (measure_plan.cu:
   spread over the multiprocessors, one grid barrier a collapse; measure_rows_plan, one block, on
   small tableaux), then per chunk
-  of LOWRANK_CHUNK collapses lowrank_prepare, lowrank_counts_<C> and lowrank_apply update every row at
-  once (measure_lowrank.cu: a bit-matrix product on the tensor cores and a table-driven pass,
-  whatever the number of collapses); the rows whose sign a reset clears mid-window are replayed
-  by measure_rows_apply. No transposes, no second tableau buffer.
+  of LOWRANK_CHUNK collapses lowrank_prepare, lowrank_counts_<C>, lowrank_apply and lowrank_signs
+  update every row at once (measure_lowrank.cu: a bit-matrix product on the tensor cores and a
+  table-driven pass, whatever the number of collapses); the rows whose sign a reset clears
+  mid-window are replayed by measure_rows_apply. No transposes, no second tableau buffer. A window
+  of measurements alone takes the gate window after it into its last pass 2 (`can_fold`,
+  `foldable_gates`: lowrank_gate_groups, lowrank_idle_groups, lowrank_apply_gates), so the rows
+  are read and written once for both; `engine.fold_gates = False` leaves the gates to gates.cu.
 - rows (`batch_windows`, for the windows low rank does not take, or all when it is off): the same
   plan, then measure_rows_apply takes every row of the tableau through all of the window's
   collapses one after the other in shared memory (measure_rows.cu): one read and one write of the

@@ -5,7 +5,8 @@ xrow[k] = T⁻¹X_kT, rows n..2n-1 zrow[k] = T⁻¹Z_kT, X / Z parts as 64-bit w
 layout", X[r*W + w]) between windows. Kernels driven (gates.cu): tableau_init (|0…0>, or an upload
 of the caller's `initial` tableau instead), tableau_gates_window (one launch per gate window, paper
 Alg. 3: unitaries and the shot's Pauli noise) and tableau_confusion (one CONFUSION instruction);
-collapse windows go to measure.py (Algs. 4-8). The records come back at once; the final tableau is
+collapse windows go to measure.py (Algs. 4-8), which may take the gate window after a window into
+its low-rank update (`_folds`). The records come back at once; the final tableau is
 downloaded lazily (`_LazyTableauRun`), and at the latest before the next run overwrites it.
 """
 
