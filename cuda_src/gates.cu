@@ -74,8 +74,7 @@ tableau_gates_window(const QQTables* T, const int* ctx, int start, int end, qq_u
         // that is its old self has no phase (a product of one row), so it needs no word.
         int reads = 0, writes = 0;
         for (int g = 0; g < 2 * arity; ++g) {
-            int sel = 0;
-            for (int r = 0; r < 2 * arity; ++r) sel |= (img[g][1 + r] ? 1 : 0) << r;
+            const int sel = qq_image_rows(img, arity, g);
             if (sel != 1 << g) {
                 writes |= 1 << g;
                 reads |= sel;

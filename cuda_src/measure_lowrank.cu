@@ -529,11 +529,8 @@ __device__ __forceinline__ int qq_lr_gate_rows(const QQTables* T, int4 grp, int 
     const bool pair = grp.w == -2;
     const int ins = pair || s < 2 ? grp.z : grp.w;
     if (ins < 0) return 1 << s;
-    const int op = T->ins[(size_t)ins * QQ_NF + QQ_F_OP], base = pair ? 0 : s & 2, g = pair ? s : s & 1;
-    const unsigned char(*img)[5] = qq_inverse_images[op];
-    int sel = 0;
-    for (int r = 0; r < 2 * qq_arity[op]; ++r) sel |= (img[g][1 + r] ? 1 : 0) << (base + r);
-    return sel;
+    const unsigned char(*img)[5] = qq_inverse_images[T->ins[(size_t)ins * QQ_NF + QQ_F_OP]];
+    return pair ? qq_image_rows(img, 2, s) : qq_image_rows(img, 1, s & 1) << (s & 2);  // a half: its two slots
 }
 
 // Pass 2, by tiles of columns: block (t, b) takes words [first + QQ_LR_TILE t, + QQ_LR_TILE) of groups
@@ -544,8 +541,9 @@ __device__ __forceinline__ int qq_lr_gate_rows(const QQTables* T, int4 grp, int 
 // takes a row's lanes consecutive words, 8 bytes a lane): c = the entries its alpha nibbles pick;
 // x ^= bit0(c); the pivot bits as the phase left them (rowbits) on the tile's pivot columns (z too,
 // there only); with gates, the new row from the group's rows through shared memory (qq_gate_word's
-// products, one row a slot; shuffles of every row to every lane had cost as much as the gate kernel). Per group and tile one word of `part` (byte s: slot s's product phase mod 4, and
-// at bit 2 its sign parity |z & bit1(c)|) goes to lowrank_signs, which sums the tiles. The lookups
+// products, one row a slot; shuffles of every row to every lane had cost as much as the gate
+// kernel). Per group and tile one word of `part` (byte s: slot s's product phase mod 4, and at bit
+// 2 its sign parity |z & bit1(c)|) goes to lowrank_signs, which sums the tiles. The lookups
 // are the kernel's arithmetic: a lane's words share one index and take 16-byte loads, and the
 // groups are unrolled, so an entry's address is a shift, a mask and an add (ALU-bound at 22
 // instructions a group and word with a lane a word: H100, n = 100k).

@@ -74,6 +74,14 @@ QQ_HD void qq_gate_word(const unsigned char (*img)[5], const qq_u64 in[8], qq_u6
     }
 }
 
+// The old rows that new row g of a gate multiplies (bit r: row r of in[], in qq_gate_word's order),
+// read from its image: 1 << g where the row stays itself.
+QQ_HD int qq_image_rows(const unsigned char (*img)[5], int arity, int g) {
+    int sel = 0;
+    for (int r = 0; r < 2 * arity; ++r) sel |= (img[g][1 + r] ? 1 : 0) << r;
+    return sel;
+}
+
 // The sign of new row g once the word phases are summed: image sign, one i per Y letter, the
 // old rows' signs (each -1 = i^2) and the product phase; the total must be even.
 QQ_HD int qq_gate_sign(const unsigned char (*img)[5], int arity, int g, int phase_sum,

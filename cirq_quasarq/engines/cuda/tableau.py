@@ -73,8 +73,7 @@ class _Workspace:
         # (reset each run, `group_counts` their values on the host) and the marks of gated qubits
         groups = -(-n // 2)
         self.gpairs, self.ghalves, self.gmark = alloc(16 * groups), alloc(8 * 2 * groups), alloc(max(1, n))
-        self.gcnt = alloc(16)
-        engine.cuda.memset_d8(self.gmark, 0, max(1, n))
+        self.gcnt = alloc(16)  # zeroed, with the marks, by each run that folds gates (TableauMode.run)
         self.group_counts = (0, 0)
         self.max_collapses = max_collapses
         self.scratch = need_scratch
