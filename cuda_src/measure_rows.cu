@@ -28,6 +28,10 @@
 //                       deterministic resets' signs. With row_ids (not null) block b takes the one
 //                       row row_ids[b] (rows_per_block == 1): the rows the low-rank update skips
 //                       (measure_lowrank.cu).
+//   measure_rows_apply_gates  the same with the gate window after the collapse window folded in (rows of
+//                       at most 160 words): a block takes a few units (a gate or an idle qubit),
+//                       their rows go through the collapses, then through their gates, each row
+//                       read and written once.
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include "paulis.cuh"
 #include "tables.cuh"
@@ -289,4 +293,131 @@ measure_rows_apply(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, cons
         Z[r0 * W + idx] = zs[idx];
     }
     if (live && part == 0) S[r] = (unsigned char)s_sign[local];
+}
+
+// measure_rows_apply_gates: measure_rows_apply with the gate window after the collapse window
+// folded in (small tableaux: a block's rows fit its shared memory), one launch for both. Units are
+// the window's gates gstart + u (u < gend - gstart: two or four rows) and then its idle qubits
+// idle[u - (gend - gstart)] (two rows): every qubit is in one unit. A block takes QQ_ROWS_FOLD_UNITS
+// units, their rows side by side in shared memory; each warp takes rows through the window's
+// collapses (qq_row_cx / qq_row_finish, as measure_rows_plan runs them: a row's collapses need
+// nothing from other rows), then QQ_ROWS_FOLD_WARPS / QQ_ROWS_FOLD_UNITS warps a unit apply its gate
+// (qq_gate_word, qq_gate_sign, as tableau_gates_window) and write the rows once. The window's victim
+// masks and plan are copied to shared memory first: every row-collapse reads them. blockDim.x ==
+// 32 * QQ_ROWS_FOLD_WARPS; dynamic shared memory (8 * QQ_ROWS_FOLD_UNITS + k) * W words and
+// QQ_PLAN_FIELDS * k ints. The gate window holds unitaries only (measure.foldable_gates), on
+// distinct qubits.
+#define QQ_ROWS_FOLD_WARPS 8
+#define QQ_ROWS_FOLD_UNITS 4
+#define QQ_ROWS_FOLD_UNIT_WARPS (QQ_ROWS_FOLD_WARPS / QQ_ROWS_FOLD_UNITS)
+
+extern "C" __global__ void __launch_bounds__(32 * QQ_ROWS_FOLD_WARPS, 4)
+measure_rows_apply_gates(qq_u64* X, qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* V, int k, int n,
+                         int W, const QQTables* T, int gstart, int gend, const int* idle, int idle_count) {
+    constexpr int ROWS = 4 * QQ_ROWS_FOLD_UNITS;
+    extern __shared__ qq_u64 smem[];
+    __shared__ int s_op[QQ_ROWS_FOLD_UNITS], s_first[QQ_ROWS_FOLD_UNITS + 1], s_sign[ROWS];
+    __shared__ int s_phase[QQ_ROWS_FOLD_UNITS][QQ_ROWS_FOLD_UNIT_WARPS][4];
+    __shared__ long long s_row[ROWS];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    qq_u64* xs = smem;                            // slot j: x part at xs + j * W
+    qq_u64* zs = smem + (size_t)ROWS * W;         // z part at zs + j * W
+    qq_u64* vs = smem + (size_t)2 * ROWS * W;     // the window's victim masks, k x W
+    int* ps = (int*)(vs + (size_t)k * W);         // its plan, k x QQ_PLAN_FIELDS
+    for (int idx = tid; idx < k * W; idx += blockDim.x) vs[idx] = V[idx];
+    for (int idx = tid; idx < k * QQ_PLAN_FIELDS; idx += blockDim.x) ps[idx] = plan[idx];
+    if (tid == 0) {  // the block's units and their rows' slots
+        const int gates = gend - gstart, units = gates + idle_count;
+        int slot = 0;
+        for (int u = 0; u < QQ_ROWS_FOLD_UNITS; ++u) {
+            const int unit = blockIdx.x * QQ_ROWS_FOLD_UNITS + u;
+            int op = -1, q0 = 0, q1 = 0;
+            if (unit < gates) {
+                const int* row = T->ins + (size_t)(gstart + unit) * QQ_NF;
+                op = row[QQ_F_OP];
+                q0 = row[QQ_F_A];
+                q1 = qq_arity[op] == 2 ? row[QQ_F_B] : q0;
+            } else if (unit < units) {
+                op = QQ_OP_I;
+                q0 = q1 = idle[unit - gates];
+            }
+            s_op[u] = op;
+            s_first[u] = slot;
+            if (op >= 0) {
+                s_row[slot++] = q0;
+                s_row[slot++] = (long long)n + q0;
+                if (qq_arity[op] == 2) {
+                    s_row[slot++] = q1;
+                    s_row[slot++] = (long long)n + q1;
+                }
+            }
+        }
+        s_first[QQ_ROWS_FOLD_UNITS] = slot;
+    }
+    __syncthreads();
+    const int used = s_first[QQ_ROWS_FOLD_UNITS];
+    for (int idx = tid; idx < used * W; idx += blockDim.x) {
+        const int j = idx / W, w = idx - j * W;
+        xs[idx] = X[(size_t)s_row[j] * W + w];
+        zs[idx] = Z[(size_t)s_row[j] * W + w];
+    }
+    if (tid < used) s_sign[tid] = S[s_row[tid]];
+    __syncthreads();
+    for (int j = warp; j < used; j += QQ_ROWS_FOLD_WARPS) {  // a row through the window's collapses
+        const long long r = s_row[j];
+        int sign = s_sign[j];
+        for (int i = 0; i < k; ++i) {
+            const int* pl = ps + QQ_PLAN_FIELDS * i;
+            if (pl[QQ_PLAN_ACTIVE]) {
+                const int p = pl[QQ_PLAN_P];
+                int xp, zp, term;
+                qq_row_cx(xs + (size_t)j * W, zs + (size_t)j * W, vs + (size_t)i * W, W, p, lane, &xp, &zp, &term);
+                qq_row_finish(xs + (size_t)j * W, zs + (size_t)j * W, &sign, p, xp, zp, term, pl[QQ_PLAN_YZ],
+                              pl[QQ_PLAN_INJECT], lane);
+                __syncwarp();  // lane 0's pivot bits are written before the next collapse reads them
+            }
+            if (pl[QQ_PLAN_RESET] && (r == pl[QQ_PLAN_Q] || r == (long long)n + pl[QQ_PLAN_Q])) sign = 0;
+        }
+        if (lane == 0) s_sign[j] = sign;
+    }
+    __syncthreads();
+    // The gates: QQ_ROWS_FOLD_UNIT_WARPS warps a unit, their lanes striding over the words.
+    const int u = warp / QQ_ROWS_FOLD_UNIT_WARPS, part = warp % QQ_ROWS_FOLD_UNIT_WARPS;
+    const int op = s_op[u], first = s_first[u];
+    const int arity = op >= 0 ? qq_arity[op] : 0, count = 2 * arity;
+    int ph[4] = {0, 0, 0, 0};
+    if (op >= 0) {
+        const unsigned char(*img)[5] = qq_inverse_images[op];
+        for (int w = part * 32 + lane; w < W; w += 32 * QQ_ROWS_FOLD_UNIT_WARPS) {
+            qq_u64 in[8] = {0, 0, 0, 0, 0, 0, 0, 0}, out[8];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                if (r < count) {
+                    in[2 * r] = xs[(size_t)(first + r) * W + w];
+                    in[2 * r + 1] = zs[(size_t)(first + r) * W + w];
+                }
+            }
+            qq_gate_word(img, in, out, ph);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                if (r < count) {
+                    X[(size_t)s_row[first + r] * W + w] = out[2 * r];
+                    Z[(size_t)s_row[first + r] * W + w] = out[2 * r + 1];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+        for (int off = 16; off > 0; off >>= 1) ph[g] += __shfl_xor_sync(QQ_FULL_MASK, ph[g], off);
+        if (lane == 0) s_phase[u][part][g] = ph[g];
+    }
+    __syncthreads();
+    if (op < 0 || part != 0 || lane >= count) return;
+    int old[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) old[r] = r < count ? s_sign[first + r] : 0;
+    int sum = 0;
+    for (int t = 0; t < QQ_ROWS_FOLD_UNIT_WARPS; ++t) sum += s_phase[u][t][lane];
+    S[s_row[first + lane]] = (unsigned char)qq_gate_sign(qq_inverse_images[op], arity, lane, sum, old);
 }

@@ -82,11 +82,12 @@ def window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers
     return b.build()
 
 
-def measure_window_program(n: int, seed: int, widths=(16, 40, 64), layers: int = 8):
+def measure_window_program(n: int, seed: int, widths=(16, 40, 64), layers: int = 8, remeasure: bool = False):
     """Layers of gates from the whole unitary set (a few qubits left idle), each followed by a window
     of distinct-qubit measurements (some inverted): the low-rank update takes the next layer's gates
     with it. Layer 3's window also resets a qubit and layer 5's gates carry noise, so that those
-    windows keep their own kernels."""
+    windows keep their own kernels. With `remeasure`, layer 6 measures its qubits twice: a window of
+    deterministic collapses alone before the next layer's gates."""
     r = random.Random(seed)
     b = ProgramBuilder(n)
     flip = b.channel_id(1, [0.3], [[1]])
@@ -111,4 +112,8 @@ def measure_window_program(n: int, seed: int, widths=(16, 40, 64), layers: int =
             b.measure(q, invert=r.random() < 0.2)
         if layer == 3:
             b.measure(next(q for q in range(n) if q not in measured), reset=True)
+        if remeasure and layer == 6:
+            b.next_step()
+            for q in measured:
+                b.measure(q)
     return b.build()

@@ -710,6 +710,47 @@ def test_gate_windows_folded_into_the_lowrank_update_equal_their_own_kernel(n):
                 assert "gates" in stages  # the first layer, and those after a reset or before noise
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [3001, 4096, 10240])
+def test_gate_windows_folded_into_the_rows_pass_equal_their_own_kernel(n, monkeypatch):
+    """A gate window after a collapse window of the rows path goes through that window's pass
+    (measure_rows_apply_gates, a warp a gate or idle qubit): records and inverse tableau equal those
+    of the engine that runs the gates with their own kernel and of the per-collapse path, bit for
+    bit, with resets, a window of deterministic collapses alone and windows of 1 to 7 collapses;
+    gates before noise keep their kernel, and so do all when the idle lists exceed their budget."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine, device_program
+
+    program = measure_window_program(n, 5 + n, widths=(1, 3, 7), remeasure=True)
+    sched = schedule(program)
+    folded = CudaEngine(block_windows=False)
+    own = CudaEngine(block_windows=False)
+    own.fold_gates = False
+    sequential = CudaEngine(block_windows=False, batch_windows=False)
+    for repetition, reference in ((0, False), (3, False), (0, True)):
+        key = rng.make_key(91 + n)
+        want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        for engine in (own, folded):
+            engine.profile = repetition == 0 and not reference
+            got = engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+            engine.profile = False
+            assert np.array_equal(got.records, want.records), (engine.fold_gates, repetition, reference)
+            assert got.tableau.equals(want.tableau), (engine.fold_gates, repetition, reference)
+            if repetition == 0 and not reference:
+                stages = engine.stage_seconds
+                assert ("collapse window (rows) + gates" in stages) == engine.fold_gates, stages
+                assert "collapse window (low rank)" not in stages, stages
+                assert "gates" in stages  # the first layer, and the one before noise
+    monkeypatch.setattr(device_program, "IDLE_LIST_BUDGET", 0)
+    over = CudaEngine(block_windows=False)
+    over.profile = True
+    got = over.run_tableau(program, sched, rng.make_key(91 + n))
+    assert "collapse window (rows) + gates" not in over.stage_seconds
+    want = sequential.run_tableau(program, sched, rng.make_key(91 + n))
+    assert np.array_equal(got.records, want.records) and got.tableau.equals(want.tableau)
+
+
 def test_repeated_measurements_at_the_end_of_a_large_circuit_repeat():
     """n = 30k random Clifford circuit: measuring a block of qubits twice in a row gives the same
     outcomes twice (the batched path, large tableau)."""

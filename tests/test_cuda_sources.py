@@ -259,3 +259,40 @@ def test_foldable_gate_windows_are_unconditional_unitaries():
     b.gate("X", 1, cond=b.condition([(0, 0)], [False, True]))
     controlled = b.build().instructions
     assert measure.foldable_gates(controlled, 1, 2) is None
+
+
+def test_idle_qubit_lists_of_folded_gate_windows(monkeypatch):
+    """DeviceProgram.idle_qubits: per gate window the qubits none of its instructions acts on (both
+    qubits of a two-qubit gate count, I acts), uploaded once (the missing windows together); past
+    IDLE_LIST_BUDGET a window gets None and keeps the gate kernel."""
+    from cirq_quasarq.core.program import ProgramBuilder
+    from cirq_quasarq.engines.cuda import device_program
+    from cirq_quasarq.schedule import schedule
+
+    uploads = []
+
+    class FakeCuda:  # device memory as host arrays at made-up addresses
+        def to_device(self, a):
+            uploads.append(np.array(a))
+            return 4096 * len(uploads)
+
+    b = ProgramBuilder(7)
+    b.next_step()
+    b.gate("CX", 0, 3)
+    b.gate("H", 5)
+    b.gate("I", 6)
+    b.next_step()
+    b.gate("SWAP", 1, 2)
+    program = b.build()
+    sched = schedule(program)
+    dp = device_program.DeviceProgram(FakeCuda(), program, sched)
+    first, before = (0, 3), len(uploads)
+    lists = dp.idle_qubits([first, first])
+    address, count = lists[first]
+    assert count == 3 and len(uploads) == before + 1
+    assert uploads[-1].tolist() == [1, 2, 4] and address == 4096 * len(uploads)
+    lists = dp.idle_qubits([first, (3, 4)])
+    assert len(uploads) == before + 2 and uploads[-1].tolist() == [0, 3, 4, 5, 6]
+    assert lists[3, 4][1] == 5 and lists[first] == (address, count)
+    monkeypatch.setattr(device_program, "IDLE_LIST_BUDGET", 0)
+    assert dp.idle_qubits([(0, 1)])[0, 1] is None and len(uploads) == before + 2

@@ -12,12 +12,12 @@ kernels, Algs. 4-8), 'F' one CONFUSION instruction (gates.cu), each with its loo
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
 from ...core import opcodes, rng
-from ...core.program import COND, Program
+from ...core.program import A, B, COND, OP, Program
 from ...errors import UnsupportedOperationError
 from ...schedule import Schedule
 from ...schedule.walk import walk
@@ -31,6 +31,9 @@ MAX_DEPTH = loader.source_define("tables.cuh", "QQ_MAX_DEPTH")
 # A loop context: (record shift, random shift, depth_rec[0..MAX_DEPTH]) as int32.
 CTX_STRIDE = loader.source_define("tables.cuh", "QQ_CTX_STRIDE")
 MAX_CONFUSION_BITS = loader.source_define("frames.cu", "QQ_MAX_CONFUSION_BITS")
+# Device bytes of idle-qubit lists a program keeps (tableau mode's gate windows folded into a rows
+# pass); the windows past it keep the gate kernel.
+IDLE_LIST_BUDGET = 64 << 20
 
 
 def _pad(a: np.ndarray, dtype) -> np.ndarray:
@@ -120,12 +123,40 @@ class DeviceProgram:
         self.plan: Optional[_Plan] = None
         self.ctx = None  # device copy of plan.ctx
         self.foldable = None  # tableau mode: {gate window (start, end): its two-qubit gates, or None} (tableau.py)
+        self.routes = {}  # tableau mode: {engine setting: (paths, folds) of the collapse windows} (tableau.py)
+        self.idle: Dict[Tuple[int, int], Optional[Tuple[int, int]]] = {}  # `idle_qubits`
+        self._idle_bytes = 0
 
     def _upload(self, a: np.ndarray) -> int:
         buf = self._cuda.to_device(a)
         self._keep.append(buf)
         self.nbytes += a.nbytes
         return int(buf)
+
+    def idle_qubits(self, windows: Iterable[Tuple[int, int]]) -> Dict[Tuple[int, int], Optional[Tuple[int, int]]]:
+        """{gate window (start, end): (device address, count) of the qubits none of its instructions
+        acts on, or None past IDLE_LIST_BUDGET}; the lists not yet on the device go up together."""
+        missing = [w for w in dict.fromkeys(windows) if w not in self.idle]
+        lists = []
+        n, ins = self.program.num_qubits, self.schedule.instructions
+        for start, end in missing:
+            block = ins[start:end]
+            touched = np.zeros(n, dtype=bool)
+            touched[block[:, A]] = True
+            touched[block[opcodes.ARITY[block[:, OP]] == 2, B]] = True
+            idle = np.flatnonzero(~touched).astype(np.int32)
+            if self._idle_bytes + idle.nbytes > IDLE_LIST_BUDGET:
+                self.idle[start, end] = None
+                continue
+            self._idle_bytes += idle.nbytes
+            lists.append(((start, end), idle))
+        if lists:
+            base = self._upload(_pad(np.concatenate([idle for _, idle in lists]), np.int32))
+            offset = 0
+            for window, idle in lists:
+                self.idle[window] = (base + 4 * offset, len(idle))
+                offset += len(idle)
+        return self.idle
 
     def tableau_plan(self) -> _Plan:
         """Tableau mode's plan, built (and its loop contexts uploaded) on first use."""

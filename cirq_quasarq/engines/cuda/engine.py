@@ -150,8 +150,9 @@ class CudaEngine(Engine):
         # measure_window_plan keeps a block's columns of the slice in shared memory where they fit
         # (False: always in global memory, the path of windows too wide for it)
         self.plan_slice_shared = True
-        # a gate window that follows a low-rank collapse window goes through its pass 2 (each row read
-        # and written once for both: lowrank_apply_gates); False: its own gate kernel (the oracle)
+        # a gate window that follows a collapse window goes through that window's pass over the rows
+        # (each row read and written once for both: lowrank_apply_gates, measure_rows_apply_gates);
+        # False: its own gate kernel (the oracle)
         self.fold_gates = True
         # frame mode runs a chunk as pieces on their own streams when it copies back at least this
         self.pipeline_min_bytes = PIPELINE_MIN_BYTES

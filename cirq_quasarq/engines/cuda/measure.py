@@ -14,11 +14,15 @@ Kernels driven, per window ('C' action of the plan), one of four equivalent path
   mid-window are replayed by measure_rows_apply. No transposes, no second tableau buffer. A window
   of measurements alone takes the gate window after it into its last pass 2 (`can_fold`,
   `foldable_gates`: lowrank_gate_groups, lowrank_idle_groups, lowrank_apply_gates), so the rows
-  are read and written once for both; `engine.fold_gates = False` leaves the gates to gates.cu.
+  are read and written once for both; `engine.fold_gates = False` leaves the gates to gates.cu (the
+  oracle of both folds).
 - rows (`batch_windows`, for the windows low rank does not take, or all when it is off): the same
   plan, then measure_rows_apply takes every row of the tableau through all of the window's
   collapses one after the other in shared memory (measure_rows.cu): one read and one write of the
-  tableau a window, but per row the work of every collapse.
+  tableau a window, but per row the work of every collapse. On rows of at most ROWS_FOLD_MAX_W
+  words measure_rows_apply_gates takes the gate window after it too (resets included): a block
+  takes a few gates or idle qubits (those listed per gate window, DeviceProgram.idle_qubits), their
+  rows through the collapses, then through their gates.
 - one block (`block_windows` and W <= BLOCK_MAX_W words a row, n <= 4096): measure_window_block
   (measure_block.cu: Algs. 5, 7 and 8 for the whole window in gate layout), one launch a window.
 - with the window's host read: measure_window_scan (measure_scan.cu, Alg. 5 for every collapse at
@@ -36,7 +40,7 @@ random collapse and its own, and a launch with i < 0 clears the window's tail.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -68,6 +72,13 @@ ROWS_MAX_PER_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_MAX_PER_BL
 PLAN_FIELDS = loader.source_define("measure_rows.cu", "QQ_PLAN_FIELDS")
 ROW_MAX_WARPS = loader.source_define("measure_rows.cu", "QQ_ROW_MAX_WARPS")
 ONE_WARP_WORDS = 512  # rows of at most this many words take one warp each (measured on an H100)
+ROWS_FOLD_WARPS = loader.source_define("measure_rows.cu", "QQ_ROWS_FOLD_WARPS")
+ROWS_FOLD_UNITS = loader.source_define("measure_rows.cu", "QQ_ROWS_FOLD_UNITS")
+# measure_rows_apply_gates holds a unit's (up to) four rows in 8 * W words of shared memory, and the
+# window's victim masks, k * W words, a block: up to 160 words a row (n <= 10240) and 4096 words of
+# masks leave several blocks a multiprocessor; other windows keep two kernels.
+ROWS_FOLD_MAX_W = 160
+ROWS_FOLD_MAX_MASK_WORDS = 4096
 LOWRANK_CHUNK = loader.source_define("measure_lowrank.cu", "QQ_LR_CHUNK")
 LOWRANK_WORDS = loader.source_define("measure_lowrank.cu", "QQ_LR_WORDS")
 LOWRANK_PREP_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_PREP_BLOCK")
@@ -87,9 +98,23 @@ LOWRANK_SIGNS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_SIGNS_BL
 LOWRANK_GROUPS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_GROUPS_BLOCK")
 LOWRANK_META_FIELDS = loader.source_define("measure_lowrank.cu", "QQ_LR_META_FIELDS")
 # Below this many collapses a window costs the rows path less than the low-rank update's two passes
-# (H100, docs/benchmarks-collapse.md: the low-rank run 1.25x slower end to end with 7 collapses a
-# window on 10k qubits, 1.6x faster with 21 on 30k).
-LOWRANK_MIN_COLLAPSES = 16
+# (H100, docs/benchmarks-collapse.md, with the gate windows folded into both: random Clifford depth
+# 100, 30k qubits 103.7 ms with 16, 96.9 ms with 8 or 4; 10k 18.0, 17.9, 17.7 ms, the last
+# bound by the host's launches; 5k, 3 collapses a window, 5.9 ms with 8, 6.5 ms with 4).
+LOWRANK_MIN_COLLAPSES = 8
+
+
+class Fold(NamedTuple):
+    """The gate window [start, end) that a collapse window takes into its pass over the rows (`path`,
+    "lowrank" or "rows"): its two-qubit gates, and for the rows path the device list of the qubits it
+    leaves idle."""
+
+    path: str
+    start: int
+    end: int
+    pairs: int
+    idle: int = 0
+    idle_count: int = 0
 
 
 def rows_per_block(smem_optin: int, W: int) -> int:
@@ -159,9 +184,19 @@ def _rows_apply(engine, ws, X, Z, k, stage, per, grid, row_ids) -> None:
                            shared_size=smem)
 
 
-def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
-    """The window in one pass over the tableau, each row through every collapse (measure_rows.cu)."""
+def _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag, fold: Optional[Fold] = None) -> None:
+    """The window in one pass over the tableau, each row through every collapse (measure_rows.cu);
+    with `fold`, the gate window after it in the same pass (measure_rows_apply_gates)."""
     _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
+    if fold is not None:
+        units = fold.end - fold.start + fold.idle_count
+        k = cend - cstart
+        engine.launcher.launch("collapse window (rows) + gates", "measure_rows_apply_gates",
+                               (-(-units // ROWS_FOLD_UNITS), 1), (32 * ROWS_FOLD_WARPS, 1, 1), int(X), int(Z),
+                               int(ws.S), int(ws.plan), int(ws.vrows), k, ws.n, ws.W, T, fold.start, fold.end,
+                               fold.idle, fold.idle_count,
+                               shared_size=8 * (8 * ROWS_FOLD_UNITS + k) * ws.W + 4 * PLAN_FIELDS * k)
+        return
     per = rows_per_block(engine.smem_optin, ws.W)
     _rows_apply(engine, ws, X, Z, cend - cstart, "collapse window (rows)", per, (2 * ws.n + per - 1) // per, 0)
 
@@ -182,18 +217,18 @@ def lowrank_part_words(n: int, W: int) -> int:
 
 
 def foldable_gates(ins: np.ndarray, start: int, end: int) -> Optional[int]:
-    """The two-qubit gates of gate window [start, end) when lowrank_apply_gates can take it (unitaries
-    without classical control: no noise, whose coins the gate kernel draws), else None."""
+    """The two-qubit gates of gate window [start, end) when a collapse window's pass can take it
+    (unitaries without classical control: no noise, whose coins the gate kernel draws), else None."""
     block = ins[start:end]
     if len(block) == 0 or (block[:, COND] >= 0).any() or (opcodes.KIND[block[:, OP]] != opcodes.Kind.UNITARY).any():
         return None
     return int(np.count_nonzero(opcodes.ARITY[block[:, OP]] == 2))
 
 
-def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold=None) -> None:
+def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold: Optional[Fold] = None) -> None:
     """The window as low-rank updates of the tableau, LOWRANK_CHUNK collapses each (measure_lowrank.cu).
-    fold = (start, end, two-qubit gates) of the gate window that follows, folded into the last
-    chunk's pass 2 (the caller checked that it may be: `foldable_gates`, no resets in the window)."""
+    fold: the gate window that follows, folded into the last chunk's pass 2 (the caller checked that
+    it may be: `can_fold`)."""
     launch = engine.launcher.launch
     n, W, k = ws.n, ws.W, cend - cstart
     _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
@@ -213,7 +248,7 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
                int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W, shared_size=LOWRANK_COUNT_SMEM)
         tables = 2 * 8 * 16 * LOWRANK_TILE * -(-kc // 4)  # 16 entries a group of 4 collapses, two planes, a tile
         if fold is not None and c0 + LOWRANK_CHUNK >= k:
-            gstart, gend, pairs = fold
+            gstart, gend, pairs = fold.start, fold.end, fold.pairs
             halves = n - 2 * pairs
             before = ws.group_counts
             stage = "collapse window (low rank) + gates"
@@ -241,11 +276,16 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
         _rows_apply(engine, ws, X, Z, k, "collapse window (low rank)", 1, special, int(ws.lr_special))
 
 
-def can_fold(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int) -> bool:
-    """Whether collapse window [cstart, cend) may take the gate window after it into its pass 2: it
-    takes the low-rank path and holds only measurements (a reset's rows are replayed after pass 2)."""
-    return (engine.fold_gates and window_path(engine, n, W, ins, cstart, cend) == "lowrank"
-            and bool((ins[cstart:cend, OP] == _M).all()))
+def can_fold(engine, path: str, W: int, ins: np.ndarray, cstart: int, cend: int) -> bool:
+    """Whether collapse window [cstart, cend), which takes `path` (`window_path`), may take a
+    foldable gate window after it into its pass over the rows: on the low-rank path when it holds
+    only measurements (a reset's rows are replayed after pass 2), on the rows path when a unit's rows
+    and the window's victim masks fit shared memory (ROWS_FOLD_MAX_W, ROWS_FOLD_MAX_MASK_WORDS)."""
+    if not engine.fold_gates:
+        return False
+    if path == "lowrank":
+        return bool((ins[cstart:cend, OP] == _M).all())
+    return path == "rows" and W <= ROWS_FOLD_MAX_W and (cend - cstart) * W <= ROWS_FOLD_MAX_MASK_WORDS
 
 
 def elimination_seg_shift(sm_count: int, n: int) -> int:
@@ -254,19 +294,20 @@ def elimination_seg_shift(sm_count: int, n: int) -> int:
     return min(ELIM_MAX_SEG_SHIFT, max(0, (want - 1).bit_length()))
 
 
-def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1, rep, ref_flag, fold=None):
-    """Collapses [cstart, cend) of one window; returns the buffers (X, Z, X2, Z2), gate layout first.
-    fold: the next gate window, when the caller found it may be folded into this one (`can_fold`)."""
+def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1, rep, ref_flag, path: str,
+                    fold: Optional[Fold] = None):
+    """Collapses [cstart, cend) of one window by `path` (`window_path`); returns the buffers (X, Z,
+    X2, Z2), gate layout first. fold: the next gate window, when the caller found it may be folded
+    into this one (`can_fold`)."""
     cuda, launch = engine.cuda, engine.launcher.launch
     n, W = ws.n, ws.W
-    path = window_path(engine, n, W, ins, cstart, cend)
     if path == "lowrank":
         _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold)
         return X, Z, X2, Z2
-    assert fold is None
     if path == "rows":
-        _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
+        _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag, fold)
         return X, Z, X2, Z2
+    assert fold is None
     if path == "block":  # small tableau: the whole window in one launch
         launch("collapse window (one block)", "measure_window_block", (1, 1), (WINDOW_BLOCK, 1, 1),
                T, ctx, cstart, cend, int(X), int(Z), int(ws.S), int(ws.rec), W, k0, k1, rep, ref_flag)

@@ -6,7 +6,7 @@ layout", X[r*W + w]) between windows. Kernels driven (gates.cu): tableau_init (|
 of the caller's `initial` tableau instead), tableau_gates_window (one launch per gate window, paper
 Alg. 3: unitaries and the shot's Pauli noise) and tableau_confusion (one CONFUSION instruction);
 collapse windows go to measure.py (Algs. 4-8), which may take the gate window after a window into
-its low-rank update (`_folds`). The records come back at once; the final tableau is
+its pass over the rows (`_folds`). The records come back at once; the final tableau is
 downloaded lazily (`_LazyTableauRun`), and at the latest before the next run overwrites it.
 """
 
@@ -134,9 +134,9 @@ class TableauMode:
         n = program.num_qubits
         W = max(1, (n + 63) // 64)
         ins = schedule.instructions
+        paths, folds = self._routes(dp, n, W, ins)
         # The second tableau buffer only for windows that take the transpose path.
-        need_scratch = any(kind == "C" and measure.window_path(engine, n, W, ins, start, end) == "transpose"
-                           for kind, start, end, _ in plan.actions)
+        need_scratch = "transpose" in paths.values()
         ws = self._workspace(n, program.num_records, plan.max_collapses, need_scratch)
         W = ws.W
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
@@ -165,12 +165,12 @@ class TableauMode:
         gshift = 3 if W <= 8 else 4 if W <= 16 else 5
         ctx_base = int(dp.ctx)
         actions = plan.actions
-        folds = self._folds(dp, n, W, ins)
-        if folds:  # the group counters from zero, no qubit marked (a run cut short may have left marks)
+        if any(f.path == "lowrank" for f in folds.values()):
+            # the low-rank groups' counters from zero, no qubit marked (a run cut short may have left marks)
             cuda.memset_d32(ws.gcnt, 0, 4)
             cuda.memset_d8(ws.gmark, 0, n)
             ws.group_counts = (0, 0)
-        folded = -1  # the gate window a collapse window took into its low-rank update
+        folded = -1  # the gate window a collapse window took into its pass
         for a, (kind, start, end, ctx_id) in enumerate(actions):
             ctx = ctx_base + 4 * CTX_STRIDE * ctx_id
             if a == folded:
@@ -189,7 +189,7 @@ class TableauMode:
                 if fold is not None:
                     folded = a + 1
                 X, Z, X2, Z2 = measure.collapse_window(engine, ws, T, ctx, start, end, ins, X, Z, X2, Z2, k0, k1,
-                                                       rep, ref_flag, fold)
+                                                       rep, ref_flag, paths[a], fold)
         records = np.empty(program.num_records, dtype=np.uint8)
         if program.num_records:
             cuda.memcpy_dtoh(records, ws.rec)
@@ -201,28 +201,47 @@ class TableauMode:
         self.pending = weakref.ref(run)
         return run
 
-    def _folds(self, dp, n: int, W: int, ins) -> dict:
-        """{index of a collapse window: (start, end, two-qubit gates) of the gate window after it} for
-        the pairs whose gates the low-rank update takes with it (measure.can_fold). Which gate windows
-        can be folded is a property of the program, found once per DeviceProgram."""
+    def _routes(self, dp, n: int, W: int, ins):
+        """({action index of a collapse window: its path (measure.window_path)}, {action index of a
+        collapse window: the measure.Fold of the gate window after it that its pass over the rows takes
+        with it}): found once per DeviceProgram and engine setting, not on every run."""
         engine = self.engine
-        if not engine.fold_gates:
-            return {}
+        key = (engine.block_windows, engine.batch_windows, engine.lowrank_windows, engine.lowrank_min,
+               engine.fold_gates, engine.smem_optin)
+        routes = dp.routes.get(key)
+        if routes is not None:
+            return routes
         actions = dp.tableau_plan().actions
-        if dp.foldable is None:
-            dp.foldable = {}
-            for kind, start, end, _ in actions:
-                if kind == "G" and (start, end) not in dp.foldable:
-                    dp.foldable[start, end] = measure.foldable_gates(ins, start, end)
-        folds = {}
-        for a, (kind, start, end, _) in enumerate(actions[:-1]):
-            nxt = actions[a + 1]
-            if kind != "C" or nxt[0] != "G":
-                continue
-            pairs = dp.foldable[nxt[1], nxt[2]]  # the gates are unconditional: their loop context does not matter
-            if pairs is not None and measure.can_fold(engine, n, W, ins, start, end):
-                folds[a] = (nxt[1], nxt[2], pairs)
-        return folds
+        by_window = {}
+        paths = {}
+        for a, (kind, start, end, _) in enumerate(actions):
+            if kind == "C":
+                if (start, end) not in by_window:
+                    by_window[start, end] = measure.window_path(engine, n, W, ins, start, end)
+                paths[a] = by_window[start, end]
+        folds, rows_folds = {}, {}
+        if engine.fold_gates:
+            if dp.foldable is None:  # {gate window: its two-qubit gates, or None}
+                dp.foldable = {(start, end): measure.foldable_gates(ins, start, end)
+                               for kind, start, end, _ in actions if kind == "G"}
+            for a, (kind, start, end, _) in enumerate(actions[:-1]):
+                nxt = actions[a + 1]
+                if kind != "C" or nxt[0] != "G":
+                    continue
+                pairs = dp.foldable[nxt[1], nxt[2]]  # unconditional gates: their loop context does not matter
+                if pairs is None or not measure.can_fold(engine, paths[a], W, ins, start, end):
+                    continue
+                if paths[a] == "lowrank":
+                    folds[a] = measure.Fold("lowrank", nxt[1], nxt[2], pairs)
+                else:
+                    rows_folds[a] = (nxt[1], nxt[2], pairs)
+        if rows_folds:
+            idle = dp.idle_qubits((start, end) for start, end, _ in rows_folds.values())
+            for a, (start, end, pairs) in rows_folds.items():
+                if idle[start, end] is not None:  # None: past the idle lists' budget
+                    folds[a] = measure.Fold("rows", start, end, pairs, *idle[start, end])
+        dp.routes[key] = (paths, folds)
+        return paths, folds
 
     def _workspace(self, n: int, num_records: int, max_collapses: int, need_scratch: bool) -> _Workspace:
         """The workspace for this shape: the current one when it fits, else a new one."""
