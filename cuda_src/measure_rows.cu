@@ -17,7 +17,8 @@
 //                       H / H_YZ and the coin's X (Alg. 8); it writes the records and the plan
 //                       (measure_plan.cuh) and the number of active (random) collapses.
 //                       Deterministic ones read their sign. blockDim.x == QQ_ROWS_PLAN_BLOCK; one
-//                       warp per slice row.
+//                       warp per slice row; the slice in shared memory where it fits (slice_in_smem:
+//                       (2 * W + 1/2) * k words), else in sx, sz, ss.
 //   measure_rows_apply  every row of the tableau, each loaded once into shared memory, goes through
 //                       the same k collapses with the plan's decisions (the same closed form and
 //                       qq_row_finish as the plan, so the result is the sequential one), then is
@@ -38,7 +39,7 @@
 #include "measure_swap.cuh"
 #include "measure_plan.cuh"
 
-#define QQ_ROWS_PLAN_BLOCK 1024
+#define QQ_ROWS_PLAN_BLOCK 512
 #define QQ_ROWS_MAX_PER_BLOCK 8
 
 #define QQ_FULL_MASK 0xFFFFFFFFu
@@ -108,11 +109,17 @@ __device__ __forceinline__ void qq_row_finish(qq_u64* x, qq_u64* z, int* s, int 
 
 extern "C" __global__ void __launch_bounds__(QQ_ROWS_PLAN_BLOCK)
 measure_rows_plan(const QQTables* T, const int* ctx, int cstart, int cend, const qq_u64* X, const qq_u64* Z,
-                  const unsigned char* S, qq_u64* sx, qq_u64* sz, int* ss, int* plan, qq_u64* V, int* active,
-                  unsigned char* rec, int W, qq_u32 k0, qq_u32 k1, int repetition, int reference) {
+                  const unsigned char* S, qq_u64* sx, qq_u64* sz, int* ss, int slice_in_smem, int* plan, qq_u64* V,
+                  int* active, unsigned char* rec, int W, qq_u32 k0, qq_u32 k1, int repetition, int reference) {
+    extern __shared__ qq_u64 slice_smem[];
     __shared__ int s_first, s_yz, s_inject;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = QQ_ROWS_PLAN_BLOCK >> 5;
     const int n = (int)T->n, k = cend - cstart;
+    if (slice_in_smem) {  // the slice and its signs, (2 * W + 1/2) * k words, in shared memory
+        sx = slice_smem;
+        sz = slice_smem + (size_t)k * W;
+        ss = (int*)(slice_smem + (size_t)2 * k * W);
+    }
     const qq_key key = {k0, k1};
     for (size_t idx = tid; idx < (size_t)k * W; idx += QQ_ROWS_PLAN_BLOCK) {  // gather the slice
         const int j = (int)(idx / W), w = (int)(idx % W);
@@ -154,6 +161,7 @@ measure_rows_plan(const QQTables* T, const int* ctx, int cstart, int cend, const
         // Alg. 7 on the slice rows still to be decided (i itself included), one warp a row.
         int xp_j[4], zp_j[4], term_j[4];  // rows warp, warp + warps, ... (k <= 4 * warps per pass)
         for (int base = i; base < k; base += 4 * warps) {
+#pragma unroll
             for (int t = 0; t < 4; ++t) {
                 const int j = base + warp + t * warps;
                 if (j < k) qq_row_cx(sx + (size_t)j * W, sz + (size_t)j * W, vi, W, p, lane, &xp_j[t], &zp_j[t], &term_j[t]);
@@ -162,6 +170,7 @@ measure_rows_plan(const QQTables* T, const int* ctx, int cstart, int cend, const
             if (base == i && warp == 0 && lane == 0) s_yz = zp_j[0];  // bit p of zz[q] after the CXs
             __syncthreads();
             const int yz = s_yz;
+#pragma unroll
             for (int t = 0; t < 4; ++t) {
                 const int j = base + warp + t * warps;
                 if (j < k) {

@@ -631,8 +631,8 @@ test_window_batched_collapse_equals_sequential = pytest.mark.gpu(test_window_bat
 @pytest.mark.parametrize("n", [5000, 9000])
 def test_window_plan_on_any_number_of_blocks_equals_sequential(n):
     """The window's plan in one block (measure_rows_plan) or spread over 1, 2, 3, 7 or W / 8 blocks
-    (measure_window_plan: a grid barrier a collapse, each block a range of columns, its slice in
-    shared or in global memory): the rows path's records and inverse tableau equal the per-collapse
+    (measure_window_plan: a grid barrier a collapse, each block a range of columns), the slice in
+    shared or in global memory: the rows path's records and inverse tableau equal the per-collapse
     transposed path bit for bit, whatever the split; windows of 1 to 140 collapses with
     deterministic ones, R and MR, sampled and reference coins."""
     if not cuda_available():
@@ -644,7 +644,7 @@ def test_window_plan_on_any_number_of_blocks_equals_sequential(n):
     sequential = CudaEngine(block_windows=False, batch_windows=False)
     rows = CudaEngine(block_windows=False, lowrank_windows=False)
     spread = -(-((n + 63) // 64) // measure.PLAN_BLOCK_WORDS)
-    splits = ((0, True), (1, True), (2, False), (3, True), (7, False), (spread, True), (spread, False))
+    splits = ((0, True), (0, False), (1, True), (2, False), (3, True), (7, False), (spread, True), (spread, False))
     for repetition, reference in ((0, False), (5, False), (0, True)):
         key = rng.make_key(77 + n)
         want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)

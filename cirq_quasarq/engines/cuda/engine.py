@@ -147,8 +147,8 @@ class CudaEngine(Engine):
         self.row_warps: Optional[int] = None  # warps a row in measure_rows_apply (None: by row length)
         # blocks of measure_window_plan, 0 for measure_rows_plan's one (None: as measure.plan_blocks picks)
         self.plan_blocks: Optional[int] = None
-        # measure_window_plan keeps a block's columns of the slice in shared memory where they fit
-        # (False: always in global memory, the path of windows too wide for it)
+        # measure_rows_plan keeps the slice, measure_window_plan a block's columns of it, in shared
+        # memory where they fit (False: always in global memory, the path of windows too wide for it)
         self.plan_slice_shared = True
         # a gate window that follows a collapse window goes through that window's pass over the rows
         # (each row read and written once for both: lowrank_apply_gates, measure_rows_apply_gates);

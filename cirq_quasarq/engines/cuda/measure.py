@@ -162,9 +162,12 @@ def _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None
     measure_rows_plan on small tableaux)."""
     W, k, blocks = ws.W, cend - cstart, plan_blocks(engine, ws.W)
     if blocks == 0:
+        smem = 16 * k * W + 4 * k  # the slice and its signs
+        in_smem = engine.plan_slice_shared and smem <= engine.smem_optin - 1024
         engine.launcher.launch("collapse window plan", "measure_rows_plan", (1, 1), (ROWS_PLAN_BLOCK, 1, 1), T, ctx,
                                cstart, cend, int(X), int(Z), int(ws.S), int(ws.sx), int(ws.sz), int(ws.ss),
-                               int(ws.plan), int(ws.vrows), int(ws.active), int(ws.rec), W, k0, k1, rep, ref_flag)
+                               int(in_smem), int(ws.plan), int(ws.vrows), int(ws.active), int(ws.rec), W, k0, k1, rep,
+                               ref_flag, shared_size=smem if in_smem else 0)
         return
     in_smem = engine.plan_slice_shared and plan_shared_bytes(W, blocks, k, True) <= engine.smem_optin - 1024
     engine.launcher.launch("collapse window plan", "measure_window_plan", (blocks, 1), (PLAN_BLOCK, 1, 1), T, ctx,
