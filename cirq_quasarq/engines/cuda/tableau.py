@@ -6,7 +6,7 @@ layout", X[r*W + w]) between windows. Kernels driven (gates.cu): tableau_init (|
 of the caller's `initial` tableau instead), tableau_gates_window (one launch per gate window, paper
 Alg. 3: unitaries and the shot's Pauli noise) and tableau_confusion (one CONFUSION instruction);
 collapse windows go to measure.py (Algs. 4-8), which may take the gate window after a window into
-its pass over the rows (`_folds`). The records come back at once; the final tableau is
+its pass over the rows (`_routes`). The records come back at once; the final tableau is
 downloaded lazily (`_LazyTableauRun`), and at the latest before the next run overwrites it.
 """
 
