@@ -5,9 +5,9 @@
 
 Per layer 70% of the qubits get a gate from {X, Y, Z, H, S, S†, CX, CY, CZ, SWAP, ISWAP}, then
 max(1, n // 1400) random Z measurements (benchmarks/random_clifford.py, built straight into a
-Program: no Cirq objects for 100k qubits). Times `CudaEngine.run_tableau` end to end (records and
-the final inverse tableau back in host memory), best of --repeat, after a warm-up that compiles
-the kernels. Targets (DESIGN.md, H100): n=5k 0.028 s, n=10k 0.060 s, n=100k 0.45 s at depth 100.
+Program: no Cirq objects for 100k qubits). Times `CudaEngine.run_tableau` end to end (the records
+back in host memory; the final inverse tableau stays on the device until it is read), best of
+--repeat, after a warm-up that compiles the kernels. Targets (DESIGN.md, H100): n=5k 0.028 s, n=10k 0.060 s, n=100k 0.45 s at depth 100.
 """
 
 from __future__ import annotations
