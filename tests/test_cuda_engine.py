@@ -678,6 +678,35 @@ def test_lowrank_counts_kernel_of_every_size_equals_sequential():
         assert got.tableau.equals(want.tableau), (repetition, reference)
 
 
+def _check_folded_gates(program, seed: int, repetition: int, stage: str, absent=()):
+    """Tableau mode with gate windows folded into the collapse windows' passes (`stage` among the
+    profiled stages) equals the engine that runs the gates with their own kernel (fold_gates=False)
+    and the per-collapse path, bit for bit, for repetitions 0 and `repetition` and the reference;
+    `absent` stages never run. Returns the schedule and the per-collapse engine."""
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    sched = schedule(program)
+    folded = CudaEngine(block_windows=False)
+    own = CudaEngine(block_windows=False)
+    own.fold_gates = False
+    sequential = CudaEngine(block_windows=False, batch_windows=False)
+    for rep, reference in ((0, False), (repetition, False), (0, True)):
+        key = rng.make_key(seed)
+        want = sequential.run_tableau(program, sched, key, repetition=rep, reference=reference)
+        for engine in (own, folded):
+            engine.profile = rep == 0 and not reference
+            got = engine.run_tableau(program, sched, key, repetition=rep, reference=reference)
+            engine.profile = False
+            assert np.array_equal(got.records, want.records), (engine.fold_gates, rep, reference)
+            assert got.tableau.equals(want.tableau), (engine.fold_gates, rep, reference)
+            if rep == 0 and not reference:
+                stages = engine.stage_seconds
+                assert (stage in stages) == engine.fold_gates, stages
+                assert not any(name in stages for name in absent), stages
+                assert "gates" in stages  # the first layer, and those after a reset or before noise
+    return sched, sequential
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [3001, 4096])
 def test_gate_windows_folded_into_the_lowrank_update_equal_their_own_kernel(n):
@@ -687,34 +716,14 @@ def test_gate_windows_folded_into_the_lowrank_update_equal_their_own_kernel(n):
     a group with one qubit; windows with a reset or followed by noise keep their own kernels."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
-    from cirq_quasarq.engines.cuda import CudaEngine
-
-    program = measure_window_program(n, 11 + n)
-    sched = schedule(program)
-    folded = CudaEngine(block_windows=False)
-    own = CudaEngine(block_windows=False)
-    own.fold_gates = False
-    sequential = CudaEngine(block_windows=False, batch_windows=False)
-    for repetition, reference in ((0, False), (5, False), (0, True)):
-        key = rng.make_key(77 + n)
-        want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
-        for engine in (own, folded):
-            engine.profile = repetition == 0 and not reference
-            got = engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
-            engine.profile = False
-            assert np.array_equal(got.records, want.records), (engine.fold_gates, repetition, reference)
-            assert got.tableau.equals(want.tableau), (engine.fold_gates, repetition, reference)
-            if repetition == 0 and not reference:
-                stages = engine.stage_seconds
-                assert ("collapse window (low rank) + gates" in stages) == engine.fold_gates, stages
-                assert "gates" in stages  # the first layer, and those after a reset or before noise
+    _check_folded_gates(measure_window_program(n, 11 + n), 77 + n, 5, "collapse window (low rank) + gates")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [3001, 4096, 10240])
 def test_gate_windows_folded_into_the_rows_pass_equal_their_own_kernel(n, monkeypatch):
     """A gate window after a collapse window of the rows path goes through that window's pass
-    (measure_rows_apply_gates, a warp a gate or idle qubit): records and inverse tableau equal those
+    (measure_rows_apply_gates, a block four gates or idle qubits): records and inverse tableau equal those
     of the engine that runs the gates with their own kernel and of the per-collapse path, bit for
     bit, with resets, a window of deterministic collapses alone and windows of 1 to 7 collapses;
     gates before noise keep their kernel, and so do all when the idle lists exceed their budget."""
@@ -723,25 +732,8 @@ def test_gate_windows_folded_into_the_rows_pass_equal_their_own_kernel(n, monkey
     from cirq_quasarq.engines.cuda import CudaEngine, device_program
 
     program = measure_window_program(n, 5 + n, widths=(1, 3, 7), remeasure=True)
-    sched = schedule(program)
-    folded = CudaEngine(block_windows=False)
-    own = CudaEngine(block_windows=False)
-    own.fold_gates = False
-    sequential = CudaEngine(block_windows=False, batch_windows=False)
-    for repetition, reference in ((0, False), (3, False), (0, True)):
-        key = rng.make_key(91 + n)
-        want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
-        for engine in (own, folded):
-            engine.profile = repetition == 0 and not reference
-            got = engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
-            engine.profile = False
-            assert np.array_equal(got.records, want.records), (engine.fold_gates, repetition, reference)
-            assert got.tableau.equals(want.tableau), (engine.fold_gates, repetition, reference)
-            if repetition == 0 and not reference:
-                stages = engine.stage_seconds
-                assert ("collapse window (rows) + gates" in stages) == engine.fold_gates, stages
-                assert "collapse window (low rank)" not in stages, stages
-                assert "gates" in stages  # the first layer, and the one before noise
+    sched, sequential = _check_folded_gates(program, 91 + n, 3, "collapse window (rows) + gates",
+                                            absent=("collapse window (low rank)",))
     monkeypatch.setattr(device_program, "IDLE_LIST_BUDGET", 0)
     over = CudaEngine(block_windows=False)
     over.profile = True

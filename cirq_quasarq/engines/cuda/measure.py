@@ -66,7 +66,8 @@ PLAN_BLOCK_WORDS = 8  # words of a slice row a plan block owns at least (fewer b
 ROWS_PLAN_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_PLAN_BLOCK")
 # Rows of at most this many words take the one-block plan (measure_rows_plan): on an H100 it took
 # 17 us a window at n = 5k (3 collapses; measure_window_plan 31 us), the same at 10k (7 collapses,
-# 35 us), and 153 us against 91 us at 30k (21 collapses). docs/benchmarks-collapse.md.
+# 35 us), and 153 us against 91 us at 30k (21 collapses); with its slice in shared memory since,
+# 11.7 us at 5k and 21 us at 10k. docs/benchmarks-collapse.md.
 PLAN_ONE_BLOCK_MAX_W = 160
 ROWS_MAX_PER_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_MAX_PER_BLOCK")
 PLAN_FIELDS = loader.source_define("measure_rows.cu", "QQ_PLAN_FIELDS")
