@@ -72,11 +72,32 @@
 #define QQ_LR_META_SPECIAL 3
 #define QQ_LR_META_FIELDS 4
 
-// A bit per collapse or per pivot column of a chunk.
-typedef unsigned __int128 qq_lr_bits;
-static_assert(QQ_LR_CHUNK % 64 == 0 && QQ_LR_CHUNK <= 128, "a chunk's bits fit qq_lr_bits");
-__device__ __forceinline__ int qq_lr_popc(qq_lr_bits v) { return qq_popc((qq_u64)v) + qq_popc((qq_u64)(v >> 64)); }
-__device__ __forceinline__ int qq_lr_bit(qq_lr_bits v, int j) { return (int)((v >> j) & 1u); }
+// A bit per collapse or per pivot column of a chunk, as two 64-bit words: bit j is bit j & 63 of
+// word j >> 6. Not unsigned __int128: nvcc 13.0 lowers `v & ~((unsigned __int128)1 << j)` to a 64-bit
+// rotate of the low word whose shifts clamp for j >= 64, so clearing bit j >= 64 also cleared bits
+// 0..63 (a chunk with more than 64 distinct pivots came out wrong; tests/test_cuda_sources.py keeps
+// the type out of cuda_src). Every shift here is of a 64-bit word by j & 63.
+struct qq_lr_bits {
+    qq_u64 lo, hi;
+};
+static_assert(QQ_LR_CHUNK == 128 && QQ_LR_WORDS == 2, "a chunk's bits are two words");
+__device__ __forceinline__ qq_lr_bits qq_lr_make(qq_u64 lo, qq_u64 hi) {
+    qq_lr_bits v;
+    v.lo = lo;
+    v.hi = hi;
+    return v;
+}
+__device__ __forceinline__ int qq_lr_bit(qq_lr_bits v, int j) { return (int)(((j < 64 ? v.lo : v.hi) >> (j & 63)) & 1ull); }
+__device__ __forceinline__ void qq_lr_put(qq_lr_bits* v, int j, int b) {  // bit j := b
+    const qq_u64 m = 1ull << (j & 63);
+    if (j < 64)
+        v->lo = b ? v->lo | m : v->lo & ~m;
+    else
+        v->hi = b ? v->hi | m : v->hi & ~m;
+}
+__device__ __forceinline__ int qq_lr_popc_and(qq_lr_bits a, qq_lr_bits b) {
+    return qq_popc(a.lo & b.lo) + qq_popc(a.hi & b.hi);
+}
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_PREP_BLOCK)
 lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, int W, int words_per_block,
@@ -205,7 +226,7 @@ __device__ __forceinline__ void qq_lr_phase(unsigned char* S, qq_lr_bits e0, qq_
                                             qq_lr_bits zP, const int* s_col, const qq_u64* s_vp, const int* s_yz,
                                             const int* s_inject, const int* special, int nspecial, int kc, size_t r,
                                             qq_u64* rowbits) {
-    qq_lr_bits alpha = 0;
+    qq_lr_bits alpha = qq_lr_make(0ull, 0ull);
     bool live = true;
     for (int e = 0; e < nspecial; ++e)
         if ((size_t)special[e] == r) live = false;
@@ -215,29 +236,30 @@ __device__ __forceinline__ void qq_lr_phase(unsigned char* S, qq_lr_bits e0, qq_
             const int j = s_col[i];
             if (j < 0) continue;  // deterministic: nothing to do here (resets: the special rows)
             const int xp = qq_lr_bit(xP, j), zp = qq_lr_bit(zP, j);
-            qq_lr_bits v = s_vp[QQ_LR_WORDS * i];
-            if (QQ_LR_WORDS > 1) v |= (qq_lr_bits)s_vp[QQ_LR_WORDS * i + QQ_LR_WORDS - 1] << 64;
-            const int m = (qq_lr_bit(e0, i) | (qq_lr_bit(e1, i) << 1)) + qq_lr_popc(zP & v);
-            const int d = qq_lr_popc(xP & zP & v) & 1;
+            const qq_lr_bits v = qq_lr_make(s_vp[QQ_LR_WORDS * i], s_vp[QQ_LR_WORDS * i + 1]);
+            const int m = (qq_lr_bit(e0, i) | (qq_lr_bit(e1, i) << 1)) + qq_lr_popc_and(zP, v);
+            const int d = qq_lr_popc_and(qq_lr_make(xP.lo & zP.lo, xP.hi & zP.hi), v) & 1;
             s ^= xp & (d ^ ((m & 1) & (1 ^ zp)) ^ ((m >> 1) & 1));
-            if (xp) xP ^= v;
+            if (xp) {
+                xP.lo ^= v.lo;
+                xP.hi ^= v.hi;
+            }
             int bx = xp, bz = zp ^ (m & 1);
             qq_swap_pivot(s_yz[i], &bx, &bz, &s);
             if (s_inject[i]) qq_inject_x(bz, &s);
-            const qq_lr_bits bit = (qq_lr_bits)1 << j;
-            xP = bx ? xP | bit : xP & ~bit;
-            zP = bz ? zP | bit : zP & ~bit;
-            alpha |= (qq_lr_bits)xp << i;
+            qq_lr_put(&xP, j, bx);
+            qq_lr_put(&zP, j, bz);
+            qq_lr_put(&alpha, i, xp);
         }
         S[r] = (unsigned char)s;
     }
     qq_u64* out = rowbits + (size_t)QQ_LR_ROWBITS * r;
-#pragma unroll
-    for (int k = 0; k < QQ_LR_WORDS; ++k) {
-        out[k] = (qq_u64)(alpha >> (64 * k));
-        out[QQ_LR_WORDS + k] = (qq_u64)(xP >> (64 * k));
-        out[2 * QQ_LR_WORDS + k] = (qq_u64)(zP >> (64 * k));
-    }
+    out[0] = alpha.lo;
+    out[1] = alpha.hi;
+    out[QQ_LR_WORDS] = xP.lo;
+    out[QQ_LR_WORDS + 1] = xP.hi;
+    out[2 * QQ_LR_WORDS] = zP.lo;
+    out[2 * QQ_LR_WORDS + 1] = zP.hi;
 }
 
 // Pass 1 on the tensor cores: mma m16n8k256 b1 AND + POPC, A = 16 of the block's rows (z, or x & z),
@@ -347,7 +369,7 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
     for (int t = 0; t < TILES; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0;
     const int grow = tid % QQ_LR_COUNT_ROWS, plane = tid / QQ_LR_COUNT_ROWS;  // this thread's pivot bits
     const int gshift = shift_of((r0 + grow) * W + lo);
-    qq_lr_bits pbits = 0;
+    qq_lr_bits pbits = qq_lr_make(0ull, 0ull);
     int next = 0;  // the first pivot (by column) not yet gathered
     const int arow = 16 * warp + g;  // this lane's fragment rows arow and arow + 8, victims 8t + g
     const int ashift0 = shift_of((r0 + arow) * W + lo), ashift1 = shift_of((r0 + arow + 8) * W + lo);
@@ -361,7 +383,7 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
         for (; next < kp && (s_sorted[next] >> 6) < w0 + QQ_LR_COUNT_STEP; ++next) {
             const int p = s_sorted[next];
             const qq_u64 word = st[(plane * QQ_LR_COUNT_ROWS + grow) * QQ_LR_ROW_PITCH + gshift + (p >> 6) - w0];
-            pbits |= (qq_lr_bits)((word >> (p & 63)) & 1ull) << s_order[next];
+            if ((word >> (p & 63)) & 1ull) qq_lr_put(&pbits, s_order[next], 1);
         }
         const qq_u64* xs0 = st + arow * QQ_LR_ROW_PITCH + ashift0 + q;
         const qq_u64* xs1 = st + (arow + 8) * QQ_LR_ROW_PITCH + ashift1 + q;
@@ -423,12 +445,13 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
     __syncthreads();
     const int row = 16 * warp + g + 8 * q;
     if (q < 2 && row < rows) {
-        qq_lr_bits e0 = 0, e1 = 0;
+        unsigned w[2][4];  // this row's [bit 0, 1][word of 32 collapses]: selects, not a run-time index
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            e0 |= (qq_lr_bits)(q ? bits[1][0][k] : bits[0][0][k]) << (32 * k);
-            e1 |= (qq_lr_bits)(q ? bits[1][1][k] : bits[0][1][k]) << (32 * k);
-        }
+        for (int b = 0; b < 2; ++b)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) w[b][k] = q ? bits[1][b][k] : bits[0][b][k];
+        const qq_lr_bits e0 = qq_lr_make(w[0][0] | (qq_u64)w[0][1] << 32, w[0][2] | (qq_u64)w[0][3] << 32);
+        const qq_lr_bits e1 = qq_lr_make(w[1][0] | (qq_u64)w[1][1] << 32, w[1][2] | (qq_u64)w[1][3] << 32);
         qq_lr_phase(S, e0, e1, s_pbits[row], s_pbits[QQ_LR_COUNT_ROWS + row], s_col, s_vp, s_yz, s_inject, special,
                     meta[QQ_LR_META_SPECIAL], kc, r0 + row, rowbits);
     }

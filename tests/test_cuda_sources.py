@@ -296,3 +296,13 @@ def test_idle_qubit_lists_of_folded_gate_windows(monkeypatch):
     assert lists[3, 4][1] == 5 and lists[first] == (address, count)
     monkeypatch.setattr(device_program, "IDLE_LIST_BUDGET", 0)
     assert dp.idle_qubits([(0, 1)])[0, 1] is None and len(uploads) == before + 2
+
+
+def test_no_128_bit_integers_in_the_kernels():
+    """nvcc 13.0 miscompiles `v & ~((unsigned __int128)1 << j)` for j >= 64 (the low word's mask is a
+    64-bit rotate whose shifts clamp to zero, so the clear wipes bits 0..63): the low-rank collapse kept
+    its per-pivot bits in such a type and a chunk with more than 64 distinct pivots came out wrong.
+    Bit sets wider than a word are arrays of 64-bit words in cuda_src."""
+    offenders = [p.name for p in sorted(SOURCES.glob("*.cu*"))
+                 if re.search(r"__int128|__uint128", loader._COMMENT.sub(" ", p.read_text()))]
+    assert not offenders, offenders
