@@ -891,7 +891,9 @@ def test_stimcirq_annotations_with_parity_keys_and_errors():
     p = compile_circuit(circuit)
     assert p.detectors[0].records.tolist() == [0, 1]
     assert p.detectors[0].coords == (1.0, 2.0, 5.0)
-    assert p.observables[0].records.tolist() == [1] and p.observables[0].index == 3
+    # Stim's numbering: observables 0..3, the three never included are parities of nothing
+    assert [o.index for o in p.observables] == [0, 1, 2, 3]
+    assert [o.records.tolist() for o in p.observables] == [[], [], [], [1]]
     with pytest.raises(errors.MeasurementKeyError, match="moment 1"):
         compile_circuit(cirq.Circuit(cirq.Moment(cirq.measure(a, key="x")),
                                      cirq.Moment(stimcirq.DetAnnotation(relative_keys=[-2]))))

@@ -145,11 +145,15 @@ def test_sample_detectors_and_measurements_equal_unsharded(client, surface):
     shots = 64 * 20 + 3
     cases = [(sc, {}), (sc, {"append_observables": True}), (sc, {"separate_observables": True}),
              (sc, {"separate_observables": True, "bit_packed": True}), (cc, {"bit_packed": True})]
+    several = stim.Circuit(str(sc) + "\nOBSERVABLE_INCLUDE(3) rec[-1]\nOBSERVABLE_INCLUDE(2) rec[-2] rec[-1]")
+    cases.append((several, {"separate_observables": True}))
     for circuit, kwargs in cases:
         want = _sim(7).sample_detectors(circuit, shots, **kwargs)
         got = qd.sample_detectors(_sim(7), circuit, shots, client=client, shard_words=3, **kwargs)
         for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
             assert w.dtype == g.dtype and np.array_equal(w, g), kwargs
+        if circuit is several:
+            assert got[1].shape == (shots, 4)  # Stim's numbering: observables 0..3
     for bit_packed in (False, True):
         want = _sim(8).sample_measurements(sc, shots, bit_packed=bit_packed)
         got = qd.sample_measurements(_sim(8), sc, shots, client=client, shard_words=2, bit_packed=bit_packed)

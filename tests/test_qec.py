@@ -211,3 +211,47 @@ def test_surface_code_threshold_example_runs_tiny(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "t.png").stat().st_size > 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Several logical observables (Stim's numbering: observable k is the XOR of every include of k)
+
+
+def several_observables(d: int = 3, p: float = 0.02) -> stim.Circuit:
+    """A surface code with observable 0 as generated and observable 2 (1 is never included), still
+    deterministic as decoders want: a detector's records included every round (inside the REPEAT
+    block), then the logical's records and a final detector's, by two more includes."""
+    text = str(code("surface", d, d, p=p)).splitlines()
+    targets = lambda line: line.split(")", 1)[1].strip()  # noqa: E731
+    start = next(i for i, line in enumerate(text) if line.startswith("REPEAT"))
+    first = next(i for i in range(start, len(text)) if text[i].strip().startswith("DETECTOR"))
+    text.insert(first + 1, "    OBSERVABLE_INCLUDE(2) " + targets(text[first]))
+    logical = next(line for line in text if line.startswith("OBSERVABLE_INCLUDE(0)"))
+    last = [line for line in text if line.startswith("DETECTOR")][-1]
+    text += ["OBSERVABLE_INCLUDE(2) " + targets(logical), "OBSERVABLE_INCLUDE(2) " + targets(last)]
+    return stim.Circuit("\n".join(text))
+
+
+def test_several_observables_in_the_plug_in_the_command_line_and_the_simulator(tmp_path):
+    circuit = several_observables()
+    assert circuit.num_observables == 3
+    shots = 20000
+    obs = QuasarqSimulator(seed=3, device="cpu").sample_detectors(circuit, shots, separate_observables=True)[1]
+    assert obs.shape == (shots, 3) and not obs[:, 1].any()
+    _rates_agree(obs, circuit.compile_detector_sampler(seed=3).sample(shots, separate_observables=True)[1],
+                 "three observables")
+    # the command line writes Stim's columns
+    path, out = tmp_path / "c.stim", tmp_path / "d.01"
+    path.write_text(str(circuit))
+    assert cli.main(["sample", str(path), "--shots", "500", "--detectors", "--append-observables", "--out", str(out),
+                     "--quiet", "--device", "cpu"]) == 0
+    rows = np.array([[c == "1" for c in line] for line in out.read_text().splitlines()])
+    assert rows.shape == (500, circuit.num_detectors + 3) and not rows[:, -2].any()
+    # sinter: the same logical error rate as Stim's sampler with the same decoder
+    task = sinter.Task(circuit=circuit, json_metadata={})
+    common = dict(num_workers=1, tasks=[task], max_shots=20000, max_errors=20000)
+    ours = sinter.collect(decoders=["q"], custom_decoders={"q": QuasarqSampler(device="cpu", seed=5)}, **common)[0]
+    theirs = sinter.collect(decoders=["pymatching"], **common)[0]
+    fa = sinter.fit_binomial(num_shots=ours.shots, num_hits=ours.errors, max_likelihood_factor=1e3)
+    fb = sinter.fit_binomial(num_shots=theirs.shots, num_hits=theirs.errors, max_likelihood_factor=1e3)
+    assert fa.low <= fb.high and fb.low <= fa.high, (ours, theirs)

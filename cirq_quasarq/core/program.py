@@ -201,8 +201,12 @@ class ProgramBuilder:
         # Deferred until the enclosing loops close (their strides are known only then):
         # (key, iteration-0 records [k], open loop ids)
         self._key_entries: List[Tuple[str, np.ndarray, Tuple[int, ...]]] = []
-        # (kind, iteration-0 records [k], open loop ids, coords, observable index, records so far)
+        # (kind, iteration-0 records [k], open loop ids, coords, observable index, event): `event` is
+        # the annotation's place in execution order (iteration-0 numbering inside loops, as records)
         self._annotation_entries: List[Tuple[str, np.ndarray, Tuple[int, ...], Tuple[float, ...], int, int]] = []
+        self.num_events = 0  # annotations declared so far, in execution order (loops expanded)
+        self._event_start: Dict[int, int] = {}  # per open loop: num_events at its start
+        self._event_strides: Dict[int, int] = {}  # per closed loop: annotations of one iteration
         # Per-iteration names of key entries (Cirq's repetition ids): entry index -> names.
         self._key_names: Dict[int, List[str]] = {}
         # Detector coordinate offset (stimcirq ShiftCoordsAnnotation) and, per loop, its offset
@@ -392,6 +396,7 @@ class ProgramBuilder:
         self.emit(opcodes.CODE["REPEAT"], loop_id, -1, cond=-1)
         self._open_loops.append((loop_id, self.num_records, self.num_rand))
         self._coord_start[loop_id] = self.coord_offset
+        self._event_start[loop_id] = self.num_events
         self.next_step()
         return loop_id
 
@@ -403,6 +408,9 @@ class ProgramBuilder:
         # Slots of later iterations follow iteration 0's.
         self.num_records = rec0 + loop.rec_stride * loop.count
         self.num_rand = rand0 + loop.rand_stride * loop.count
+        events0 = self._event_start.pop(loop_id)
+        self._event_strides[loop_id] = self.num_events - events0
+        self.num_events = events0 + self._event_strides[loop_id] * loop.count
         start = self._coord_start.pop(loop_id, ())
         if self.coord_offset != start:
             stride = _coord_add(self.coord_offset, tuple(-c for c in start))
@@ -431,17 +439,24 @@ class ProgramBuilder:
 
     def add_annotation(self, kind: str, records: Sequence[int], coords: Tuple[float, ...] = (),
                        index: int = 0) -> None:
-        """A detector or observable over iteration-0 record slots; one instance per iteration."""
+        """A detector, or an include into logical observable `index` (Stim's OBSERVABLE_INCLUDE,
+        stimcirq's CumulativeObservableAnnotation), over iteration-0 record slots; one instance per
+        iteration of the open loops."""
+        if kind == "observable" and index < 0:
+            raise ValueError(f"observable index {index} < 0")
         self._annotation_entries.append(
-            (kind, np.asarray(records, dtype=np.int64), self._open_ids(), tuple(coords), index,
-             self.num_records))
+            (kind, np.asarray(records, dtype=np.int64), self._open_ids(), tuple(coords), int(index),
+             self.num_events))
+        self.num_events += 1
 
-    def _shifts(self, loop_ids: Tuple[int, ...]) -> np.ndarray:
-        """Record shifts of every iteration of the given nest, in execution order."""
+    def _shifts(self, loop_ids: Tuple[int, ...], strides: Optional[Dict[int, int]] = None) -> np.ndarray:
+        """Record shifts (or, with `strides`, those per loop) of every iteration of the given nest,
+        in execution order."""
         shifts = np.zeros(1, dtype=np.int64)
         for loop_id in loop_ids:
             loop = self.loops[loop_id]
-            steps = loop.rec_stride * np.arange(loop.count, dtype=np.int64)
+            stride = loop.rec_stride if strides is None else strides[loop_id]
+            steps = stride * np.arange(loop.count, dtype=np.int64)
             shifts = (shifts[:, None] + steps[None, :]).reshape(-1)
         return shifts
 
@@ -490,16 +505,29 @@ class ProgramBuilder:
         return keys
 
     def _expand_annotations(self) -> Tuple[List[Annotation], List[Annotation]]:
-        detectors, observables = [], []
-        for order, (kind, records, loop_ids, coords, index, at) in enumerate(self._annotation_entries):
+        """Detectors one per instance, in execution order; observables as Stim defines them:
+        observable k is the XOR of every record any include of index k ever named (a record named
+        twice cancels), max(k) + 1 of them, an index never included a parity of nothing."""
+        detectors: List[Tuple[int, Annotation]] = []
+        included: Dict[int, List[np.ndarray]] = {}
+        for kind, records, loop_ids, coords, index, event in self._annotation_entries:
+            shifts = self._shifts(loop_ids)
+            if kind == "observable":
+                included.setdefault(index, []).append((shifts[:, None] + records[None, :]).reshape(-1))
+                continue
+            events = event + self._shifts(loop_ids, self._event_strides)
             coord_shifts = self._coord_shifts(loop_ids, coords)
-            for it, shift in enumerate(self._shifts(loop_ids)):
-                ann = Annotation(kind, records + shift,
-                                 coords if coord_shifts is None else coord_shifts[it], index)
-                (detectors if kind == "detector" else observables).append((at + shift, order, ann))
-        # Declaration order in time: records written before the declaration, then program order.
-        detectors.sort(key=lambda t: (t[0], t[1]))
-        return [a for _, _, a in detectors], [a for _, _, a in observables]
+            for it, shift in enumerate(shifts):
+                detectors.append((int(events[it]), Annotation(
+                    kind, records + shift, coords if coord_shifts is None else coord_shifts[it], index)))
+        detectors.sort(key=lambda t: t[0])
+        observables = []
+        for k in range(max(included, default=-1) + 1):
+            parts = included.get(k, [])
+            records, counts = np.unique(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64),
+                                        return_counts=True)
+            observables.append(Annotation("observable", records[counts % 2 == 1].astype(np.int64), (), k))
+        return [a for _, a in detectors], observables
 
     def build(self, qubits: Tuple = (), moment_rows: Sequence[int] = (), moment_records: Sequence[int] = ()) -> Program:
         assert not self._open_loops, "unbalanced loops"

@@ -146,7 +146,7 @@ def words_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
     r0, r1, r2, r3 = philox4x32(calls, a2, b2, np.uint64(stream), key)
     even = r0 | (r1 << np.uint64(32))
     odd = r2 | (r3 << np.uint64(32))
-    both = np.stack([even, odd], axis=-1).reshape(shape_ab + (-1,))
+    both = np.stack([even, odd], axis=-1).reshape(shape_ab + (2 * len(calls),))  # (-1) fails on empty
     off = start - 2 * first
     return both[..., off : off + count]
 
@@ -159,7 +159,7 @@ def words32_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
     calls = np.arange(first, last, dtype=np.uint64)
     a2 = a.reshape(a.shape + (1,)) if a.ndim else a
     outs = philox4x32(calls, a2, np.uint64(b), np.uint64(stream), key)
-    both = np.stack(outs, axis=-1).reshape(a.shape + (-1,))
+    both = np.stack(outs, axis=-1).reshape(a.shape + (4 * len(calls),))  # (-1) fails on empty
     off = start - 4 * first
     return both[..., off : off + count]
 
