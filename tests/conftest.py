@@ -32,3 +32,14 @@ def device(request):
 def pytest_addoption(parser):
     parser.addoption("--fuzz-long", action="store_true", default=False,
                      help="tests/test_fuzz.py: the long profile (many more random examples, not derandomized)")
+    parser.addoption("--gpu-long", action="store_true", default=False,
+                     help="also run the tests marked gpu_long: the GPU paths on tableaux of 60k-100k qubits")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--gpu-long"):
+        return
+    skip = pytest.mark.skip(reason="a long GPU test: run with --gpu-long")
+    for item in items:
+        if "gpu_long" in item.keywords:
+            item.add_marker(skip)

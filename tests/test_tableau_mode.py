@@ -196,3 +196,24 @@ def test_gate_layers_equal_gates_run_by_run(seed):
         ctx = f"seed={seed} n={n} rep={repetition} ref={reference}"
         assert np.array_equal(got.records, want.records), ctx
         assert got.tableau.equals(want.tableau), ctx
+
+
+def test_inverse_tableau_equality_compares_packed_words():
+    """equals() compares the packed words (no n x n unpacking): any bit or sign tells two tableaux
+    apart, bits past n in the last word do not."""
+    from cirq_quasarq.core.tableau import InverseTableau
+
+    for n in (0, 1, 63, 64, 65, 130):
+        a, b = InverseTableau.identity(n), InverseTableau.identity(n)
+        assert a.equals(b)
+        if not n:
+            continue
+        b.zx[n - 1, (n - 1) // 64] ^= np.uint64(1) << np.uint64((n - 1) % 64)
+        assert not a.equals(b)
+        c = InverseTableau.identity(n)
+        c.zs[n - 1] = 1
+        assert not a.equals(c)
+        if n % 64:
+            d = InverseTableau.identity(n)
+            d.xx[0, -1] |= np.uint64(1) << np.uint64(63)
+            assert a.equals(d)

@@ -1,0 +1,237 @@
+"""Every fast path of tableau mode's collapse windows against its oracle, at the edges of the
+domain it accepts (cirq_quasarq/engines/cuda/measure.py, `window_path`):
+
+| path | takes a window of k collapses on n qubits (W = ceil(n / 64) words a row) when |
+|---|---|
+| one block (measure_block.cu) | W <= 64 (n <= 4096) |
+| low rank (measure_lowrank.cu) | W > 64, 8 <= k <= max(64, n // 64), no classical control; chunks of 128 collapses, a chunk's pivot columns up to 128; the next gate window folded into its last pass when the window holds only M |
+| rows (measure_rows.cu) | W > 64, k <= max(64, n // 64), below the low-rank path's k; the next gate window folded in when W <= 160; the plan in one block when W <= 160 |
+| per collapse, transposed | everything else (the oracle of all: `batch_windows=False`) |
+
+Each window here has an exact width, the edges of each domain: 1, 7, 8 (low rank's first),
+64, 65, 127, 128, 129 (chunk edges), the largest k the low rank path takes and one more; on a
+tableau after 0, 2 or 20 paper-shaped layers of gates (0 layers: every collapse random with its
+own pivot, so a chunk holds 128 distinct pivot columns); with deterministic collapses (qubits
+measured again), inverted M, R and MR mixed in; each followed by a full gate layer (the fold).
+Records and final inverse tableau equal the per-collapse path bit for bit, for a sampled shot,
+another repetition and the reference. `--gpu-long` adds n = 60k and 100k with windows of 1,000
+collapses and more, and the measure-twice probe: M of 1,000 qubits twice after 20 layers."""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import numpy as np
+import pytest
+
+from cirq_quasarq.core import opcodes, rng
+from cirq_quasarq.core.program import ProgramBuilder
+from cirq_quasarq.engines import NumpyEngine, cuda_available
+from cirq_quasarq.schedule import schedule
+
+pytestmark = pytest.mark.gpu
+
+_CODE = opcodes.CODE
+PAPER_GATES = ("X", "Y", "Z", "H", "S", "S_DAG", "CX", "CY", "CZ", "SWAP", "ISWAP")
+
+
+def lowrank_max(n: int) -> int:
+    """The widest window the low-rank (and rows) path takes on n qubits (measure.window_path)."""
+    return max(64, n // 64)
+
+
+def _paper_layer(b: ProgramBuilder, n: int, r: random.Random) -> None:
+    """~0.7 n gates of the paper's set on a shuffled order (two-qubit partners from the rest)."""
+    order = list(range(n))
+    r.shuffle(order)
+    active, partners = order[: int(0.7 * n)], order[int(0.7 * n):]
+    codes, a, bb = [], [], []
+    for q in active:
+        g = r.choice(PAPER_GATES)
+        if opcodes.BY_NAME[g].arity == 2:
+            if not partners:
+                g = "H"
+            else:
+                codes.append(_CODE[g]), a.append(q), bb.append(partners.pop())
+                continue
+        codes.append(_CODE[g]), a.append(q), bb.append(-1)
+    b.gate_layer(np.array(codes), np.array(a), np.array(bb))
+
+
+def windows_program(n: int, seed: int, widths, scramble: int, mix: bool = True):
+    """`scramble` paper layers, a layer of H on every qubit, then per width a collapse window of
+    exactly that many distinct qubits (with `mix`: about half measured before, so deterministic; M
+    with some inverted; in every other window a few R and MR), a full layer of S_DAG (diagonal: measured qubits stay
+    deterministic; the measured ones' part of it follows the window: the fold), and a barrier
+    (a classically controlled I) so that the next window's collapses share one layer."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    for _ in range(scramble):
+        _paper_layer(b, n, r)
+    b.gate_layer(np.full(n, _CODE["H"]), np.arange(n), np.full(n, -1))
+    measured, first_record = [], None
+    for index, width in enumerate(widths):
+        fresh = [q for q in r.sample(range(n), min(n, 2 * width)) if q not in set(measured)]
+        again = r.sample(measured, min(len(measured), width // 2)) if mix else []
+        qubits = (again + fresh)[:width]
+        r.shuffle(qubits)
+        assert len(set(qubits)) == width
+        b.next_step()
+        for q in qubits:
+            # resets in every other window only: the others hold M alone and fold the next gates
+            roll = r.random() if mix and first_record is not None else 0.5
+            if roll < 0.9 or index % 2 == 0:
+                rec = b.measure(q, invert=roll < 0.2)
+            elif roll < 0.95:
+                b.reset(q)
+                continue
+            else:
+                rec = b.measure(q, reset=True)
+            first_record = rec if first_record is None else first_record
+        measured = list(dict.fromkeys(measured + qubits))
+        b.gate_layer(np.full(n, _CODE["S_DAG"]), np.arange(n), np.full(n, -1))
+        if first_record is not None:
+            b.next_step()
+            b.gate("I", 0, cond=b.condition([(first_record, 0)], [False, True]))
+    return b.build()
+
+
+def window_widths(program, sched):
+    """The collapse windows' widths as tableau mode runs them."""
+    from cirq_quasarq.engines.cuda.device_program import _build_plan
+
+    return [end - start for kind, start, end, _ in _build_plan(program, sched).actions if kind == "C"]
+
+
+def engines():
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    default = CudaEngine()
+    unfolded = CudaEngine()
+    unfolded.fold_gates = False
+    rows = CudaEngine(lowrank_windows=False)
+    sequential = CudaEngine(batch_windows=False)
+    return {"default": default, "fold_gates=False": unfolded, "lowrank_windows=False": rows}, sequential
+
+
+def assert_paths_equal(program, seed: int, expect_paths=(), settings=None,
+                       runs=((0, False), (3, False), (0, True))):
+    """Every engine setting (or those named in `settings`) equals the per-collapse path on records
+    and inverse tableau for each (repetition, reference) of `runs`; the paths in `expect_paths` ran
+    (the profiled stages name them)."""
+    sched = schedule(program)
+    fast, sequential = engines()
+    fast = {name: engine for name, engine in fast.items() if settings is None or name in settings}
+    ran = set()
+    for repetition, reference in runs:
+        key = rng.make_key(seed)
+        want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        for name, engine in fast.items():
+            engine.profile = True
+            got = engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+            engine.profile = False
+            ran |= set(engine.stage_seconds)
+            ctx = f"{name}, repetition {repetition}, reference {reference}, windows {window_widths(program, sched)}"
+            assert np.array_equal(got.records, want.records), ctx
+            assert got.tableau.equals(want.tableau), ctx
+    for stage in expect_paths:
+        assert stage in ran, (stage, sorted(ran))
+    return sched, sequential
+
+
+@pytest.fixture(autouse=True)
+def _gpu():
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    yield
+    gc.collect()  # the engines' workspaces (a cycle: engine <-> its tableau mode) before the next test
+
+@pytest.mark.parametrize("scramble", [0, 2, 20])
+def test_lowrank_windows_at_the_edges_of_their_domain(scramble):
+    """n = 13000 (low rank up to 203 collapses a window): widths at every chunk edge, the last the
+    low-rank path takes and the first past it (per collapse)."""
+    n = 13000
+    top = lowrank_max(n)
+    widths = [1, 7, 8, 64, 65, 127, 128, 129, top, top + 1]
+    program = windows_program(n, 100 + scramble, widths, scramble)
+    sched = schedule(program)
+    assert window_widths(program, sched) == widths
+    assert_paths_equal(program, 7 + scramble, ("collapse window (low rank)", "collapse window (low rank) + gates",
+                                                "collapse window (rows)", "elimination"))
+
+
+def test_lowrank_chunks_with_more_than_64_distinct_pivots():
+    """n = 30000, no scrambling: every collapse random with a pivot of its own, so the chunks of
+    windows of 255, 256 and 468 (the widest the low-rank path takes) hold 128 distinct pivot columns
+    (the case a 128-bit integer's miscompiled bit clear broke); measured only, so each folds."""
+    n = 30000
+    widths = [255, 256, lowrank_max(n)]
+    program = windows_program(n, 5, widths, 0, mix=False)
+    assert window_widths(program, schedule(program)) == widths
+    assert_paths_equal(program, 11, ("collapse window (low rank) + gates",), settings=("default", "fold_gates=False"))
+
+
+@pytest.mark.parametrize("n", [4096, 4097, 10240, 10241])
+def test_one_block_and_rows_paths_at_their_edges(n):
+    """64 / 65 words a row (the one-block path's edge), 160 / 161 (the rows fold's and the
+    one-block plan's edge), windows of 1 to 65 collapses, after 2 layers; at n <= 4097 the NumPy
+    engine agrees too."""
+    widths = [1, 3, 7, 8, 64, 65]
+    program = windows_program(n, n, widths, 2)
+    sched, sequential = assert_paths_equal(program, n)
+    if n <= 4097:
+        key = rng.make_key(n)
+        want = sequential.run_tableau(program, sched, key)
+        got = NumpyEngine().run_tableau(program, sched, key)
+        assert np.array_equal(got.records, want.records) and got.tableau.equals(want.tableau)
+
+
+def test_measuring_twice_repeats_after_a_wide_window():
+    """The issue's probe, at the default suite's size: 20 paper layers on 13000 qubits, then M of the
+    widest window the low-rank path takes, then M of the same qubits: the second block repeats the
+    first on every path, and the paths agree."""
+    n = 13000
+    _measure_twice(n, lowrank_max(n), 20)
+
+
+def _measure_twice(n: int, width: int, layers: int, seed: int = 3):
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    for _ in range(layers):
+        _paper_layer(b, n, r)
+        b.next_step()
+        for q in r.sample(range(n), max(1, n // 1400)):
+            b.measure(q)
+    qubits = r.sample(range(n), width)
+    for _ in range(2):
+        b.next_step()
+        for q in qubits:
+            b.measure(q)
+    program = b.build()
+    sched = schedule(program)
+    fast, sequential = engines()
+    want = sequential.run_tableau(program, sched, rng.make_key(seed), reference=True).records
+    for name, engine in dict(fast, sequential=sequential).items():
+        records = engine.run_tableau(program, sched, rng.make_key(seed), reference=True).records
+        assert np.array_equal(records[-2 * width:-width], records[-width:]), name
+        assert np.array_equal(records, want), name
+
+
+@pytest.mark.gpu_long
+@pytest.mark.parametrize("n", [60000, 100000])
+def test_wide_windows_on_large_tableaux(n):
+    """n = 60k and 100k after 20 layers: windows of 1,000, the widest the low-rank path takes and
+    one more."""
+    top = lowrank_max(n)
+    widths = [1000, top, top + 1]
+    program = windows_program(n, n, widths, 20)
+    assert window_widths(program, schedule(program)) == widths
+    assert_paths_equal(program, n, ("collapse window (low rank)",), settings=("default", "fold_gates=False"),
+                       runs=((0, False), (0, True)))
+
+
+@pytest.mark.gpu_long
+@pytest.mark.parametrize("n,width", [(60000, 900), (100000, 1000), (100000, 1562)])
+def test_measuring_twice_repeats_on_large_tableaux(n, width):
+    _measure_twice(n, width, 20)
