@@ -235,3 +235,79 @@ def test_wide_windows_on_large_tableaux(n):
 @pytest.mark.parametrize("n,width", [(60000, 900), (100000, 1000), (100000, 1562)])
 def test_measuring_twice_repeats_on_large_tableaux(n, width):
     _measure_twice(n, width, 20)
+
+
+# ------------------------------------------------------------------------------------- frame mode
+# engines/cuda/frames.py: the frames live in shared memory when one 64-shot word of all qubits
+# fits a block (16 n bytes <= the opt-in limit), else in global memory; shot-major records come from
+# the frame kernel's epilogue when 64 shots' rows fit its shared memory, else from
+# parities_shot_major afterwards (its oracle, `fused_shot_major=False`).
+
+
+def frames_program(n: int, seed: int, measure_rounds: int = 1, measured=None):
+    """H on every qubit, depolarizing noise, CX pairs, X errors, then `measure_rounds` rounds of M on
+    `measured` qubits (default all), one layer of noise between rounds."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    b.gate_layer(np.full(n, _CODE["H"]), np.arange(n), np.full(n, -1))
+    dep = b.channel_id(1, [0.01, 0.01, 0.01], [[1], [2], [3]])
+    flip = b.channel_id(1, [0.05], [[1]])
+    b.next_step()
+    for q in range(n):
+        b.noise("DEPOLARIZE1", [q], dep)
+    order = list(range(n))
+    r.shuffle(order)
+    b.next_step()
+    for k in range(0, n - 1, 2):
+        b.gate("CX", order[k], order[k + 1])
+    qubits = list(range(n)) if measured is None else list(measured)
+    for _ in range(measure_rounds):
+        b.next_step()
+        for q in qubits:
+            b.noise("X_ERROR", [q], flip)
+        b.next_step()
+        for q in qubits:
+            b.measure(q, invert=r.random() < 0.2)
+    return b.build()
+
+
+def _frames_equal(program, shots: int, seed: int, shot_major: bool, engines_) -> None:
+    sched = schedule(program)
+    numpy = NumpyEngine()
+    key = rng.make_key(seed)
+    reference = numpy.run_tableau(program, sched, key, reference=True).records
+    want = numpy.sample_frames(program, sched, key, reference, shots, shot_major=shot_major)
+    for name, engine in engines_.items():
+        got = engine.sample_frames(program, sched, key, reference, shots, shot_major=shot_major)
+        assert got.shape == want.shape and np.array_equal(got, want), name
+
+
+def test_frames_in_shared_and_global_memory_at_their_edge():
+    """n = the most qubits whose frames fit shared memory, and one more: CUDA == NumPy."""
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    engine = CudaEngine()
+    edge = engine.smem_optin // 16
+    for n in (edge, edge + 1):
+        program = frames_program(n, n, measured=range(0, n, 7))
+        _frames_equal(program, 1000, n, False, {f"auto, n = {n}": engine})
+
+
+def test_shot_major_records_from_the_frame_kernel_at_their_edge():
+    """Records per shot at the fused epilogue's edge (64 shots' rows in the kernel's shared memory)
+    and one byte past it: CUDA == NumPy, fused or not."""
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    fused, unfused = CudaEngine(), CudaEngine()
+    unfused.fused_shot_major = False
+    warm = frames_program(16, 1)
+    _frames_equal(warm, 64, 1, True, {"warm": fused})
+    cuda = fused.cuda
+    static = fused.launcher.functions["frames_program_shared"].get_attribute(cuda.function_attribute.SHARED_SIZE_BYTES)
+    room = min(fused.smem_optin, 113 * 1024) - static
+    edge_records = 8 * (room // 64)  # the most records whose 64 shot rows fit
+    n = 8
+    for records in (edge_records, edge_records + 8):
+        program = frames_program(n, records, measure_rounds=records // n)
+        assert program.num_records == records
+        _frames_equal(program, 700, records, True, {"fused": fused, "fused_shot_major=False": unfused})
