@@ -283,12 +283,16 @@ def _frames_equal(program, shots: int, seed: int, shot_major: bool, engines_) ->
 
 
 def test_frames_in_shared_and_global_memory_at_their_edge():
-    """n = the most qubits whose frames fit shared memory, and one more: CUDA == NumPy."""
+    """n = the most qubits whose frames fit a block's shared memory beside the kernel's static
+    part, one more, and smem_optin / 16 (where the frames alone would fit: it had been launched with
+    more shared memory than a block has): CUDA == NumPy."""
     from cirq_quasarq.engines.cuda import CudaEngine
 
     engine = CudaEngine()
-    edge = engine.smem_optin // 16
-    for n in (edge, edge + 1):
+    static = engine._frames._static_shared("frames_program_shared")
+    edge = (engine.smem_optin - static) // 16
+    assert 0 < static and edge < engine.smem_optin // 16
+    for n in (edge, edge + 1, engine.smem_optin // 16):
         program = frames_program(n, n, measured=range(0, n, 7))
         _frames_equal(program, 1000, n, False, {f"auto, n = {n}": engine})
 
@@ -302,9 +306,7 @@ def test_shot_major_records_from_the_frame_kernel_at_their_edge():
     unfused.fused_shot_major = False
     warm = frames_program(16, 1)
     _frames_equal(warm, 64, 1, True, {"warm": fused})
-    cuda = fused.cuda
-    static = fused.launcher.functions["frames_program_shared"].get_attribute(cuda.function_attribute.SHARED_SIZE_BYTES)
-    room = min(fused.smem_optin, 113 * 1024) - static
+    room = min(fused.smem_optin, 113 * 1024) - fused._frames._static_shared("frames_program_shared")
     edge_records = 8 * (room // 64)  # the most records whose 64 shot rows fit
     n = 8
     for records in (edge_records, edge_records + 8):

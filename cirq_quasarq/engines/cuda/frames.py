@@ -80,10 +80,12 @@ class FrameMode:
         ref = cuda.to_device(_pad(np.asarray(reference, dtype=np.uint8) & 1, np.uint8))
         n = program.num_qubits
         slab_word = 16 * n  # fx and fz of one shot word, all qubits
-        shared = slab_word <= engine.smem_optin and engine.frame_memory != "global"
+        # a block's shared memory holds the kernel's static part (its noise queues) besides the slab
+        static_shared = self._static_shared("frames_program_shared")
+        shared = slab_word + static_shared <= engine.smem_optin and engine.frame_memory != "global"
         if engine.frame_memory == "shared" and not shared:
             raise OutOfMemoryError(f"the frames of {n} qubits need {slab_word} bytes of shared memory per 64 shots; "
-                                   f"a block has at most {engine.smem_optin}")
+                                   f"a block has at most {engine.smem_optin - static_shared} besides the kernel's own")
         per_word = (8 * num_records + (0 if shared else slab_word) + (0 if parities is None else 8 * rows)
                     + (64 * row_bytes if shot_major else 0))
         held = sum(b[1] for b in self._buffers.values())  # reused, so available to this call
@@ -101,8 +103,7 @@ class FrameMode:
         name = "frames_program_shared" if shared else "frames_program_global"
         # Two blocks a multiprocessor (228 KiB): each its dynamic shared memory, its static noise
         # queues, 1 KiB the driver keeps.
-        static = engine.launcher.functions[name].get_attribute(cuda.function_attribute.SHARED_SIZE_BYTES)
-        room = min(engine.smem_optin, 113 * 1024) - static
+        room = min(engine.smem_optin, 113 * 1024) - self._static_shared(name)
         # Shot-major records come from the frame kernel itself where 64 shots' rows fit its shared
         # memory (qq_shot_major_epilogue). Longer rows (over ~14k records: then a block's records
         # are no longer in L2 when it ends, and its one-word reads of them cost whole sectors from
@@ -247,6 +248,11 @@ class FrameMode:
             self._pinned = None  # the old buffer goes first (unless a result holds it)
             self._pinned = self.engine.pinned(max(count, 1), np.uint64, "frame mode's results")
         return self._pinned[:count]
+
+    def _static_shared(self, kernel: str) -> int:
+        """Bytes of shared memory `kernel` declares statically (a block's dynamic share comes on top)."""
+        cuda = self.engine.cuda
+        return int(self.engine.launcher.functions[kernel].get_attribute(cuda.function_attribute.SHARED_SIZE_BYTES))
 
     def _scratch(self, name: str, nbytes: int):
         """A device buffer reused across calls (grown when too small: the old one is freed first)."""
