@@ -19,7 +19,7 @@ from .compiler import compile_circuit, compile_stim, compile_template
 from .core import rng
 from .core.parities import Parities, parities_shot_major
 from .core.memory import require_host_memory
-from .core.program import Annotation, Program, ProgramBuilder
+from .core.program import Annotation, Annotations, Program, ProgramBuilder
 from .engines import Engine, select_engine
 from .errors import InvalidInputError
 from .initial import Initial
@@ -350,7 +350,10 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
 
     def detector_coordinates(self, circuit: Any) -> Dict[int, List[float]]:
         """{detector index: coordinates}, as Stim's `circuit.get_detector_coordinates()`."""
-        return {i: list(d.coords) for i, d in enumerate(self.compile(circuit).detectors)}
+        detectors = self.compile(circuit).detectors
+        if isinstance(detectors, Annotations):
+            return detectors.coordinates()
+        return {i: list(d.coords) for i, d in enumerate(detectors)}
 
     # ---------------------------------------------------------------------------- final state
     def _start(self, initial: Optional[Initial], qubits: tuple):

@@ -609,3 +609,69 @@ def test_the_same_circuit_object_again_is_not_recompiled_unless_changed():
     changed = compile_stim(c)
     assert changed is not first and changed.num_records == 3
     assert compile_stim(stim.Circuit("H 0\nCX 0 1\nM 0 1")) is first  # an equal circuit: the text cache
+
+
+# -- whole instructions: the one-block path against the per-target path ----------------------------
+
+
+def assert_programs_equal(p, q, what=""):
+    """Every table of two Programs equal (instructions row for row, slots, channels, keys, annotations)."""
+    assert np.array_equal(p.instructions, q.instructions), what
+    assert (p.num_qubits, p.num_records, p.num_rand_slots) == (q.num_qubits, q.num_records, q.num_rand_slots), what
+    assert np.array_equal(p.ext_qubits, q.ext_qubits) and np.array_equal(p.ext_paulis, q.ext_paulis), what
+    assert [(c.arity, c.probs.tolist(), c.paulis.tolist()) for c in p.channels] == \
+        [(c.arity, c.probs.tolist(), c.paulis.tolist()) for c in q.channels], what
+    assert [(c.num_bits, c.matrix.tolist()) for c in p.confusions] == \
+        [(c.num_bits, c.matrix.tolist()) for c in q.confusions], what
+    assert [(c.refs.tolist(), c.table.tolist()) for c in p.conditions] == \
+        [(c.refs.tolist(), c.table.tolist()) for c in q.conditions], what
+    assert [vars(l) for l in p.loops] == [vars(l) for l in q.loops], what
+    assert [(k.key, k.records.tolist()) for k in p.keys] == [(k.key, k.records.tolist()) for k in q.keys], what
+    for mine, theirs in ((p.detectors, q.detectors), (p.observables, q.observables)):
+        assert [(a.records.tolist(), a.coords, a.index) for a in mine] == \
+            [(a.records.tolist(), a.coords, a.index) for a in theirs], what
+    assert np.array_equal(p.moment_rows, q.moment_rows) and np.array_equal(p.moment_records, q.moment_records), what
+
+
+def _both(circuit):
+    whole = stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit)
+    per_target = stim_circuit._StimCompiler(stim, circuit.num_qubits, whole_instructions=False).run(circuit)
+    return whole, per_target
+
+
+WHOLE_EDGE_CASES = [
+    "H 0 0 1\nCX 0 1 1 2\nS 2",  # a qubit twice: per target
+    "M !0 1 !2\nMX 0 !1\nMRY !2 0\nRX 1 2\nR 0\nM 0",
+    "X_ERROR(0) 0 1\nH 0\nDEPOLARIZE2(0) 0 1\nCX 0 1",  # channels that never fire take no position
+    "M(0.1) 0 1\nM(0) 2\nMX(0.2) !0",  # flip probabilities: per target
+    "PAULI_CHANNEL_2(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.1, 0) 0 1\nH 0",  # one outcome: E
+    "H 0\nTICK\nH 0 1\nREPEAT 3 {\n  CX 0 1\n  M 1\n  TICK\n  DEPOLARIZE1(0.1) 0 1\n}\nM 0",
+    "H[tagged] 0 1\nM 0\nCX rec[-1] 1\nMPP X0*Z1\nE(0.1) X0 Y1",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", WHOLE_EDGE_CASES)
+def test_whole_instructions_equal_the_per_target_path_on_edge_cases(text):
+    whole, per_target = _both(stim.Circuit(text))
+    assert_programs_equal(whole, per_target, text)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_whole_instructions_equal_the_per_target_path_on_random_circuits(seed):
+    circuit = random_circuit(300 + seed, n=8, noisy=seed % 2 == 0)
+    whole, per_target = _both(circuit)
+    assert_programs_equal(whole, per_target, str(circuit))
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_whole_instructions_equal_the_per_target_path_on_generated_codes(code):
+    circuit = generated(code, distance=5, rounds=4)
+    assert_programs_equal(*_both(circuit), code)
+
+
+def test_whole_instructions_equal_the_per_target_path_on_the_paper_circuits():
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    circuit = paper_random_circuit_stim(700, 12, seed=4)
+    assert_programs_equal(*_both(circuit))

@@ -45,6 +45,7 @@ with Pauli targets, and any instruction Stim adds later.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import threading
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -54,7 +55,7 @@ import numpy as np
 
 from .. import errors
 from ..core import opcodes, paulis
-from ..core.program import Program, ProgramBuilder
+from ..core.program import A, AUX, B, COND, FLAG_INVERT, FLAGS, NUM_FIELDS, OP, RAND, REC, Program, ProgramBuilder
 from . import cache, channels
 
 __all__ = ["compile_stim", "clear_stim_cache"]
@@ -131,7 +132,7 @@ def clear_stim_cache() -> None:
 
 
 def compile_stim(circuit) -> Program:
-    """The Program of a `stim.Circuit` (cached by the circuit's text; see the module docstring).
+    """The Program of a `stim.Circuit` (cached: an equal circuit compiles once; see the module docstring).
 
     The returned Program is shared with the cache; treat it as read-only."""
     import stim  # optional dependency: never imported by `import cirq_quasarq`
@@ -142,9 +143,12 @@ def compile_stim(circuit) -> Program:
         recent = _RECENT.get(id(circuit))
     if recent is not None and recent[0] is circuit and recent[1] == circuit:  # unchanged since
         return recent[2]
-    key = str(circuit)
+    # A cheap fingerprint (its text took as long as the rest of a large compile); a hit is used only
+    # when its circuit equals this one.
+    key = (circuit.num_qubits, circuit.num_measurements, circuit.num_detectors, circuit.num_observables,
+           circuit.num_ticks, len(circuit))
     hit = _PROGRAMS.get(key)
-    if hit is not None and hit[1] == circuit:  # the text rounds arguments: equal circuits only
+    if hit is not None and hit[1] == circuit:
         program, kept = hit[0], hit[1]
     else:
         program, kept = _StimCompiler(stim, circuit.num_qubits).run(circuit), circuit.copy()
@@ -157,15 +161,56 @@ def compile_stim(circuit) -> Program:
     return program
 
 
-class _StimCompiler:
-    """One compilation: the builder, the positions of the open step and where the walk is."""
+class LineQubits(collections.abc.Sequence):
+    """`cirq.LineQubit(i)` for i in range(n), made when first read: a compile does not need them
+    (making 100k of them took most of a 100k-qubit circuit's compile)."""
 
-    def __init__(self, stim, num_qubits: int):
+    def __init__(self, n: int):
+        self._n = n
+        self._made: Optional[Tuple] = None
+
+    def _qubits(self) -> Tuple:
+        if self._made is None:
+            self._made = tuple(cirq.LineQubit.range(self._n))
+        return self._made
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index):
+        return self._qubits()[index]
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, collections.abc.Sequence) else other)
+
+    def __repr__(self) -> str:
+        return f"cirq.LineQubit.range({self._n})"
+
+
+class _StimCompiler:
+    """One compilation: the builder, the positions of the open step and where the walk is.
+
+    With `whole_instructions` (the default) an instruction whose targets are all plain qubits
+    (unitaries, M / MR / R in any basis without a flip probability, Pauli channels) is compiled as
+    one block of rows from its targets parsed as one array; the rest, and instructions that name a
+    qubit twice, go target by target. Both give the same Program (tests/test_stim_circuit.py)."""
+
+    def __init__(self, stim, num_qubits: int, whole_instructions: bool = True):
         self.stim = stim
         self.table = _table(stim)
         self.n = num_qubits
         self.b = ProgramBuilder(num_qubits)
-        self.free: Dict[int, int] = {}  # qubit -> first free position in the open step
+        self.whole = whole_instructions
+        self.free = np.zeros(max(1, num_qubits), dtype=np.int64)  # qubit -> first free position in the open step
+        self.touched: List[object] = []  # qubits (ints, arrays) given a position in the open step
+        self.mark = np.full(max(1, num_qubits), -1, dtype=np.int64)  # scratch of `_distinct`
+        self.counting = np.arange(1024, dtype=np.int64)  # `_count`
+        # whole instructions waiting for their positions (`_whole`): (first qubits, second qubits
+        # (the first again for one-qubit rows), rows, whether they write records); `owner` marks
+        # the batch's qubits with `batch_id`
+        self.batch: List[tuple] = []
+        self.owner = np.full(max(1, num_qubits), -1, dtype=np.int64)
+        self.batch_id = 0
         self.rtop = 0  # first position after every record-writing row of the open step
         self.path: List[Tuple[int, int]] = []  # (instruction index, repeat count) of open REPEATs
         self.specs: Dict[Tuple, Optional[Tuple[int, int, Optional[Tuple[int, ...]]]]] = {}
@@ -176,19 +221,30 @@ class _StimCompiler:
     def run(self, circuit) -> Program:
         self._moment()
         self._walk(circuit, top=True)
+        self._flush_batch()
         self._close()
         rows, recs = self.moment_rows, self.moment_records
         if rows and rows[-1] == self.b.num_rows() and recs[-1] == self.b.num_records:
             rows.pop(), recs.pop()  # no trailing empty moment
-        qubits = tuple(cirq.LineQubit(i) for i in range(self.n))
-        return self.b.build(qubits, rows, recs)
+        return self.b.build(LineQubits(self.n), rows, recs)
 
     def _close(self) -> None:
         """Close the open step (if anything was placed in it)."""
-        if self.free:
+        if self.touched:
             self.b.next_step()
-            self.free.clear()
+            free = self.free
+            for qs in self.touched:
+                free[qs] = 0
+            self.touched = []
             self.rtop = 0
+
+    def _free_at(self, q: int) -> int:
+        return int(self.free[q])
+
+    def _take(self, q: int, pos: int) -> None:
+        """Qubit q is busy up to position `pos` of the open step (exclusive)."""
+        self.free[q] = pos
+        self.touched.append(q)
 
     def _moment(self) -> None:
         """A top-level moment boundary (dropped when nothing was written since the last)."""
@@ -204,18 +260,26 @@ class _StimCompiler:
         repeat_block = self.stim.CircuitRepeatBlock
         b = self.b
         emit = b.emit
-        free = self.free
         for index, inst in enumerate(circuit):
             if isinstance(inst, repeat_block):
+                self._flush_batch()
                 self._repeat(inst, index, top)
                 continue
             name = inst.name
             kind, data = table.get(name, ("N", name))
-            if kind == "U1":
+            if self.whole and self._whole(inst, index, kind, data):
+                continue
+            self._flush_batch()
+            if data == "TICK":
+                if top:
+                    self._moment()
+                else:
+                    self._close()
+            elif kind == "U1":
                 for t in inst.targets_copy():
                     q = t.value
-                    p = free.get(q, 0)
-                    free[q] = p + 1
+                    p = self._free_at(q)
+                    self._take(q, p + 1)
                     emit(data, q, -1, pos=p)
             elif kind == "U2":
                 targets = inst.targets_copy()
@@ -226,17 +290,192 @@ class _StimCompiler:
                         self._feedback(inst, index, name, ta, tb)
                         continue
                     qa, qb = ta.value, tb.value
-                    pa, pb = free.get(qa, 0), free.get(qb, 0)
+                    pa, pb = self._free_at(qa), self._free_at(qb)
                     p = pa if pa > pb else pb
-                    free[qa] = free[qb] = p + 1
+                    self._take(qa, p + 1)
+                    self._take(qb, p + 1)
                     emit(data, qa, qb, pos=p)
-            elif data == "TICK":
-                if top:
-                    self._moment()
-                else:
-                    self._close()
             else:
                 self._other(inst, index, data)
+
+    # -- whole instructions ----------------------------------------------------------------------
+    def _plain_targets(self, inst):
+        """(qubits int64 [k], inverted bool [k] or None) of an instruction whose targets are all
+        qubits, perhaps inverted, parsed from its text as one array; None otherwise."""
+        if inst.tag:
+            return None
+        text = str(inst)
+        cut = text.find(") ") + 2 if "(" in text else text.find(" ") + 1
+        rest = text[cut:] if cut > 0 else ""
+        # rec[-k] and sweep[k] hold '[', Pauli targets a letter, products '*': none of them is plain
+        if "[" in rest or "*" in rest or "X" in rest or "Y" in rest or "Z" in rest:
+            return None
+        which = None
+        if "!" in rest:
+            raw = np.frombuffer(rest.encode(), dtype=np.uint8)
+            which = np.searchsorted(np.flatnonzero(raw == 32), np.flatnonzero(raw == 33))  # token of each '!'
+            rest = rest.replace("!", "")
+        qubits = np.fromstring(rest, dtype=np.int64, sep=" ") if rest else np.zeros(0, dtype=np.int64)
+        if len(qubits) != (rest.count(" ") + 1 if rest else 0):  # not the format this reads: per target
+            return None
+        if which is None:
+            return qubits, None
+        inverted = np.zeros(len(qubits), dtype=bool)
+        inverted[which] = True
+        return qubits, inverted
+
+    def _count(self, k: int) -> np.ndarray:
+        """0, 1, ..., k - 1 (a view of one array that grows)."""
+        if len(self.counting) < k:
+            self.counting = np.arange(2 * k, dtype=np.int64)
+        return self.counting[:k]
+
+    def _distinct(self, qubits: np.ndarray) -> bool:
+        """Whether no qubit appears twice (a scratch mark per qubit: the last writer wins)."""
+        order = self._count(len(qubits))
+        self.mark[qubits] = order
+        return bool((self.mark[qubits] == order).all())
+
+    def _block(self, k: int, op, a, b=-1, rec=-1, rand=-1, aux=-1, flags=0) -> np.ndarray:
+        """k rows of one opcode, STEP left for the builder: a row of the fields that do not vary
+        (`a`, and any of the others, may be arrays of k)."""
+        rows = np.empty((k, NUM_FIELDS), dtype=np.int32)
+        rows[:] = (op, -1 if isinstance(a, np.ndarray) else a, -1 if isinstance(b, np.ndarray) else b,
+                   -1 if isinstance(rec, np.ndarray) else rec, -1 if isinstance(rand, np.ndarray) else rand, aux,
+                   self.b.cond, -1 if isinstance(flags, np.ndarray) else flags, 0)
+        for field, value in ((A, a), (B, b), (REC, rec), (RAND, rand), (FLAGS, flags)):
+            if isinstance(value, np.ndarray):
+                rows[:, field] = value
+        return rows
+
+    def _whole(self, inst, index: int, kind: str, data) -> bool:
+        """Compile `inst` (its table entry `kind`, `data`: an opcode, or the canonical name) as one
+        block of rows where it may be (see the class docstring): the rows, positions, record and
+        random slots the per-target path gives. False: it did nothing.
+
+        Consecutive such instructions on disjoint qubits gather in a batch (`_batch`): their rows
+        take their positions together when the batch is flushed (before any other instruction)."""
+        name = data
+        found = None
+        collapse = name in _MEASURE or name in _MEASURE_RESET or name in _RESET
+        if collapse:
+            args = inst.gate_args_copy()
+            if args and args[0] != 0:  # a flip probability: per target (a confusion row each)
+                return False
+        elif name in _NOISE:
+            found = self._spec(inst, index, name, tuple(inst.gate_args_copy()))
+            if found is None:  # a channel that never fires: no rows, no positions taken
+                return True
+            if opcodes.BY_NAME[found[0]].arity == 0:
+                return False
+        elif kind not in ("U1", "U2"):
+            return False
+        parsed = self._plain_targets(inst)
+        if parsed is None:
+            return False
+        qubits, inverted = parsed
+        if not len(qubits):
+            return True
+        if (inverted is not None and not collapse) or not self._distinct(qubits):
+            return False
+        if collapse and (_RESET.get(name) or _MEASURE_RESET.get(name) or _MEASURE.get(name)) != "Z":
+            self._flush_batch()
+            self._collapses(name, qubits, inverted)
+            return True
+        if self.batch and (self.owner[qubits] == self.batch_id).any():  # shares a qubit with the batch
+            self._flush_batch()
+        self.owner[qubits] = self.batch_id
+        b = self.b
+        pair = kind == "U2" or name in ("DEPOLARIZE2", "PAULI_CHANNEL_2")
+        first, second = (qubits[0::2], qubits[1::2]) if pair else (qubits, None)
+        k = len(first)
+        code, rec, rand, aux, flags = name, -1, -1, -1, None
+        if kind not in ("U1", "U2"):
+            rand = b.take_rand(k)  # random slots (and records) in target order
+            if not collapse:  # a Pauli channel
+                code, aux = _CODE[found[0]], found[1]
+            else:  # M, MR or R in the Z basis
+                reset = name in _RESET
+                code = _CODE["R" if reset else ("MR" if name in _MEASURE_RESET else "M")]
+                if not reset:
+                    rec = b.take_records(k)
+                    b.add_record_keys(rec, k)
+                flags = inverted
+        self.batch.append((code, first, second, rec, rand, aux, flags))
+        return True
+
+    def _flush_batch(self) -> None:
+        """Give the batch's rows their positions (the qubits of a batch are distinct) and write them,
+        built column by column: (opcode, first qubits, second qubits or None, first record or -1,
+        first random slot or -1, aux, inverted targets or None) an instruction."""
+        batch = self.batch
+        if not batch:
+            return
+        self.batch = []
+        self.batch_id += 1
+        sizes = np.array([len(item[1]) for item in batch])
+        total = int(sizes.sum())
+        first = np.concatenate([item[1] for item in batch]) if len(batch) > 1 else batch[0][1]
+        paired = [item[2] is not None for item in batch]
+        second = (np.concatenate([item[1] if item[2] is None else item[2] for item in batch]) if any(paired)
+                  else first)
+        rows = np.empty((total, NUM_FIELDS), dtype=np.int32)
+        rows[:, OP] = np.repeat([item[0] for item in batch], sizes)
+        rows[:, A] = first
+        rows[:, B] = second if all(paired) else (
+            np.where(np.repeat(paired, sizes), second, -1) if any(paired) else -1)
+        local = self._count(total) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # a target's index in its instruction
+        for field, at in ((REC, 3), (RAND, 4)):
+            starts = np.array([item[at] for item in batch])
+            rows[:, field] = -1 if (starts < 0).all() else np.where(np.repeat(starts >= 0, sizes),
+                                                                     np.repeat(starts, sizes) + local, -1)
+        rows[:, AUX] = np.repeat([item[5] for item in batch], sizes)
+        rows[:, COND] = self.b.cond
+        inverted = [item[6] for item in batch]
+        rows[:, FLAGS] = 0 if all(f is None for f in inverted) else np.concatenate(
+            [np.zeros(len(item[1]), dtype=bool) if f is None else f for item, f in zip(batch, inverted)]) * FLAG_INVERT
+        free = self.free
+        pos = np.maximum(free[first], free[second]) if second is not first else free[first]
+        free[first] = pos + 1
+        if second is not first:
+            free[second] = pos + 1
+            self.touched.append(second)
+        self.touched.append(first)
+        self.b.emit_rows(rows, pos)
+        records = [item[3] >= 0 for item in batch]
+        if any(records):
+            written = pos if all(records) else pos[np.repeat(records, sizes)]
+            self._wrote_record(int(written.max()))
+
+    def _collapses(self, name: str, qubits: np.ndarray, inverted) -> None:
+        """M / MR / R in any basis on distinct qubits: per target (basis change,) the collapse (and
+        the change back), each on the next position of its qubit; records and random slots in order."""
+        b, free = self.b, self.free
+        k = len(qubits)
+        reset = name in _RESET
+        basis = _RESET[name] if reset else _MEASURE_RESET.get(name) or _MEASURE[name]
+        op = "R" if reset else ("MR" if name in _MEASURE_RESET else "M")
+        pos = free[qubits]
+        self.touched.append(qubits)
+        rand = b.take_rand(k) + np.arange(k)
+        rec = -1 if reset else b.take_records(k) + np.arange(k)
+        flags = 0 if inverted is None else np.where(inverted, FLAG_INVERT, 0)
+        rows = self._block(k, _CODE[op], qubits, rec=rec, rand=rand, flags=flags)
+        if basis == "Z":
+            free[qubits] = pos + 1
+            b.emit_rows(rows, pos)
+            at = pos
+        else:  # before, collapse, after: interleaved per target, as the per-target path writes them
+            before, _, after = opcodes.LOWERED_BASIS[op + basis]
+            free[qubits] = pos + 3
+            block = np.empty((k, 3, NUM_FIELDS), dtype=np.int32)
+            block[:, 0], block[:, 1], block[:, 2] = self._block(k, _CODE[before], qubits), rows, self._block(
+                k, _CODE[after], qubits)
+            b.emit_rows(block.reshape(3 * k, NUM_FIELDS), (pos[:, None] + np.arange(3)[None, :]).reshape(-1))
+            at = pos + 1
+        if not reset:
+            self._wrote_record(int(at.max()))
+            b.add_record_keys(int(rec[0]), k)
 
     def _repeat(self, block, index: int, top: bool) -> None:
         count = block.repeat_count
@@ -250,6 +489,7 @@ class _StimCompiler:
             self._close()
             self.b.begin_loop(count)
             self._walk(body)
+            self._flush_batch()
             self._close()
             self.b.end_loop()
             if top:
@@ -271,14 +511,13 @@ class _StimCompiler:
 
     # -- placement -------------------------------------------------------------------------------
     def _place(self, qs: Sequence[int]) -> int:
-        free = self.free
         p = 0
         for q in qs:
-            v = free.get(q, 0)
+            v = self._free_at(q)
             if v > p:
                 p = v
         for q in qs:
-            free[q] = p + 1
+            self._take(q, p + 1)
         return p
 
     def _wrote_record(self, pos: int) -> None:
@@ -441,8 +680,8 @@ class _StimCompiler:
                        errors.MeasurementKeyError)
         cid = b.condition([(rec, b.depth)], [False, True])
         q = target.value
-        pos = max(self.rtop, self.free.get(q, 0))
-        self.free[q] = pos + 1
+        pos = max(self.rtop, self._free_at(q))
+        self._take(q, pos + 1)
         b.emit(_PAULI_CODE[_LETTER[sides[1 - rec_side]]], q, -1, cond=cid, pos=pos)
 
     # -- noise -----------------------------------------------------------------------------------
@@ -489,18 +728,18 @@ class _StimCompiler:
                 b.noise(opname, qs, channel, pos=self._place(qs), ext_paulis=ext)
             return
         code = _CODE[opname]
-        emit, free = b.emit, self.free
+        emit = b.emit
         if name in ("DEPOLARIZE2", "PAULI_CHANNEL_2"):
             for k in range(0, len(targets), 2):
                 qa, qb = targets[k], targets[k + 1]
-                pa, pb = free.get(qa, 0), free.get(qb, 0)
-                p = pa if pa > pb else pb
-                free[qa] = free[qb] = p + 1
+                p = max(self._free_at(qa), self._free_at(qb))
+                self._take(qa, p + 1)
+                self._take(qb, p + 1)
                 emit(code, qa, qb, -1, b.take_rand(), channel, pos=p)
         else:
             for q in targets:
-                p = free.get(q, 0)
-                free[q] = p + 1
+                p = self._free_at(q)
+                self._take(q, p + 1)
                 emit(code, q, -1, -1, b.take_rand(), channel, pos=p)
 
     def _correlated_error(self, inst, index: int) -> None:

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .program import Annotation
+from .program import Annotation, Annotations
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,14 +31,12 @@ class Parities:
     @classmethod
     def of(cls, annotations: Sequence[Annotation], reference: np.ndarray) -> "Parities":
         """The parities of detectors / observables, relative to the records' reference values."""
-        lengths = np.array([len(a.records) for a in annotations], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        records = (np.concatenate([np.asarray(a.records, dtype=np.int64) for a in annotations])
-                   if annotations else np.zeros(0, dtype=np.int64))
+        table = Annotations.of(annotations)
+        offsets, records = table.offsets, table.records
         ref = np.asarray(reference, dtype=np.uint8) & 1
-        flip = np.zeros(len(annotations), dtype=np.uint8)
-        if len(records):
-            np.bitwise_xor.at(flip, np.repeat(np.arange(len(annotations)), lengths), ref[records])
+        # each parity's flip: the XOR of its records' reference bits, from one running XOR
+        running = np.concatenate([[0], np.bitwise_xor.accumulate(ref[records])]) if len(records) else np.zeros(1, np.uint8)
+        flip = (running[offsets[1:]] ^ running[offsets[:-1]]).astype(np.uint8)
         return cls(offsets, records, flip)
 
     def reduce(self, packed: np.ndarray) -> np.ndarray:

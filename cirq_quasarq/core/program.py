@@ -25,6 +25,7 @@ record base by ``rec_stride`` per iteration, so nothing is ever unrolled.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -99,6 +100,90 @@ class Annotation:
     index: int = 0  # observable index
 
 
+class Annotations(collections.abc.Sequence):
+    """Detectors or observables held as arrays, read as a sequence of `Annotation`: annotation i
+    XORs records[offsets[i]:offsets[i + 1]], its coordinates are coords[i, :widths[i]] and its
+    index indexes[i]. `+` concatenates (with lists of Annotation too)."""
+
+    def __init__(self, kind: str, offsets, records, coords=None, widths=None, indexes=None):
+        self.kind = kind
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.records = np.asarray(records, dtype=np.int64)
+        m = len(self.offsets) - 1
+        self.coords = np.zeros((m, 0)) if coords is None else np.asarray(coords, dtype=np.float64)
+        self.widths = np.zeros(m, dtype=np.int64) if widths is None else np.asarray(widths, dtype=np.int64)
+        self.indexes = np.zeros(m, dtype=np.int64) if indexes is None else np.asarray(indexes, dtype=np.int64)
+
+    @classmethod
+    def of(cls, items) -> "Annotations":
+        """The table of a sequence of Annotation (an Annotations is returned as it is)."""
+        if isinstance(items, Annotations):
+            return items
+        items = list(items)
+        lengths = [len(a.records) for a in items]
+        width = max((len(a.coords) for a in items), default=0)
+        coords = np.zeros((len(items), width))
+        for i, a in enumerate(items):
+            coords[i, : len(a.coords)] = a.coords
+        records = (np.concatenate([np.asarray(a.records, dtype=np.int64) for a in items]) if items
+                   else np.zeros(0, dtype=np.int64))
+        kinds = {a.kind for a in items}
+        return cls(kinds.pop() if len(kinds) == 1 else "mixed", np.concatenate([[0], np.cumsum(lengths)]), records,
+                   coords, [len(a.coords) for a in items], [a.index for a in items])
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            picked = np.arange(len(self))[i]
+            return self._take(picked)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        lo, hi = self.offsets[i], self.offsets[i + 1]
+        return Annotation(self.kind, self.records[lo:hi], tuple(self.coords[i, : self.widths[i]].tolist()),
+                          int(self.indexes[i]))
+
+    def _take(self, picked: np.ndarray) -> "Annotations":
+        lengths = np.diff(self.offsets)[picked]
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        at = np.repeat(self.offsets[picked] - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+        return Annotations(self.kind, offsets, self.records[at], self.coords[picked], self.widths[picked],
+                           self.indexes[picked])
+
+    def __add__(self, other) -> "Annotations":
+        other = Annotations.of(other)
+        width = max(self.coords.shape[1], other.coords.shape[1])
+        coords = np.zeros((len(self) + len(other), width))
+        coords[: len(self), : self.coords.shape[1]] = self.coords
+        coords[len(self):, : other.coords.shape[1]] = other.coords
+        return Annotations(self.kind if self.kind == other.kind else "mixed",
+                           np.concatenate([self.offsets, other.offsets[1:] + self.offsets[-1]]),
+                           np.concatenate([self.records, other.records]), coords,
+                           np.concatenate([self.widths, other.widths]), np.concatenate([self.indexes, other.indexes]))
+
+    def __radd__(self, other) -> "Annotations":
+        return Annotations.of(other) + self
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Annotations) or isinstance(other, (list, tuple)):
+            mine, theirs = list(self), list(other)
+            return len(mine) == len(theirs) and all(
+                a.kind == b.kind and np.array_equal(a.records, b.records) and a.coords == b.coords and a.index == b.index
+                for a, b in zip(mine, theirs))
+        return NotImplemented
+
+    def coordinates(self):
+        """{i: [coordinates of annotation i]} (Stim's get_detector_coordinates)."""
+        rows = self.coords.tolist()
+        return {i: row[:w] for i, (row, w) in enumerate(zip(rows, self.widths.tolist()))}
+
+    def __repr__(self) -> str:
+        return f"Annotations({self.kind!r}, {len(self)} of them, {len(self.records)} records)"
+
+
 @dataclasses.dataclass(eq=False)  # identity semantics: simulators cache per Program object
 class Program:
     num_qubits: int
@@ -112,8 +197,8 @@ class Program:
     conditions: List[Condition]
     loops: List[Loop]
     keys: List[MeasurementKey]
-    detectors: List[Annotation] = dataclasses.field(default_factory=list)
-    observables: List[Annotation] = dataclasses.field(default_factory=list)
+    detectors: Sequence[Annotation] = dataclasses.field(default_factory=list)  # an Annotations when built
+    observables: Sequence[Annotation] = dataclasses.field(default_factory=list)
     qubits: Tuple = ()  # the Cirq qubits, index i is qubit i (kept for results only)
     # Global phases (complex128 [P]; NaN: unknown): a unitary row with AUX = p >= 0 multiplies the
     # state by phases[p] besides its opcode's canonical unitary; base_phase is the phase of
@@ -182,6 +267,12 @@ class ProgramBuilder:
         self.num_qubits = num_qubits
         self._flat: List[int] = []  # rows, NUM_FIELDS ints each, up to the open moment's position 0
         self._buckets: List[List[int]] = []  # rows at positions 1, 2, ... of the open moment
+        # Once `emit_rows` writes a block into the open moment, the moment keeps its rows as blocks
+        # in the order written (`_pieces`; `emit` then collects rows in `_pending`), and its end
+        # orders them by position, a stable sort: the same order as the buckets give.
+        self._pieces: Optional[List[np.ndarray]] = None
+        self._pending: List[int] = []
+        self._top = 0  # the highest position written in the open moment, while it keeps blocks
         self._blocks: List[np.ndarray] = []  # finished [k, NUM_FIELDS] blocks, in order
         self.step = 0  # STEP of the open moment's position 0
         self.cond = -1
@@ -219,10 +310,38 @@ class ProgramBuilder:
     # -- moments and the one row writer ----------------------------------------------------
     def end_moment(self) -> None:
         """Move the open moment's later positions after its position-0 rows (each a new STEP)."""
+        if self._pieces is not None:
+            self._close_blocks()
+            return
         for bucket in self._buckets:
             self._flat.extend(bucket)
             self.step += 1
         self._buckets = []
+
+    def _pending_block(self) -> None:
+        if self._pending:
+            self._pieces.append(np.fromiter(self._pending, dtype=np.int32).reshape(-1, NUM_FIELDS))
+            self._pending = []
+
+    def _open_blocks(self) -> None:
+        """The open moment keeps its rows as blocks from now on (see __init__)."""
+        self._flush()  # earlier moments and this one's position-0 rows come first whatever follows
+        self._pieces = [np.fromiter(bucket, dtype=np.int32).reshape(-1, NUM_FIELDS) for bucket in self._buckets]
+        self._top = len(self._buckets)
+        self._buckets = []
+
+    def _close_blocks(self) -> None:
+        self._pending_block()
+        rows = np.concatenate(self._pieces) if self._pieces else np.zeros((0, NUM_FIELDS), dtype=np.int32)
+        if len(rows):
+            pos = rows[:, STEP] - self.step
+            if not (pos[1:] >= pos[:-1]).all():  # by position, rows of one position in the order written
+                order = np.argsort(pos.astype(np.int16) if self._top < 1 << 15 else pos, kind="stable")
+                whole = rows.view(np.dtype((np.void, rows.itemsize * NUM_FIELDS))).ravel()  # a row one element
+                rows = np.take(whole, order).view(np.int32).reshape(-1, NUM_FIELDS)
+            self._blocks.append(rows)
+        self.step += self._top
+        self._pieces, self._top = None, 0
 
     def next_step(self) -> int:
         """Close the open moment and open a new one; returns its STEP."""
@@ -234,9 +353,14 @@ class ProgramBuilder:
 
     def max_pos(self) -> int:
         """The highest position written in the open moment."""
-        return len(self._buckets)
+        return len(self._buckets) if self._pieces is None else self._top
 
     def _bucket(self, pos: int) -> List[int]:
+        """The list that rows written at position `pos` of the open moment extend."""
+        if self._pieces is not None:
+            if pos > self._top:
+                self._top = pos
+            return self._pending
         if pos == 0:
             return self._flat
         buckets = self._buckets
@@ -255,6 +379,7 @@ class ProgramBuilder:
         lowered gate on `qubits` (program indices `index[qubit]`); random = 1 takes a random slot
         (a Pauli channel, aux its channel); a unitary's aux is its phase id or -1."""
         cond, step = self.cond, self.step
+        flat = self._flat if self._pieces is None else self._pending
         for code, la, lb, pos, aux, random in rows:
             a = index[qubits[la]]
             b = index[qubits[lb]] if lb >= 0 else -1
@@ -267,7 +392,19 @@ class ProgramBuilder:
             if pos:
                 self._bucket(pos).extend(row)
             else:
-                self._flat.extend(row)
+                flat.extend(row)
+
+    def emit_rows(self, rows: np.ndarray, pos: np.ndarray) -> None:
+        """Write a block of rows (int32 [k, NUM_FIELDS]; its STEP column is set here) at positions
+        `pos` of the open moment: the same rows, in the same order, as k calls of `emit`."""
+        if not len(rows):
+            return
+        if self._pieces is None:
+            self._open_blocks()
+        self._pending_block()
+        rows[:, STEP] = self.step + pos
+        self._pieces.append(rows)
+        self._top = max(self._top, int(pos.max()))
 
     def gate_layer(self, codes: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         """A whole layer of unitary opcodes on disjoint qubits at position 0 of a new step, in one
@@ -287,7 +424,11 @@ class ProgramBuilder:
 
     def num_rows(self) -> int:
         """Rows written so far (the open moment's later positions not counted)."""
-        return sum(len(block) for block in self._blocks) + len(self._flat) // NUM_FIELDS
+        done = sum(len(block) for block in self._blocks) + len(self._flat) // NUM_FIELDS
+        if self._pieces is not None:
+            self._pending_block()
+            done += sum(int(np.count_nonzero(p[:, STEP] == self.step)) for p in self._pieces)
+        return done
 
     def take_records(self, k: int) -> int:
         start = self.num_records
@@ -432,6 +573,12 @@ class ProgramBuilder:
         if names is not None:
             self._key_names[len(self._key_entries) - 1] = list(names)
 
+    def add_record_keys(self, first: int, count: int) -> None:
+        """Keys str(r) for the single records r in [first, first + count) (iteration-0 slots): what
+        `add_key(str(r), (r,))` for each r in order does."""
+        if count:
+            self._key_entries.append((None, np.arange(first, first + count, dtype=np.int64), self._open_ids()))
+
     def shift_coords(self, shift: Sequence[float]) -> None:
         """Add to the coordinate offset of later detectors (Stim's SHIFT_COORDS); inside a loop
         the offset keeps growing per iteration."""
@@ -460,9 +607,10 @@ class ProgramBuilder:
             shifts = (shifts[:, None] + steps[None, :]).reshape(-1)
         return shifts
 
-    def _coord_shifts(self, loop_ids: Tuple[int, ...], coords: Tuple[float, ...]):
-        """Per iteration (execution order) coordinates when a loop shifts them, else None."""
-        if not coords or not any(self._coord_strides.get(i) for i in loop_ids):
+    def _coord_offsets(self, loop_ids: Tuple[int, ...]) -> Optional[np.ndarray]:
+        """Per iteration of the nest (execution order) the coordinate offset the loops' SHIFT_COORDS
+        add, float64 [iterations, width]; None when no loop of the nest shifts coordinates."""
+        if not any(self._coord_strides.get(i) for i in loop_ids):
             return None
         cache = self._coord_shift_cache
         offsets = cache.get(loop_ids)
@@ -476,16 +624,16 @@ class ProgramBuilder:
                 steps = np.arange(self.loops[loop_id].count)[:, None] * stride[None, :]
                 offsets = (offsets[:, None, :] + steps[None, :, :]).reshape(-1, width)
             cache[loop_ids] = offsets
-        k = len(coords)
-        block = np.zeros((offsets.shape[0], k))
-        w = min(k, offsets.shape[1])
-        block[:, :w] = offsets[:, :w]
-        block += np.asarray(coords, dtype=np.float64)[None, :]
-        return list(map(tuple, block.tolist()))
+        return offsets
 
     def _expand_keys(self) -> List[MeasurementKey]:
         grouped: Dict[str, List[np.ndarray]] = {}
         for index, (key, records, loop_ids) in enumerate(self._key_entries):
+            if key is None:  # add_record_keys: a key of its own per record
+                shifts = self._shifts(loop_ids)[:, None]
+                for r in records.tolist():
+                    grouped.setdefault(str(r), []).append(shifts + r)
+                continue
             block = self._shifts(loop_ids)[:, None] + records[None, :]
             names = self._key_names.get(index)
             if names is None:
@@ -495,6 +643,9 @@ class ProgramBuilder:
                     grouped.setdefault(name, []).append(row[None, :])
         keys = []
         for key, blocks in grouped.items():
+            if len(blocks) == 1:  # one entry: its instances already in time order
+                keys.append(MeasurementKey(key, blocks[0]))
+                continue
             widths = {b.shape[1] for b in blocks}
             if len(widths) > 1:
                 raise UnsupportedOperationError(
@@ -504,30 +655,57 @@ class ProgramBuilder:
             keys.append(MeasurementKey(key, recs[np.argsort(recs[:, 0], kind="stable")]))
         return keys
 
-    def _expand_annotations(self) -> Tuple[List[Annotation], List[Annotation]]:
+    def _expand_annotations(self) -> Tuple[Annotations, Annotations]:
         """Detectors one per instance, in execution order; observables as Stim defines them:
-        observable k is the XOR of every record any include of index k ever named (a record named
-        twice cancels), max(k) + 1 of them, an index never included a parity of nothing."""
-        detectors: List[Tuple[int, Annotation]] = []
+        observable k is the XOR of every record any include of k ever named (a record named twice
+        cancels), max(k) + 1 of them, an index never included a parity of nothing. Entries of one
+        loop nest, record count and coordinate count are expanded together, as arrays."""
+        groups: Dict[Tuple, List[Tuple[np.ndarray, Tuple[float, ...], int]]] = {}
         included: Dict[int, List[np.ndarray]] = {}
         for kind, records, loop_ids, coords, index, event in self._annotation_entries:
-            shifts = self._shifts(loop_ids)
             if kind == "observable":
+                shifts = self._shifts(loop_ids)
                 included.setdefault(index, []).append((shifts[:, None] + records[None, :]).reshape(-1))
-                continue
-            events = event + self._shifts(loop_ids, self._event_strides)
-            coord_shifts = self._coord_shifts(loop_ids, coords)
-            for it, shift in enumerate(shifts):
-                detectors.append((int(events[it]), Annotation(
-                    kind, records + shift, coords if coord_shifts is None else coord_shifts[it], index)))
-        detectors.sort(key=lambda t: t[0])
+            else:
+                groups.setdefault((loop_ids, len(records), len(coords)), []).append((records, coords, event))
+        events, lengths, blocks, coord_blocks, widths = [], [], [], [], []
+        width = max((w for _, _, w in groups), default=0)
+        for (loop_ids, k, w), entries in groups.items():
+            shifts = self._shifts(loop_ids)  # [I]
+            recs = np.array([r for r, _, _ in entries], dtype=np.int64).reshape(len(entries), k)  # [E, k]
+            blocks.append((shifts[:, None, None] + recs[None, :, :]).reshape(-1))
+            ev = np.array([e for _, _, e in entries], dtype=np.int64)
+            events.append((self._shifts(loop_ids, self._event_strides)[:, None] + ev[None, :]).reshape(-1))
+            count = len(shifts) * len(entries)
+            lengths.append(np.full(count, k, dtype=np.int64))
+            widths.append(np.full(count, w, dtype=np.int64))
+            base = np.array([c for _, c, _ in entries], dtype=np.float64).reshape(len(entries), w)  # [E, w]
+            offsets = self._coord_offsets(loop_ids) if w else None
+            block = np.zeros((len(shifts), len(entries), width))
+            block[:, :, :w] = base[None, :, :]
+            if offsets is not None:
+                v = min(w, offsets.shape[1])
+                block[:, :, :v] += offsets[:, None, :v]
+            coord_blocks.append(block.reshape(count, width))
+        if groups:
+            events, lengths = np.concatenate(events), np.concatenate(lengths)
+            order = np.argsort(events, kind="stable")  # execution order
+            flat = np.concatenate(blocks)
+            starts = np.cumsum(lengths) - lengths
+            sorted_lengths = lengths[order]
+            offsets = np.concatenate([[0], np.cumsum(sorted_lengths)])
+            at = np.repeat(starts[order] - offsets[:-1], sorted_lengths) + np.arange(int(offsets[-1]))
+            detectors = Annotations("detector", offsets, flat[at], np.concatenate(coord_blocks)[order],
+                                    np.concatenate(widths)[order])
+        else:
+            detectors = Annotations("detector", [0], [])
         observables = []
         for k in range(max(included, default=-1) + 1):
             parts = included.get(k, [])
             records, counts = np.unique(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64),
                                         return_counts=True)
             observables.append(Annotation("observable", records[counts % 2 == 1].astype(np.int64), (), k))
-        return [a for _, a in detectors], observables
+        return detectors, Annotations.of(observables) if observables else Annotations("observable", [0], [])
 
     def build(self, qubits: Tuple = (), moment_rows: Sequence[int] = (), moment_records: Sequence[int] = ()) -> Program:
         assert not self._open_loops, "unbalanced loops"
@@ -551,7 +729,7 @@ class ProgramBuilder:
             keys=keys,
             detectors=detectors,
             observables=observables,
-            qubits=tuple(qubits),
+            qubits=qubits if isinstance(qubits, collections.abc.Sequence) and not isinstance(qubits, list) else tuple(qubits),
             phases=np.asarray(self.phases, dtype=np.complex128),
             base_phase=complex(self.base_phase),
             moment_rows=np.asarray(list(moment_rows) + [len(ins)], dtype=np.int64),

@@ -62,6 +62,7 @@ def schedule(program: Program) -> Schedule:
     cuts = cuts[(cuts > 0) & (cuts < n_ins)]
     bounds = np.concatenate([[0], cuts, [n_ins]]).astype(np.int64)
     base = 0  # layers before the current barrier segment
+    mark = np.full(program.num_qubits + 1, -1, dtype=np.int64)  # distinctness of a group's qubits
     for g in range(len(bounds) - 1):
         lo, hi = int(bounds[g]), int(bounds[g + 1])
         if lo == hi:
@@ -76,8 +77,13 @@ def schedule(program: Program) -> Schedule:
         a = ins[lo:hi, A]
         b = ins[lo:hi, B]
         simple = arity[lo:hi] > 0
-        touched = np.concatenate([a, b[b >= 0]])
-        if simple.all() and len(np.unique(touched)) == len(touched):
+        distinct = bool(simple.all())
+        if distinct:
+            touched = np.concatenate([a, b[b >= 0]])
+            order = np.arange(len(touched))
+            mark[touched] = order  # every qubit distinct exactly when each keeps its own mark
+            distinct = bool((mark[touched] == order).all())
+        if distinct:
             lay = np.maximum(last[a], last[b]) + 1
             layer[lo:hi] = lay
             last[a] = lay
@@ -96,16 +102,19 @@ def schedule(program: Program) -> Schedule:
     is_collapse = np.isin(ops, list(_COLLAPSE))
     # Within a layer: non-collapse runs by opcode, then collapses in program order.
     sort_op = np.where(is_collapse, opcodes.NUM_OPCODES, ops)
-    order = np.lexsort((np.arange(n_ins), sort_op, layer))
-    scheduled = np.ascontiguousarray(ins[order])
+    # by layer, then opcode (collapses last), then program order: one stable sort of a combined key
+    order = np.argsort(layer * (opcodes.NUM_OPCODES + 1) + sort_op, kind="stable")
+    whole_rows = np.ascontiguousarray(ins).view(np.dtype((np.void, ins.itemsize * ins.shape[1]))).ravel()
+    scheduled = np.take(whole_rows, order).view(ins.dtype).reshape(ins.shape)  # a row one element: a faster gather
     lay_sorted = layer[order]
     op_sorted = scheduled[:, OP]
     if n_ins:
-        _, window = np.unique(lay_sorted, return_inverse=True)
         change = np.flatnonzero((np.diff(lay_sorted) != 0) | (np.diff(op_sorted) != 0)) + 1
         starts = np.concatenate([[0], change])
         ends = np.concatenate([change, [n_ins]])
-        runs = np.stack([starts, ends, op_sorted[starts], window[starts]], axis=1).astype(np.int32)
+        run_layers = lay_sorted[starts]
+        window = np.concatenate([[0], np.cumsum(run_layers[1:] != run_layers[:-1])])  # layers are sorted
+        runs = np.stack([starts, ends, op_sorted[starts], window], axis=1).astype(np.int32)
     else:
         runs = np.zeros((0, 4), dtype=np.int32)
     loop_runs = np.full((len(program.loops), 2), -1, dtype=np.int32)
