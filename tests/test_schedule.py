@@ -102,3 +102,49 @@ def test_barriers_are_not_crossed():
     assert names.index("M") < barrier < len(names) - 1
     assert names[-1] == "H"
 
+
+
+def _reference_schedule(program):
+    """The schedule's definition, one row at a time: each row in the layer after the last row on any
+    of its qubits (a barrier alone after everything before it, nothing crossing it); within a layer
+    non-collapse rows by opcode, then collapses, each in program order; runs of one opcode."""
+    ins = program.instructions
+    collapse = {opcodes.CODE[n] for n in ("M", "R", "MR")}
+    last = {}
+    base, layers = 0, []
+    for row in ins:
+        op = int(row[OP])
+        kind = opcodes.KIND[op]
+        if row[COND] >= 0 or kind in (opcodes.Kind.LOOP, opcodes.Kind.RECORD_NOISE):
+            layer = max([base] + list(last.values())) + 1
+            base = layer
+            last = {}
+        else:
+            if opcodes.ARITY[op] > 0:
+                qs = [int(row[A])] + ([int(row[B])] if row[B] >= 0 else [])
+            else:
+                qs = [int(q) for q in program.ext_qubits[row[A]:row[A] + row[B]]]
+            layer = max([base] + [last.get(q, base) for q in qs]) + 1
+            for q in qs:
+                last[q] = layer
+        layers.append(layer)
+    key = [(layer, opcodes.NUM_OPCODES if int(row[OP]) in collapse else int(row[OP]), i)
+           for i, (layer, row) in enumerate(zip(layers, ins))]
+    order = [i for _, _, i in sorted(key)]
+    return ins[order], [layers[i] for i in order]
+
+
+def test_the_vectorised_schedule_equals_its_definition():
+    from cirq_quasarq.compiler import compile_stim
+
+    from .programs import random_program, window_program
+    from .test_stim_circuit import random_circuit
+
+    programs = [compile_stim(random_circuit(s, n=6, noisy=s % 2 == 0)) for s in range(40)]
+    programs += [random_program(20, 8, s, noise=True)[0] for s in range(10)] + [window_program(100, 3)]
+    for p in programs:
+        want, layers = _reference_schedule(p)
+        got = schedule(p)
+        assert np.array_equal(got.instructions, want)
+        starts = got.runs[:, RUN_START]
+        assert np.array_equal(np.unique(np.asarray(layers), return_inverse=True)[1][starts], got.runs[:, RUN_WINDOW])

@@ -7,9 +7,15 @@ a cache hit. Stim is an optional dependency: it is imported inside the function 
 Conventions
 -----------
 - Qubits: program qubit i is Stim qubit i; `Program.qubits` is `cirq.LineQubit(i)` for i in
-  `range(circuit.num_qubits)` (QUBIT_COORDS are ignored).
+  `range(circuit.num_qubits)`, made when first read (QUBIT_COORDS are ignored).
 - Loops: a REPEAT block is one loop of the Program (`begin_loop` / `end_loop`), its body compiled
   once, never unrolled (REPEAT 1 is inlined).
+- Whole instructions: an instruction whose targets are all plain qubits (unitaries, M / MR / R in
+  any basis without a flip probability, Pauli channels) is parsed from its text as one array and
+  written as one block of rows (`ProgramBuilder.emit_rows`); consecutive such instructions on
+  disjoint qubits take their positions together. The rest, and an instruction naming a qubit twice,
+  go target by target; `_StimCompiler(..., whole_instructions=False)` takes that path for all, and
+  tests check that both give the same Program.
 - Steps: TICK opens a new step of the builder; within the instructions between two TICKs, each
   row goes to the first position after the earlier rows on its qubits (as soon as possible, as
   the Cirq compiler's `emitter.Cursor`), so rows sharing a STEP act on disjoint qubits.

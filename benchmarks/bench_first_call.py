@@ -1,0 +1,151 @@
+"""The first call on a circuit new to a warm process, beside the repeat call, and where it goes.
+
+    python -m benchmarks.bench_first_call [--device gpu|cpu] [--cases NAME ...] [--peers] [--json FILE]
+
+What a user meets: a process that has already run a small circuit (kernels built, caches warm),
+then `sample_measurements(circuit, shots, bit_packed=True)` (or `sample_detectors`) with a new
+simulator on a stim.Circuit it has never seen (`first`), then the same call on the same circuit with
+another new simulator (`repeat`: the compiled Program is cached; a single shot's reference is
+redone). The stages of the first call are timed on a twin circuit (an equal circuit built again,
+the compile cache cleared): compile (stim.Circuit -> Program), schedule, the reference sample
+(tableau mode, when the call needs one) and the rest of the call (device preparation and
+sampling). Peers (`--peers`, where installed): quasarq's first and repeat call the same way
+(`compile_sampler` / `compile_detector_sampler` and a sample), each case in a process of its own
+(quasarq ends its process on an illegal memory access at 100k qubits). One JSON line a case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import zlib
+
+CASES = {
+    # name: (kind, size, depth or rounds, shots, detectors)
+    "random-5k-1": ("random", 5000, 100, 1, False),
+    "random-10k-1": ("random", 10000, 100, 1, False),
+    "random-10k-1024": ("random", 10000, 100, 1024, False),
+    "random-30k-1": ("random", 30000, 100, 1, False),
+    "random-100k-1": ("random", 100000, 100, 1, False),
+    "surface-11-1M": ("surface", 11, 11, 1_000_000, False),
+    "surface-25-100k": ("surface", 25, 25, 100_000, False),
+    "surface-25-100k-det": ("surface", 25, 25, 100_000, True),
+    "surface-51-10k": ("surface", 51, 51, 10_000, False),
+    "surface-51-10k-det": ("surface", 51, 51, 10_000, True),
+}
+CPU_CASES = ["random-2k-1", "surface-5-1024-det", "surface-11-10k"]
+CASES.update({"random-2k-1": ("random", 2000, 100, 1, False),
+              "surface-5-1024-det": ("surface", 5, 5, 1024, True),
+              "surface-11-10k": ("surface", 11, 11, 10_000, False)})
+
+
+def build(name: str):
+    """The case's circuit: random Clifford circuits seeded by the case's name, so that no two cases
+    share a circuit (a shared one would be a cache hit)."""
+    import stim
+
+    kind, size, depth, _, _ = CASES[name]
+    if kind == "random":
+        from .random_clifford import paper_random_circuit_stim
+
+        return paper_random_circuit_stim(size, depth, seed=zlib.crc32(name.encode()) % 1000)
+    return stim.Circuit.generated("surface_code:rotated_memory_z", distance=size, rounds=depth,
+                                  after_clifford_depolarization=1e-3, before_round_data_depolarization=1e-3,
+                                  before_measure_flip_probability=1e-3, after_reset_flip_probability=1e-3)
+
+
+def _call(sim, circuit, shots: int, detectors: bool):
+    if detectors:
+        return sim.sample_detectors(circuit, shots, separate_observables=True, bit_packed=True)
+    return sim.sample_measurements(circuit, shots, bit_packed=True)
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def ours(name: str, device: str) -> dict:
+    import stim
+
+    import cirq_quasarq
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
+    from cirq_quasarq.simulator import prepared
+
+    _, _, _, shots, detectors = CASES[name]
+    warm = stim.Circuit("H 0\nCX 0 1\nX_ERROR(0.1) 1\nM 0 1\nDETECTOR rec[-1] rec[-2]")
+    _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, True)
+    _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, False)
+    t_build, circuit = _timed(lambda: build(name))
+    first, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
+    repeat, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
+    # the stages, on an equal circuit new to the compile cache
+    twin = build(name)
+    clear_stim_cache()
+    sim = cirq_quasarq.QuasarqSimulator(seed=1, device=device)
+    t_compile, program = _timed(lambda: compile_stim(twin))
+    t_schedule, _ = _timed(lambda: prepared(program))
+    needs_reference = not detectors or bool(program.conditions or program.confusions)
+    t_reference = _timed(lambda: sim.reference(program))[0] if needs_reference else 0.0
+    t_rest, _ = _timed(lambda: _call(sim, twin, shots, detectors))
+    return {"case": name, "peer": "cirq-quasarq", "device": device, "first_s": first, "repeat_s": repeat,
+            "compile_s": t_compile, "schedule_s": t_schedule, "reference_s": t_reference,
+            "prepare_and_sample_s": t_rest, "instructions": int(program.num_instructions),
+            "records": int(program.num_records), "build_circuit_s": t_build}
+
+
+def quasarq_peer(name: str) -> dict:
+    import stim
+    import quasarq
+
+    _, _, _, shots, detectors = CASES[name]
+    warm = stim.Circuit("H 0\nCX 0 1\nM 0 1")
+    quasarq.compile_sampler(warm, seed=0).sample(64, bit_packed=True)
+    circuit = build(name)
+
+    def call():
+        compile_ = quasarq.compile_detector_sampler if detectors else quasarq.compile_sampler
+        return compile_(circuit, seed=1).sample(shots, bit_packed=True)
+
+    first, _ = _timed(call)
+    repeat, _ = _timed(call)
+    return {"case": name, "peer": "quasarq", "first_s": first, "repeat_s": repeat}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="gpu")
+    ap.add_argument("--cases", nargs="+", default=None)
+    ap.add_argument("--peers", action="store_true")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--peer-only", default=None, help=argparse.SUPPRESS)  # one peer case, in its own process
+    args = ap.parse_args(argv)
+    if args.peer_only:
+        print(json.dumps(quasarq_peer(args.peer_only)), flush=True)
+        return
+    names = args.cases or (CPU_CASES if args.device == "cpu" else
+                           [n for n in CASES if n not in CPU_CASES])
+    out = open(args.json, "a") if args.json else None
+    for name in names:
+        rows = [ours(name, args.device)]
+        if args.peers:
+            done = subprocess.run([sys.executable, "-m", "benchmarks.bench_first_call", "--peer-only", name],
+                                  capture_output=True, text=True)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+            rows.append(json.loads(lines[-1]) if done.returncode == 0 and lines else
+                        {"case": name, "peer": "quasarq", "error": f"exit {done.returncode}: "
+                         + " ".join(done.stderr.split())[-200:]})
+        for row in rows:
+            line = json.dumps(row)
+            print(line, flush=True)
+            if out:
+                out.write(line + "\n")
+                out.flush()
+
+
+if __name__ == "__main__":
+    main()
