@@ -211,9 +211,8 @@ class _StimCompiler:
         self.touched: List[object] = []  # qubits (ints, arrays) given a position in the open step
         self.mark = np.full(max(1, num_qubits), -1, dtype=np.int64)  # scratch of `_distinct`
         self.counting = np.arange(1024, dtype=np.int64)  # `_count`
-        # whole instructions waiting for their positions (`_whole`): (first qubits, second qubits
-        # (the first again for one-qubit rows), rows, whether they write records); `owner` marks
-        # the batch's qubits with `batch_id`
+        # whole instructions waiting for their positions (`_whole`, `_flush_batch` says the entries'
+        # fields); `owner` marks the batch's qubits with `batch_id`
         self.batch: List[tuple] = []
         self.owner = np.full(max(1, num_qubits), -1, dtype=np.int64)
         self.batch_id = 0
@@ -342,16 +341,14 @@ class _StimCompiler:
         self.mark[qubits] = order
         return bool((self.mark[qubits] == order).all())
 
-    def _block(self, k: int, op, a, b=-1, rec=-1, rand=-1, aux=-1, flags=0) -> np.ndarray:
-        """k rows of one opcode, STEP left for the builder: a row of the fields that do not vary
-        (`a`, and any of the others, may be arrays of k)."""
+    def _block(self, k: int, op, a: np.ndarray, rec=-1, rand=-1, flags=0) -> np.ndarray:
+        """k one-qubit rows of one opcode on qubits `a`, STEP left for the builder (`rec`, `rand`,
+        `flags`: a value for all rows, or an array of k)."""
         rows = np.empty((k, NUM_FIELDS), dtype=np.int32)
-        rows[:] = (op, -1 if isinstance(a, np.ndarray) else a, -1 if isinstance(b, np.ndarray) else b,
-                   -1 if isinstance(rec, np.ndarray) else rec, -1 if isinstance(rand, np.ndarray) else rand, aux,
-                   self.b.cond, -1 if isinstance(flags, np.ndarray) else flags, 0)
-        for field, value in ((A, a), (B, b), (REC, rec), (RAND, rand), (FLAGS, flags)):
-            if isinstance(value, np.ndarray):
-                rows[:, field] = value
+        rows[:] = (op, -1, -1, -1, -1, -1, self.b.cond, 0, 0)
+        rows[:, A] = a
+        for field, value in ((REC, rec), (RAND, rand), (FLAGS, flags)):
+            rows[:, field] = value
         return rows
 
     def _whole(self, inst, index: int, kind: str, data) -> bool:
@@ -359,7 +356,7 @@ class _StimCompiler:
         block of rows where it may be (see the class docstring): the rows, positions, record and
         random slots the per-target path gives. False: it did nothing.
 
-        Consecutive such instructions on disjoint qubits gather in a batch (`_batch`): their rows
+        Consecutive such instructions on disjoint qubits gather in a batch (`self.batch`): their rows
         take their positions together when the batch is flushed (before any other instruction)."""
         name = data
         found = None
@@ -454,33 +451,28 @@ class _StimCompiler:
             self._wrote_record(int(written.max()))
 
     def _collapses(self, name: str, qubits: np.ndarray, inverted) -> None:
-        """M / MR / R in any basis on distinct qubits: per target (basis change,) the collapse (and
-        the change back), each on the next position of its qubit; records and random slots in order."""
+        """M / MR / R in the X or Y basis on distinct qubits (the Z basis goes in a batch): per target
+        the basis change, the collapse and the change back, each on the next position of its qubit,
+        interleaved as the per-target path writes them; records and random slots in target order."""
         b, free = self.b, self.free
         k = len(qubits)
         reset = name in _RESET
         basis = _RESET[name] if reset else _MEASURE_RESET.get(name) or _MEASURE[name]
         op = "R" if reset else ("MR" if name in _MEASURE_RESET else "M")
         pos = free[qubits]
+        free[qubits] = pos + 3
         self.touched.append(qubits)
-        rand = b.take_rand(k) + np.arange(k)
-        rec = -1 if reset else b.take_records(k) + np.arange(k)
+        rand = b.take_rand(k) + self._count(k)
+        rec = -1 if reset else b.take_records(k) + self._count(k)
         flags = 0 if inverted is None else np.where(inverted, FLAG_INVERT, 0)
-        rows = self._block(k, _CODE[op], qubits, rec=rec, rand=rand, flags=flags)
-        if basis == "Z":
-            free[qubits] = pos + 1
-            b.emit_rows(rows, pos)
-            at = pos
-        else:  # before, collapse, after: interleaved per target, as the per-target path writes them
-            before, _, after = opcodes.LOWERED_BASIS[op + basis]
-            free[qubits] = pos + 3
-            block = np.empty((k, 3, NUM_FIELDS), dtype=np.int32)
-            block[:, 0], block[:, 1], block[:, 2] = self._block(k, _CODE[before], qubits), rows, self._block(
-                k, _CODE[after], qubits)
-            b.emit_rows(block.reshape(3 * k, NUM_FIELDS), (pos[:, None] + np.arange(3)[None, :]).reshape(-1))
-            at = pos + 1
+        before, _, after = opcodes.LOWERED_BASIS[op + basis]
+        block = np.empty((k, 3, NUM_FIELDS), dtype=np.int32)
+        block[:, 0] = self._block(k, _CODE[before], qubits)
+        block[:, 1] = self._block(k, _CODE[op], qubits, rec=rec, rand=rand, flags=flags)
+        block[:, 2] = self._block(k, _CODE[after], qubits)
+        b.emit_rows(block.reshape(3 * k, NUM_FIELDS), (pos[:, None] + np.arange(3)[None, :]).reshape(-1))
         if not reset:
-            self._wrote_record(int(at.max()))
+            self._wrote_record(int(pos.max()) + 1)
             b.add_record_keys(int(rec[0]), k)
 
     def _repeat(self, block, index: int, top: bool) -> None:

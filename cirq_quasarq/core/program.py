@@ -147,6 +147,7 @@ class Annotations(collections.abc.Sequence):
                           int(self.indexes[i]))
 
     def _take(self, picked: np.ndarray) -> "Annotations":
+        """The annotations `picked` (indices), in that order."""
         lengths = np.diff(self.offsets)[picked]
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         at = np.repeat(self.offsets[picked] - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
@@ -687,16 +688,10 @@ class ProgramBuilder:
                 v = min(w, offsets.shape[1])
                 block[:, :, :v] += offsets[:, None, :v]
             coord_blocks.append(block.reshape(count, width))
-        if groups:
-            events, lengths = np.concatenate(events), np.concatenate(lengths)
-            order = np.argsort(events, kind="stable")  # execution order
-            flat = np.concatenate(blocks)
-            starts = np.cumsum(lengths) - lengths
-            sorted_lengths = lengths[order]
-            offsets = np.concatenate([[0], np.cumsum(sorted_lengths)])
-            at = np.repeat(starts[order] - offsets[:-1], sorted_lengths) + np.arange(int(offsets[-1]))
-            detectors = Annotations("detector", offsets, flat[at], np.concatenate(coord_blocks)[order],
-                                    np.concatenate(widths)[order])
+        if groups:  # the groups' instances, then in execution order
+            grouped = Annotations("detector", np.concatenate([[0], np.cumsum(np.concatenate(lengths))]),
+                                  np.concatenate(blocks), np.concatenate(coord_blocks), np.concatenate(widths))
+            detectors = grouped._take(np.argsort(np.concatenate(events), kind="stable"))
         else:
             detectors = Annotations("detector", [0], [])
         observables = []
