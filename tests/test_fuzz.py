@@ -477,7 +477,8 @@ def assert_engines_agree(drawn) -> None:
 
 
 NUMPY_ENGINES = {"fast paths": NumpyEngine(), "plain walks": NumpyEngine(fast_paths=False),
-                 "always folded, 1-word chunks": NumpyEngine(fast_paths="always", max_shot_words=1)}
+                 "always folded, 1-word chunks": NumpyEngine(fast_paths="always", max_shot_words=1, linear_frames=False),
+                 "linear map": NumpyEngine(linear_frames="always")}
 
 
 def test_numpy_fast_paths_equal_plain_walks(fuzz):

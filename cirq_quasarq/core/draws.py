@@ -25,8 +25,41 @@ def coin(key: Tuple[int, int], slot: int, repetition: int) -> int:
 def sparse_channel(key, channel, slots: np.ndarray, start: int, count: int):
     """The channel's Paulis on words [start, start + count) of each slot, as nonzero entries:
     (slot index, word offset, X masks [arity, E], Z masks [arity, E])."""
-    r, c, fire = rng.bernoulli_sparse(key, slots, channel.total, start, count)
-    xm = np.zeros((channel.arity, len(r)), dtype=np.uint64)
+    return sparse_channels(key, [channel], [slots], start, count)[0]
+
+
+def sparse_channels(key, channels, slot_lists, start: int, count: int) -> list:
+    """`sparse_channel` of several channels, each on its own slots, drawn together: one Bernoulli
+    draw and one Pauli choice for all (the bits are each channel's own draws)."""
+    slot_lists = [np.asarray(s, dtype=np.uint64).reshape(-1) for s in slot_lists]
+    sizes = np.array([len(s) for s in slot_lists], dtype=np.int64)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    slots = np.concatenate(slot_lists) if slot_lists else np.zeros(0, dtype=np.uint64)
+    totals = np.repeat([float(ch.total) for ch in channels], sizes)
+    r, c, fire = rng.bernoulli_sparse(key, slots, totals, start, count)
+    cuts = np.searchsorted(r, bounds)  # entries are sorted by slot index, so by channel
+    # Which Pauli each erring shot of a channel of several Paulis gets: one draw for all of them.
+    several = np.repeat([len(ch.probs) > 1 for ch in channels], np.diff(cuts))
+    chosen = np.flatnonzero(several)
+    lanes = np.unpackbits(fire[chosen].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    entry, lane = np.nonzero(lanes)
+    entry = chosen[entry]
+    shots = (np.uint64(start) + c[entry].astype(np.uint64)) * np.uint64(64) + lane.astype(np.uint64)
+    u = rng.words(key, rng.Stream.NOISE_CHOICE, slots[r[entry]], 0, shots)
+    lane_cuts = np.searchsorted(entry, cuts)
+    out = []
+    for i, channel in enumerate(channels):
+        lo, hi = cuts[i], cuts[i + 1]
+        pick = slice(lane_cuts[i], lane_cuts[i + 1])
+        xm, zm = _channel_paulis(channel, fire[lo:hi], entry[pick] - lo, lane[pick], u[pick])
+        out.append((r[lo:hi] - bounds[i], c[lo:hi], xm, zm))
+    return out
+
+
+def _channel_paulis(channel, fire, entry, lane, u):
+    """X / Z masks [arity, E] of a channel's firing lanes `fire` [E]; for a channel of several
+    Paulis, its lanes (entry, lane) take the Pauli their 64-bit uniform u picks."""
+    xm = np.zeros((channel.arity, len(fire)), dtype=np.uint64)
     zm = np.zeros_like(xm)
     paulis = channel.paulis
     if len(channel.probs) == 1:
@@ -35,13 +68,7 @@ def sparse_channel(key, channel, slots: np.ndarray, start: int, count: int):
                 xm[j] = fire
             if paulis[0, j] in (2, 3):
                 zm[j] = fire
-        return r, c, xm, zm
-    if len(r) == 0:
-        return r, c, xm, zm
-    lanes = np.unpackbits(fire.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    entry, lane = np.nonzero(lanes)
-    shots = (np.uint64(start) + c[entry].astype(np.uint64)) * np.uint64(64) + lane.astype(np.uint64)
-    u = rng.words(key, rng.Stream.NOISE_CHOICE, np.asarray(slots, dtype=np.uint64)[r[entry]], 0, shots)
+        return xm, zm
     outcome = np.searchsorted(rng.thresholds(channel.probs), u, side="right")
     lane_bit = _ONE << lane.astype(np.uint64)
     for j in range(channel.arity):
@@ -50,7 +77,7 @@ def sparse_channel(key, channel, slots: np.ndarray, start: int, count: int):
         np.bitwise_or.at(xm[j], entry[sel], lane_bit[sel])
         sel = (letter == 2) | (letter == 3)
         np.bitwise_or.at(zm[j], entry[sel], lane_bit[sel])
-    return r, c, xm, zm
+    return xm, zm
 
 
 def channel_masks(key, channel, slots: np.ndarray, start: int, count: int

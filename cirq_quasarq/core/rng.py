@@ -27,6 +27,7 @@ word decides whether any lane fires at all, so most 64-shot words cost one rando
 from __future__ import annotations
 
 import enum
+import math
 import secrets
 from typing import Optional, Tuple
 
@@ -73,14 +74,13 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     # Constants stay scalars; only real arrays are flattened to the common shape.
     ins = [c.reshape(()) if c.size == 1 else np.broadcast_to(c, shape).reshape(-1)
            for c in (c0, c1, c2, c3)]
-    total = int(np.prod(shape, dtype=np.int64))
+    total = math.prod(shape)
     outs = [np.empty(total, dtype=np.uint64) for _ in range(4)]
     k0, k1 = key
     shift = np.uint64(32)
     for lo in range(0, total, _BLOCK):
         hi = min(total, lo + _BLOCK)
-        a, b, c, d = (np.bitwise_and(x if x.ndim == 0 else x[lo:hi], MASK32)
-                      + np.zeros(hi - lo, dtype=np.uint64) for x in ins)
+        a, b, c, d = (np.full(hi - lo, x & MASK32) if x.ndim == 0 else x[lo:hi] & MASK32 for x in ins)
         high = np.right_shift(ins[0] if ins[0].ndim == 0 else ins[0][lo:hi], shift)
         d = np.bitwise_and(d | (high << np.uint64(_STREAM_BITS)), MASK32)
         p0 = np.empty_like(a)
@@ -179,16 +179,16 @@ ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 SPARSE_BELOW = 1.0 / 128  # Bernoulli(p) with p below this uses the sparse (first-lane) draw
 
 
-def bernoulli_words(key, slots, p: float, start: int, count: int) -> np.ndarray:
-    """uint64 [len(slots), count]: bit l of word w is 1 with probability p, independently, for
-    shot 64*(start + w) + l and each random slot (stream NOISE). Exact to float64 rounding of p.
+def bernoulli_words(key, slots, p, start: int, count: int) -> np.ndarray:
+    """uint64 [len(slots), count]: bit l of word w is 1 with probability p (one for all slots, or
+    one per slot), independently, for shot 64*(start + w) + l and each random slot (stream NOISE).
+    Exact to float64 rounding of p.
 
     p >= SPARSE_BELOW: bit-sliced comparison of each lane's uniform with p (planes b = j).
     p <  SPARSE_BELOW: a 32-bit uniform (`words32_range`, b = 0) decides whether any of the 64
     lanes fires (probability 1 - (1-p)^64, to 2^-32); a 64-bit one (b = 1) picks the first firing
-    lane from its truncated
-    geometric law; lanes above it are bit-sliced Bernoulli(p) on planes b = 2 + j. For small p
-    that is one random word per 64 shots."""
+    lane from its truncated geometric law; lanes above it are bit-sliced Bernoulli(p) on planes
+    b = 2 + j. For small p that is one random word per 64 shots."""
     slots = np.asarray(slots, dtype=np.uint64).reshape(-1)
     out = np.zeros((len(slots), count), dtype=np.uint64)
     rows, cols, masks = bernoulli_sparse(key, slots, p, start, count)
@@ -196,30 +196,63 @@ def bernoulli_words(key, slots, p: float, start: int, count: int) -> np.ndarray:
     return out
 
 
-def bernoulli_sparse(key, slots, p: float, start: int, count: int):
-    """`bernoulli_words` as its nonzero entries: (slot index, word offset, mask), row-major order."""
+def bernoulli_sparse(key, slots, p, start: int, count: int):
+    """`bernoulli_words` as its nonzero entries: (slot index, word offset, mask), row-major order.
+    Slots of every probability are drawn together: a sampler's channels cost one draw, not one each."""
     slots = np.asarray(slots, dtype=np.uint64).reshape(-1)
-    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64))
-    if p <= 0 or len(slots) == 0 or count == 0:
-        return empty
-    if p >= 1:
-        r, c = np.divmod(np.arange(len(slots) * count), count)
-        return r, c, np.full(len(r), ALL)
-    if p >= SPARSE_BELOW:
-        r, c = np.divmod(np.arange(len(slots) * count), count)
-        masks = _bit_sliced_at(key, slots[r], p, np.uint64(start) + c.astype(np.uint64), 0)
-        keep = masks != 0
-        return r[keep], c[keep], masks[keep]
-    any_fire = words32_range(key, Stream.NOISE, slots, 0, start, count) < np.uint64(_any_threshold(p))
-    r, c = np.nonzero(any_fire)
+    p = np.broadcast_to(np.asarray(p, dtype=np.float64), slots.shape)
+    parts = []
+    if len(slots) and count:
+        certain = np.flatnonzero(p >= 1)
+        if len(certain):
+            r, c = _grid(certain, count)
+            parts.append((r, c, np.full(len(r), ALL)))
+        dense = np.flatnonzero((p >= SPARSE_BELOW) & (p < 1))
+        if len(dense):
+            r, c = _grid(dense, count)
+            masks = _bit_sliced_at(key, slots[r], _per_value(fixed_point, p[r]), np.uint64(start) + c.astype(np.uint64), 0)
+            keep = masks != 0
+            parts.append((r[keep], c[keep], masks[keep]))
+        sparse = np.flatnonzero((p > 0) & (p < SPARSE_BELOW))
+        if len(sparse):
+            parts.append(_sparse_lanes(key, slots, p, sparse, start, count))
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    if len(parts) == 1:
+        return parts[0]
+    r, c, masks = (np.concatenate(x) for x in zip(*parts))
+    order = np.argsort(r * count + c, kind="stable")
+    return r[order], c[order], masks[order]
+
+
+def _grid(rows: np.ndarray, count: int):
+    """Every (row, word) pair of `rows`, row-major."""
+    return np.repeat(rows, count), np.tile(np.arange(count, dtype=np.int64), len(rows))
+
+
+def _per_value(fn, values: np.ndarray) -> np.ndarray:
+    """fn of each value as uint64, computed once per distinct value."""
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return np.array([fn(float(v)) for v in distinct], dtype=np.uint64)[inverse.reshape(-1)]
+
+
+def _sparse_lanes(key, slots, p, rows, start: int, count: int):
+    """The small-p draw of `bernoulli_words` for slots[rows] (see there)."""
+    any_fire = (words32_range(key, Stream.NOISE, slots[rows], 0, start, count)
+                < _per_value(_any_threshold, p[rows])[:, None])
+    i, c = np.nonzero(any_fire)
+    r = rows[i]
     if len(r) == 0:
-        return empty
+        return r, c, np.zeros(0, dtype=np.uint64)
     cols = np.uint64(start) + c.astype(np.uint64)
-    first = np.searchsorted(_first_lane_cuts(p), words(key, Stream.NOISE, slots[r], 1, cols),
-                            side="right").astype(np.uint64)
+    u = words(key, Stream.NOISE, slots[r], 1, cols)
+    first = np.empty(len(r), dtype=np.uint64)
+    for value in np.unique(p[r]):
+        sel = p[r] == value
+        first[sel] = np.searchsorted(_first_lane_cuts(float(value)), u[sel], side="right")
     above = ~((np.uint64(2) << first) - np.uint64(1))  # lanes strictly above `first`
     above[first == 63] = 0
-    rest = _bit_sliced_at(key, slots[r], p, cols, 2) & above
+    rest = _bit_sliced_at(key, slots[r], _per_value(fixed_point, p[r]), cols, 2) & above
     return r, c, (np.uint64(1) << first) | rest
 
 
@@ -240,22 +273,37 @@ def _first_lane_cuts(p: float) -> np.ndarray:
     return _CUTS_CACHE[p]
 
 
-def _bit_sliced_at(key, slots, p, cols, plane0):
-    """Bit-sliced Bernoulli(p) for scattered (slot, word) pairs: planes b = plane0 + j."""
-    threshold = fixed_point(p)
+# Planes per pass: a lane stays undecided through a plane with probability 1/2, so the first pass
+# decides most of a word's 64 lanes and the few words left take short passes.
+_PASSES = (8, 8, 48)
+
+
+def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0):
+    """Bit-sliced Bernoulli for scattered (slot, word) pairs against per-pair fixed-point thresholds:
+    lane l fires when its uniform (bit 63 - j = bit l of plane plane0 + j) is below the threshold.
+    Planes are drawn a pass at a time for the pairs still undecided; a plane drawn after a pair is
+    decided changes nothing, so the bits are those of a plane-by-plane draw."""
     out = np.zeros(len(slots), dtype=np.uint64)
     undecided = np.full(len(slots), ALL)
-    for j in range(64):
-        live = np.flatnonzero(undecided)
+    live = np.arange(len(slots))
+    j0 = 0
+    for width in _PASSES:
         if len(live) == 0:
             break
-        u = words(key, Stream.NOISE, slots[live], plane0 + j, cols[live])
-        und = undecided[live]
-        if (threshold >> (63 - j)) & 1:
-            out[live] |= und & ~u  # threshold bit 1: a lane with bit 0 is below p
-            undecided[live] = und & u
-        else:
-            undecided[live] = und & ~u
+        planes = np.arange(j0, j0 + width, dtype=np.uint64)
+        u = words(key, Stream.NOISE, slots[live, None], np.uint64(plane0) + planes[None, :], cols[live, None])
+        und, got = undecided[live], out[live]
+        # all ones where the threshold's bit is 1 (a lane with bit 0 there is below it)
+        t = np.uint64(0) - ((threshold[live, None] >> (np.uint64(63) - planes[None, :]))
+                            & np.uint64(1))
+        for k in range(width):
+            got |= und & ~u[:, k] & t[:, k]
+            und &= ~(u[:, k] ^ t[:, k])
+            if k % 8 == 7 and not und.any():
+                break
+        out[live], undecided[live] = got, und
+        live = live[und != 0]
+        j0 += width
     return out
 
 

@@ -21,6 +21,7 @@ from ...errors import OutOfMemoryError
 from ...schedule import Schedule
 from ...schedule.walk import LoopBlock, assignment_index, condition_refs, walk
 from ..base import Engine, TableauRun, gib
+from . import linear
 from .frames import confuse, controlled_pauli, frame_plan
 from .noise import Draws, walked_inventory
 from .tableau import TableauState, layer_plan
@@ -38,7 +39,7 @@ class NumpyEngine(Engine):
     name = "numpy"
 
     def __init__(self, max_shot_words: int = 1 << 14, memory_fraction: float = 0.5, fast_paths=True,
-                 memory_limit=None, batch_windows=True):
+                 memory_limit=None, batch_windows=True, linear_frames=True):
         # Frame mode processes shots in chunks of at most this many 64-shot words, fewer when
         # memory is short; results do not depend on it. memory_limit (bytes, or "512M", "2G"):
         # plan as if the host had at most this much memory available (memory_fraction of it).
@@ -56,6 +57,11 @@ class NumpyEngine(Engine):
         # collapses takes the update (the tests of the GPU's algorithm); False: one collapse after
         # the other, the oracle of both.
         self.batch_windows = batch_windows
+        # True: with fast paths, frame mode samples a program without feedback or confusion maps
+        # through its GF(2) map from draws to outputs (linear.py) from its second call on, or from
+        # the first where finding the map costs no more than the call; "always": wherever it
+        # applies (tests); False: the frame plan, the map's oracle.
+        self.linear_frames = linear_frames
 
     def _budget(self) -> int:
         free = available_memory()
@@ -139,12 +145,33 @@ class NumpyEngine(Engine):
                 f"{gib(8 * rows * words + per_word)} of host memory; {gib(self._budget())} "
                 "is available to the NumPy engine (use fewer repetitions per call)")
         out = np.zeros((rows, words), dtype=np.uint64)
+        mapped = self._linear_map(program, schedule, parities, words)
+        constant = None if mapped is None else mapped.constant(reference, parities)
         for start in range(0, words, chunk):
             count = min(chunk, words - start)
             # Random streams are keyed by the absolute word; the output stays local.
+            if mapped is not None:
+                out[:, start : start + count] = mapped.sample(key, first_word + start, count, constant)
+                continue
             chunk_records = self._frames_chunk(program, schedule, key, reference, first_word + start, count)
             out[:, start : start + count] = chunk_records if parities is None else parities.reduce(chunk_records)
         return parities_shot_major(out, shots) if shot_major else out
+
+    def _linear_map(self, program, schedule, parities, words: int):
+        """The program's linear map (linear.py) where this call should use it, else None."""
+        if not (self.linear_frames and self.fast_paths and linear.applies(program)):
+            return None
+        plan = frame_plan(program, schedule, self.fast_paths)
+        if self.linear_frames != "always":
+            cost = linear.LinearFrames.cost(program, plan)
+            if cost > linear.MAX_MAP_BYTES:
+                return None
+            calls = program.derived.get("frame_calls", 0)
+            program.derived["frame_calls"] = calls + 1
+            # finding the map is about a plan run over one word per 64 inputs
+            if not calls and cost // (8 * (2 * program.num_qubits + program.num_records)) > words:
+                return None
+        return linear.linear_frames(program, plan, parities)
 
     def _frames_chunk(self, program, schedule, key, reference, start, count):
         n = program.num_qubits

@@ -16,7 +16,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from ...core import opcodes, rng
-from ...core.draws import sparse_channel
+from ...core.draws import sparse_channels
 from ...core.program import AUX, RAND, Program
 from ...schedule.walk import walk
 
@@ -55,10 +55,11 @@ class Draws:
         self.collapse_slots, noise_slots = inventory
         self.collapse_words = rng.words_range(key, rng.Stream.FRAME_MEASURE, self.collapse_slots.astype(np.uint64),
                                               0, start, count).reshape(len(self.collapse_slots), count)
-        self.entries = {}
-        for aux, unique in noise_slots.items():
-            r, c, xm, zm = sparse_channel(key, program.channels[aux], unique, start, count)
-            self.entries[aux] = (unique[r], c, xm, zm)  # sorted by slot (row-major nonzero)
+        auxes = list(noise_slots)
+        drawn = sparse_channels(key, [program.channels[aux] for aux in auxes], [noise_slots[aux] for aux in auxes],
+                                start, count)
+        self.entries = {aux: (noise_slots[aux][r], c, xm, zm)  # sorted by slot (row-major nonzero)
+                        for aux, (r, c, xm, zm) in zip(auxes, drawn)}
 
     def fresh(self, slots: np.ndarray, shifts: np.ndarray) -> np.ndarray:
         """FRAME_MEASURE words [len(slots), len(shifts) * count]: block b holds slots + shifts[b]."""

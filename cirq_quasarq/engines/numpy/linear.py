@@ -1,0 +1,178 @@
+"""Frame mode as one GF(2) map: the records of a shot are a linear function of its random bits.
+
+Without classical control or confusion maps, a shot's record flips are XORs of its random bits:
+the initial Z frames (FRAME_INIT, one per qubit), the fresh Z frames of collapses (FRAME_MEASURE,
+one per collapse slot) and the X / Z bits of every noise instance's Pauli on each of its targets.
+`LinearFrames` finds that map once per program by running the compiled frame plan (frames.py) on
+unit inputs, one lane per input bit, and then samples a chunk of shots by drawing exactly the
+words the plan would draw and XORing each one into the outputs it reaches. The bits are the plan's
+(the same draws through the same linear map); what changes is the cost of a call: a few array
+operations on the draws instead of one per frame update, which is what a call of a few thousand
+shots on a small code (a decoder's batch) pays for. The plan stays the oracle
+(`NumpyEngine(linear_frames=False)`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ...core import rng
+from ...core.draws import sparse_channels
+from ...core.parities import Parities
+from ...core.paulis import spread
+from ...core.program import Program
+from .frames import FramePlan
+
+_ONE = np.uint64(1)
+MAX_MAP_BYTES = 1 << 26  # the map (outputs x inputs bits) and the run that finds it stay this small
+
+
+def applies(program: Program) -> bool:
+    """Whether a program's records are linear in its draws (no feedback, no confusion map)."""
+    return not program.conditions and not program.confusions
+
+
+class _UnitDraws:
+    """The plan's draws as unit vectors: input i is bit i % 64 of word i // 64 of each block.
+
+    Inputs: qubit q's initial Z frame is input q; collapse slot s (the plan's inventory, sorted) is
+    input n + its index; channel `aux`'s instance at slot s (sorted per channel) takes 2 * arity
+    inputs from `noise_base[aux]`: target j's X bit and Z bit."""
+
+    def __init__(self, program: Program, plan: FramePlan):
+        self.n = program.num_qubits
+        self.collapse_slots, noise_slots = plan.inventory()
+        self.noise_slots = noise_slots
+        self.arity = {aux: program.channels[aux].arity for aux in noise_slots}
+        self.noise_base = {}
+        at = self.n + len(self.collapse_slots)
+        for aux, slots in noise_slots.items():
+            self.noise_base[aux] = at
+            at += 2 * self.arity[aux] * len(slots)
+        self.num_inputs = at
+        self.count = max(1, (at + 63) // 64)
+
+    @staticmethod
+    def _unit(inputs: np.ndarray):
+        return inputs // 64, _ONE << (inputs % 64).astype(np.uint64)
+
+    def fresh(self, slots: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(slots), len(shifts) * self.count), dtype=np.uint64)
+        rows = np.arange(len(slots))
+        for b, shift in enumerate(shifts):
+            word, bit = self._unit(self.n + np.searchsorted(self.collapse_slots, slots + shift))
+            out[rows, b * self.count + word] = bit
+        return out
+
+    def noise(self, aux: int, slots: np.ndarray, targets: np.ndarray, shifts: np.ndarray, fx, fz) -> None:
+        arity = self.arity[aux]
+        for b, shift in enumerate(shifts):
+            index = np.searchsorted(self.noise_slots[aux], slots + shift)
+            for j in range(arity):
+                first = self.noise_base[aux] + 2 * (index * arity + j)
+                for frame, inputs in ((fx, first), (fz, first + 1)):
+                    word, bit = self._unit(inputs)
+                    frame[targets[:, j], b * self.count + word] ^= bit  # (qubit, word) pairs are distinct
+
+
+class LinearFrames:
+    """A program's outputs (its records, or the parities given) as a GF(2) map of its draws."""
+
+    def __init__(self, program: Program, plan: FramePlan, parities: Optional[Parities] = None):
+        self.program = program
+        unit = self.inputs = _UnitDraws(program, plan)
+        n, words = program.num_qubits, unit.count
+        fx = np.zeros((n, words), dtype=np.uint64)
+        fz = np.zeros((n, words), dtype=np.uint64)
+        q = np.arange(n)
+        fz[q, q // 64] = _ONE << (q % 64).astype(np.uint64)
+        flips = np.zeros((program.num_records, words), dtype=np.uint64)
+        plan.run(fx, fz, flips, unit, None, None, 0, words)  # no feedback or confusion reads them
+        self.parities = parities
+        # parities.reduce XORs its flips into every row: they go in `constant`, not in the map
+        matrix = flips if parities is None else parities.reduce(flips) ^ spread(parities.flip)[:, None]
+        self.num_outputs = len(matrix)
+        bits = np.unpackbits(matrix.view(np.uint8), axis=1, count=unit.num_inputs, bitorder="little")
+        outputs, inputs = np.nonzero(bits)  # sorted by output
+        # Gauge inputs (initial and collapse frames) are dense words: XOR them output by output.
+        gauge = inputs < n + len(unit.collapse_slots)
+        self.gauge_outputs, starts = np.unique(outputs[gauge], return_index=True)
+        self.gauge_starts = starts
+        gauge_inputs = inputs[gauge]
+        self.init_qubits = np.unique(gauge_inputs[gauge_inputs < n])
+        self.collapse_inputs = np.unique(gauge_inputs[gauge_inputs >= n]) - n
+        # row of each gauge pair in the stacked draws [init words of init_qubits; collapse words]
+        self.gauge_rows = np.where(gauge_inputs < n, np.searchsorted(self.init_qubits, gauge_inputs),
+                                   len(self.init_qubits) + np.searchsorted(self.collapse_inputs, gauge_inputs - n))
+        # Noise inputs reach few outputs: a CSR table from input to outputs.
+        noise_in, noise_out = inputs[~gauge], outputs[~gauge]
+        order = np.argsort(noise_in, kind="stable")
+        self.noise_outputs = noise_out[order]
+        self.noise_ptr = np.searchsorted(noise_in[order], np.arange(unit.num_inputs + 1))
+        self.noise_channels = [aux for aux in unit.noise_slots
+                               if self._reaches(unit.noise_base[aux], 2 * unit.arity[aux] * len(unit.noise_slots[aux]))]
+
+    def _reaches(self, first: int, length: int) -> bool:
+        return bool(self.noise_ptr[first + length] > self.noise_ptr[first])
+
+    @staticmethod
+    def cost(program: Program, plan: FramePlan) -> int:
+        """Bytes of the map and of the run that finds it (to compare with MAX_MAP_BYTES)."""
+        collapses, noise = plan.inventory()
+        inputs = program.num_qubits + len(collapses) + sum(
+            2 * program.channels[aux].arity * len(slots) for aux, slots in noise.items())
+        words = (inputs + 63) // 64
+        return 8 * words * (2 * program.num_qubits + program.num_records)
+
+    def constant(self, reference: np.ndarray, parities: Optional[Parities]) -> np.ndarray:
+        """uint64 [outputs, 1]: what a shot without any draw gives (the reference records, or the
+        parities' `reduce` of them)."""
+        ref = spread(np.asarray(reference, dtype=np.uint8) & 1)[:, None]
+        return ref if parities is None else parities.reduce(ref)
+
+    def sample(self, key, start: int, count: int, constant: np.ndarray) -> np.ndarray:
+        """uint64 [outputs, count]: words [start, start + count) of every output, as the plan's
+        chunk gives them (`constant` XORed in)."""
+        unit = self.inputs
+        out = np.zeros((self.num_outputs, count), dtype=np.uint64)
+        if len(self.gauge_outputs):
+            init = rng.words_range(key, rng.Stream.FRAME_INIT, self.init_qubits.astype(np.uint64), 0, start, count)
+            fresh = rng.words_range(key, rng.Stream.FRAME_MEASURE,
+                                    unit.collapse_slots[self.collapse_inputs].astype(np.uint64), 0, start, count)
+            drawn = np.concatenate([init.reshape(-1, count), fresh.reshape(-1, count)])
+            out[self.gauge_outputs] = np.bitwise_xor.reduceat(drawn[self.gauge_rows], self.gauge_starts, axis=0)
+        if self.noise_channels:
+            auxes = self.noise_channels
+            drawn = sparse_channels(key, [self.program.channels[aux] for aux in auxes],
+                                    [unit.noise_slots[aux] for aux in auxes], start, count)
+            for aux, (index, word, xm, zm) in zip(auxes, drawn):
+                arity = unit.arity[aux]
+                for j in range(arity):
+                    first = unit.noise_base[aux] + 2 * (index * arity + j)
+                    for inputs, masks in ((first, xm[j]), (first + 1, zm[j])):
+                        some = masks != 0
+                        inputs, masks, at_word = inputs[some], masks[some], word[some]
+                        lo, hi = self.noise_ptr[inputs], self.noise_ptr[inputs + 1]
+                        reach = hi - lo
+                        total = int(reach.sum())
+                        if total == 0:
+                            continue
+                        hit = np.repeat(np.arange(len(inputs)), reach)
+                        at = np.arange(total) - np.repeat(np.cumsum(reach) - reach, reach) + lo[hit]
+                        np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
+        out ^= constant
+        return out
+
+
+def linear_frames(program: Program, plan: FramePlan, parities: Optional[Parities]) -> LinearFrames:
+    """The program's map for these outputs (its records, or these parities), kept with the plan."""
+    cache = plan.__dict__.setdefault("_linear", {})
+    key = None if parities is None else (parities.offsets.tobytes(), parities.records.tobytes())
+    made = cache.get(key)
+    if made is None:
+        if len(cache) >= 8:
+            cache.clear()
+        made = cache[key] = LinearFrames(program, plan, parities)
+    return made
