@@ -63,45 +63,58 @@ def make_key(seed: Optional[int]) -> Tuple[int, int]:
     return seed & 0xFFFFFFFF, seed >> 32
 
 
-_BLOCK = 1 << 15  # elements per pass: keeps the ten rounds' temporaries in cache
+_BLOCK = 1 << 13  # elements per pass: keeps the ten rounds' temporaries in cache
+
+
+_MULTIPLIERS = np.array([[M0], [M1]], dtype=np.uint64)
+_ROUND_KEYS: dict = {}
+
+
+def _round_keys(key: Tuple[int, int]) -> list:
+    """The ten rounds' (k0, k1) as [2, 1] arrays (made once per key)."""
+    if key not in _ROUND_KEYS:
+        if len(_ROUND_KEYS) > 64:
+            _ROUND_KEYS.clear()
+        k0, k1 = key
+        rounds = []
+        for _ in range(10):
+            rounds.append(np.array([[k0], [k1]], dtype=np.uint64))
+            k0, k1 = (k0 + W0) & 0xFFFFFFFF, (k1 + W1) & 0xFFFFFFFF
+        _ROUND_KEYS[key] = rounds
+    return _ROUND_KEYS[key]
 
 
 def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     """Philox4x32-10 on broadcastable arrays; returns four uint64 arrays < 2^32. c1, c2 and the
-    stream id c3 (< 8) are 32-bit words; c0 may hold up to 61 bits, its bits past 32 going to c3."""
+    stream id c3 (< 8) are 32-bit words; c0 may hold up to 61 bits, its bits past 32 going to c3.
+
+    The two products of a round are one operation on the stacked (a, c), so a round is five array
+    operations on preallocated buffers (a small draw costs their count)."""
     c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in (c0, c1, c2, c3))
     shape = np.broadcast_shapes(c0.shape, c1.shape, c2.shape, c3.shape)
-    # Constants stay scalars; only real arrays are flattened to the common shape.
-    ins = [c.reshape(()) if c.size == 1 else np.broadcast_to(c, shape).reshape(-1)
-           for c in (c0, c1, c2, c3)]
     total = math.prod(shape)
-    outs = [np.empty(total, dtype=np.uint64) for _ in range(4)]
-    k0, k1 = key
+    flat = [np.broadcast_to(c, shape).reshape(-1) for c in (c0, c1, c2, c3)]
+    outs = np.empty((4, total), dtype=np.uint64)
     shift = np.uint64(32)
+    rounds = _round_keys(tuple(int(k) for k in key))
     for lo in range(0, total, _BLOCK):
         hi = min(total, lo + _BLOCK)
-        a, b, c, d = (np.full(hi - lo, x & MASK32) if x.ndim == 0 else x[lo:hi] & MASK32 for x in ins)
-        high = np.right_shift(ins[0] if ins[0].ndim == 0 else ins[0][lo:hi], shift)
-        d = np.bitwise_and(d | (high << np.uint64(_STREAM_BITS)), MASK32)
-        p0 = np.empty_like(a)
-        p1 = np.empty_like(a)
-        rk0, rk1 = k0, k1
-        for _ in range(10):
-            np.multiply(a, M0, out=p0)
-            np.multiply(c, M1, out=p1)
-            # (a, b, c, d) <- (hi(p1) ^ b ^ k0, lo(p1), hi(p0) ^ d ^ k1, lo(p0))
-            np.right_shift(p1, shift, out=a)
-            np.bitwise_xor(a, b, out=a)
-            np.bitwise_xor(a, np.uint64(rk0), out=a)
-            np.bitwise_and(p1, MASK32, out=b)
-            np.right_shift(p0, shift, out=c)
-            np.bitwise_xor(c, d, out=c)
-            np.bitwise_xor(c, np.uint64(rk1), out=c)
-            np.bitwise_and(p0, MASK32, out=d)
-            rk0 = (rk0 + W0) & 0xFFFFFFFF
-            rk1 = (rk1 + W1) & 0xFFFFFFFF
-        for out, val in zip(outs, (a, b, c, d)):
-            out[lo:hi] = val
+        x0, x1, x2, x3 = (f[lo:hi] for f in flat)
+        ac, other = np.empty((2, hi - lo), dtype=np.uint64), np.empty((2, hi - lo), dtype=np.uint64)
+        bd, product = np.empty_like(ac), np.empty_like(ac)
+        np.bitwise_and(x0, MASK32, out=ac[0])
+        np.bitwise_and(x2, MASK32, out=ac[1])
+        np.bitwise_and(x1, MASK32, out=bd[0])
+        np.bitwise_and(x3 | ((x0 >> shift) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1])
+        for k in rounds:
+            np.multiply(ac, _MULTIPLIERS, out=product)  # [a * M0, c * M1]
+            # (a, c) <- (hi(c * M1) ^ b ^ k0, hi(a * M0) ^ d ^ k1); (b, d) <- (lo(c * M1), lo(a * M0))
+            np.right_shift(product[::-1], shift, out=other)
+            other ^= bd
+            other ^= k
+            np.bitwise_and(product[::-1], MASK32, out=bd)
+            ac, other = other, ac
+        outs[0, lo:hi], outs[1, lo:hi], outs[2, lo:hi], outs[3, lo:hi] = ac[0], bd[0], ac[1], bd[1]
     return tuple(o.reshape(shape) for o in outs)
 
 
@@ -245,14 +258,17 @@ def _sparse_lanes(key, slots, p, rows, start: int, count: int):
     if len(r) == 0:
         return r, c, np.zeros(0, dtype=np.uint64)
     cols = np.uint64(start) + c.astype(np.uint64)
-    u = words(key, Stream.NOISE, slots[r], 1, cols)
+    # plane 1 (the first lane) and the bit-sliced draw's first pass (planes 2, 3, ...) in one draw
+    drawn = words(key, Stream.NOISE, slots[r, None], np.arange(1, 2 + _PASSES[0], dtype=np.uint64)[None, :],
+                  cols[:, None])
+    u = drawn[:, 0]
     first = np.empty(len(r), dtype=np.uint64)
     for value in np.unique(p[r]):
         sel = p[r] == value
         first[sel] = np.searchsorted(_first_lane_cuts(float(value)), u[sel], side="right")
     above = ~((np.uint64(2) << first) - np.uint64(1))  # lanes strictly above `first`
     above[first == 63] = 0
-    rest = _bit_sliced_at(key, slots[r], _per_value(fixed_point, p[r]), cols, 2) & above
+    rest = _bit_sliced_at(key, slots[r], _per_value(fixed_point, p[r]), cols, 2, drawn[:, 1:]) & above
     return r, c, (np.uint64(1) << first) | rest
 
 
@@ -275,14 +291,15 @@ def _first_lane_cuts(p: float) -> np.ndarray:
 
 # Planes per pass: a lane stays undecided through a plane with probability 1/2, so the first pass
 # decides most of a word's 64 lanes and the few words left take short passes.
-_PASSES = (8, 8, 48)
+_PASSES = (8, 16, 40)
 
 
-def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0):
+def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=None):
     """Bit-sliced Bernoulli for scattered (slot, word) pairs against per-pair fixed-point thresholds:
     lane l fires when its uniform (bit 63 - j = bit l of plane plane0 + j) is below the threshold.
     Planes are drawn a pass at a time for the pairs still undecided; a plane drawn after a pair is
-    decided changes nothing, so the bits are those of a plane-by-plane draw."""
+    decided changes nothing, so the bits are those of a plane-by-plane draw. `first_pass`: the
+    first pass's planes, when the caller drew them already."""
     out = np.zeros(len(slots), dtype=np.uint64)
     undecided = np.full(len(slots), ALL)
     live = np.arange(len(slots))
@@ -291,7 +308,10 @@ def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0):
         if len(live) == 0:
             break
         planes = np.arange(j0, j0 + width, dtype=np.uint64)
-        u = words(key, Stream.NOISE, slots[live, None], np.uint64(plane0) + planes[None, :], cols[live, None])
+        if j0 == 0 and first_pass is not None:
+            u = first_pass
+        else:
+            u = words(key, Stream.NOISE, slots[live, None], np.uint64(plane0) + planes[None, :], cols[live, None])
         und, got = undecided[live], out[live]
         # all ones where the threshold's bit is 1 (a lane with bit 0 there is below it)
         t = np.uint64(0) - ((threshold[live, None] >> (np.uint64(63) - planes[None, :]))
