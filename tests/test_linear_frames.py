@@ -136,3 +136,12 @@ def test_simulator_outputs_unchanged_by_the_map():
         outs[mode] += [x for _ in range(2) for x in sim.sample_detectors(circuit, 300, separate_observables=True)]
     for a, b in zip(outs[False], outs[True]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("text", ["DETECTOR\nOBSERVABLE_INCLUDE(1)", "R 0 1\nX_ERROR(0.5) 0", "H 0\nM 0\nDETECTOR rec[-1]"])
+def test_map_of_programs_with_nothing_to_map(text):
+    """No qubits, no records, or a detector of a random record (no noise reaches it)."""
+    program = QuasarqSimulator().compile(stim.Circuit(text))
+    for outputs in (None, "detectors"):
+        want, got = _both(program, 130, seed=2, parities=outputs)
+        np.testing.assert_array_equal(got, want)

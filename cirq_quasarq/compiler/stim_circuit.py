@@ -86,6 +86,8 @@ _RESET = {"R": "Z", "RX": "X", "RY": "Y"}
 _PAIR_MEASURE = {"MXX": paulis.X, "MYY": paulis.Y, "MZZ": paulis.Z}
 _NOISE = {"X_ERROR", "Y_ERROR", "Z_ERROR", "DEPOLARIZE1", "DEPOLARIZE2", "PAULI_CHANNEL_1",
           "PAULI_CHANNEL_2"}
+# non-unitary instructions the whole-instruction path may take (`_whole`)
+_WHOLE_OTHERS = frozenset(_NOISE) | set(_MEASURE) | set(_MEASURE_RESET) | set(_RESET)
 _NOTHING = {"I", "II", "I_ERROR", "II_ERROR", "QUBIT_COORDS"}
 # Gates that take a measurement record as a control: the Pauli letter of each side (the record
 # must sit on a Z side; the other side's letter is the Pauli applied to the qubit).
@@ -225,6 +227,7 @@ class _StimCompiler:
     # -- the walk ------------------------------------------------------------------------------
     def run(self, circuit) -> Program:
         self._moment()
+        self.parsed = self._parse_top_level(circuit) if self.whole else {}
         self._walk(circuit, top=True)
         self._flush_batch()
         self._close()
@@ -272,7 +275,7 @@ class _StimCompiler:
                 continue
             name = inst.name
             kind, data = table.get(name, ("N", name))
-            if self.whole and self._whole(inst, index, kind, data):
+            if self.whole and self._whole(inst, index, kind, data, top):
                 continue
             self._flush_batch()
             if data == "TICK":
@@ -304,16 +307,62 @@ class _StimCompiler:
                 self._other(inst, index, data)
 
     # -- whole instructions ----------------------------------------------------------------------
-    def _plain_targets(self, inst):
+    @staticmethod
+    def _targets_text(line: str) -> Optional[str]:
+        """The targets of one instruction's text ('NAME 0 !3 5', 'NAME(0.1, 0.2) 0 1') when they are
+        all plain qubits, perhaps inverted; None for a tagged instruction or any other target."""
+        cut = line.find(")") + 1 if "(" in line else line.find(" ")
+        if cut <= 0:
+            cut = len(line)
+        head, rest = line[:cut], line[cut + 1 :]
+        # a tag is '[...]' in the head; rec[-k] and sweep[k] hold '[', Pauli targets a letter,
+        # products '*': none of them is plain
+        if "[" in head or "[" in rest or "*" in rest or "X" in rest or "Y" in rest or "Z" in rest:
+            return None
+        return rest
+
+    def _parse_top_level(self, circuit) -> Dict[int, np.ndarray]:
+        """{index: qubits int64} of every top-level instruction whose targets are plain qubits (no
+        '!'), from the circuit's text in one parse: one number conversion for all of them, not one
+        per instruction. Instructions inside REPEAT blocks, and any line this does not read, are
+        parsed one by one (`_plain_targets`)."""
+        table = self.table
+        lines = str(circuit).split("\n")
+        top = [line for line in lines if line and line[0] != " " and line[0] != "}"]  # bodies are indented
+        if len(top) != len(circuit):
+            return {}
+        chosen, texts = [], []
+        for index, line in enumerate(top):
+            kind, data = table.get(line.split(" ", 1)[0].split("(", 1)[0], ("N", None))
+            if kind == "N" and data not in _WHOLE_OTHERS:  # (a tagged name is in no table: skipped)
+                continue
+            rest = self._targets_text(line)
+            if rest and "!" not in rest:
+                chosen.append(index)
+                texts.append(rest)
+        if not chosen:
+            return {}
+        counts = np.array([t.count(" ") + 1 for t in texts], dtype=np.int64)
+        try:
+            qubits = np.fromstring(" ".join(texts), dtype=np.int64, sep=" ")
+        except ValueError:  # not the format this reads: one by one
+            return {}
+        if len(qubits) != int(counts.sum()):
+            return {}
+        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        return {index: qubits[bounds[k] : bounds[k + 1]] for k, index in enumerate(chosen)}
+
+    def _plain_targets(self, inst, index: Optional[int]):
         """(qubits int64 [k], inverted bool [k] or None) of an instruction whose targets are all
-        qubits, perhaps inverted, parsed from its text as one array; None otherwise."""
+        qubits, perhaps inverted, parsed from its text as one array; None otherwise. `index`: its
+        place at the top level (None inside a REPEAT block), where the circuit's parse may have it."""
+        qubits = self.parsed.get(index)
+        if qubits is not None:
+            return qubits, None
         if inst.tag:
             return None
-        text = str(inst)
-        cut = text.find(") ") + 2 if "(" in text else text.find(" ") + 1
-        rest = text[cut:] if cut > 0 else ""
-        # rec[-k] and sweep[k] hold '[', Pauli targets a letter, products '*': none of them is plain
-        if "[" in rest or "*" in rest or "X" in rest or "Y" in rest or "Z" in rest:
+        rest = self._targets_text(str(inst))
+        if rest is None:
             return None
         which = None
         if "!" in rest:
@@ -351,10 +400,11 @@ class _StimCompiler:
             rows[:, field] = value
         return rows
 
-    def _whole(self, inst, index: int, kind: str, data) -> bool:
+    def _whole(self, inst, index: int, kind: str, data, top: bool = False) -> bool:
         """Compile `inst` (its table entry `kind`, `data`: an opcode, or the canonical name) as one
         block of rows where it may be (see the class docstring): the rows, positions, record and
-        random slots the per-target path gives. False: it did nothing.
+        random slots the per-target path gives. False: it did nothing. `top`: `inst` is the
+        circuit's `index`-th instruction (its targets may be in the circuit's parse).
 
         Consecutive such instructions on disjoint qubits gather in a batch (`self.batch`): their rows
         take their positions together when the batch is flushed (before any other instruction)."""
@@ -373,7 +423,7 @@ class _StimCompiler:
                 return False
         elif kind not in ("U1", "U2"):
             return False
-        parsed = self._plain_targets(inst)
+        parsed = self._plain_targets(inst, index if top else None)
         if parsed is None:
             return False
         qubits, inverted = parsed

@@ -169,7 +169,7 @@ class NumpyEngine(Engine):
             calls = program.derived.get("frame_calls", 0)
             program.derived["frame_calls"] = calls + 1
             # finding the map is about a plan run over one word per 64 inputs
-            if not calls and cost // (8 * (2 * program.num_qubits + program.num_records)) > words:
+            if not calls and cost // max(1, 8 * (2 * program.num_qubits + program.num_records)) > words:
                 return None
         return linear.linear_frames(program, plan, parities)
 
