@@ -439,6 +439,28 @@ def test_frames_independent_of_chunks_and_slab(numpy_engine):
         assert_same_frames(got, want, shots, ctx=str(kwargs))
 
 
+def test_results_held_across_calls_keep_their_bits(numpy_engine):
+    """Results land in ordinary memory or in kept page-locked buffers (reused only when no result
+    holds them): five calls whose results are all kept, then one after each is dropped, each
+    still equal to the NumPy engine's; page-locked buffers are made from the second call in a row
+    that found none free, and no more are kept than two."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    engine = CudaEngine()
+    program = rich_program(20, 10, 5, frames=True)
+    shots = 64 * 9 + 3
+    kept = [(seed, frames_of(engine, program, seed, shots)) for seed in range(5)]
+    assert engine.held_bytes()["pinned"] > 0
+    assert len(engine._frames._pinned) <= 2
+    for seed in range(5, 9):
+        kept.append((seed, frames_of(engine, program, seed, shots)))
+        kept.pop(0)
+    for seed, got in kept:
+        assert_same_frames(got, frames_of(numpy_engine, program, seed, shots), shots, ctx=f"seed={seed}")
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_deferred_noise_equals_direct(numpy_engine, seed):
     """Frame mode's deferred noise (any-lane draws first, fired words queued per warp) gives the

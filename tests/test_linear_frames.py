@@ -145,3 +145,27 @@ def test_map_of_programs_with_nothing_to_map(text):
     for outputs in (None, "detectors"):
         want, got = _both(program, 130, seed=2, parities=outputs)
         np.testing.assert_array_equal(got, want)
+
+
+def test_sweep_points_of_other_noise_share_the_map_not_the_probabilities():
+    """Points of a noise sweep share one compiled plan, so one map: each samples its own rates."""
+    import cirq
+    import sympy
+
+    from cirq_quasarq.noise import bit_flip
+
+    q = cirq.LineQubit.range(2)
+    p = sympy.Symbol("p")
+    circuit = cirq.Circuit(cirq.H(q[0]), cirq.CX(*q), bit_flip(p).on_each(*q), cirq.measure(*q, key="m"))
+    for mode in ("always", True):
+        for value in (0.0, 0.5, 0.05):
+            rates = []
+            for _ in range(2):  # the second call takes the map by default
+                sim = QuasarqSimulator(seed=3, device="cpu")
+                sim.engine = NumpyEngine(linear_frames=mode)
+                rates.append(sim.run(circuit, {"p": value}, repetitions=4000).measurements["m"])
+            plan_sim = QuasarqSimulator(seed=3, device="cpu")
+            plan_sim.engine = NumpyEngine(linear_frames=False)
+            want = plan_sim.run(circuit, {"p": value}, repetitions=4000).measurements["m"]
+            for got in rates:
+                np.testing.assert_array_equal(got, want)

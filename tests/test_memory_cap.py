@@ -79,11 +79,14 @@ def test_numpy_engine_chunks_under_a_tiny_cap(parities):
     key = rng.make_key(9)
     want = NumpyEngine().sample_frames(program, sched, key, ref, shots, par)
     result_bytes = 8 * rows * ((shots + 63) // 64)
-    capped = NumpyEngine(memory_limit=result_bytes + (64 << 10), memory_fraction=1.0)
+    capped = NumpyEngine(memory_limit=result_bytes + (64 << 10), memory_fraction=1.0, linear_frames=False)
     chunks = _counting(capped, "_frames_chunk")
     got = capped.sample_frames(program, sched, key, ref, shots, par)
     assert len(chunks) >= 3
     assert np.array_equal(unpack_records(got, shots), unpack_records(want, shots))
+    mapped = NumpyEngine(memory_limit=result_bytes + (64 << 10), memory_fraction=1.0, linear_frames="always")
+    assert np.array_equal(unpack_records(mapped.sample_frames(program, sched, key, ref, shots, par), shots),
+                          unpack_records(want, shots))
     with pytest.raises(OutOfMemoryError, match="host memory"):
         NumpyEngine(memory_limit=result_bytes, memory_fraction=1.0).sample_frames(program, sched, key, ref, shots)
 

@@ -86,8 +86,6 @@ _RESET = {"R": "Z", "RX": "X", "RY": "Y"}
 _PAIR_MEASURE = {"MXX": paulis.X, "MYY": paulis.Y, "MZZ": paulis.Z}
 _NOISE = {"X_ERROR", "Y_ERROR", "Z_ERROR", "DEPOLARIZE1", "DEPOLARIZE2", "PAULI_CHANNEL_1",
           "PAULI_CHANNEL_2"}
-# non-unitary instructions the whole-instruction path may take (`_whole`)
-_WHOLE_OTHERS = frozenset(_NOISE) | set(_MEASURE) | set(_MEASURE_RESET) | set(_RESET)
 _NOTHING = {"I", "II", "I_ERROR", "II_ERROR", "QUBIT_COORDS"}
 # Gates that take a measurement record as a control: the Pauli letter of each side (the record
 # must sit on a Z side; the other side's letter is the Pauli applied to the qubit).
@@ -227,7 +225,6 @@ class _StimCompiler:
     # -- the walk ------------------------------------------------------------------------------
     def run(self, circuit) -> Program:
         self._moment()
-        self.parsed = self._parse_top_level(circuit) if self.whole else {}
         self._walk(circuit, top=True)
         self._flush_batch()
         self._close()
@@ -275,7 +272,7 @@ class _StimCompiler:
                 continue
             name = inst.name
             kind, data = table.get(name, ("N", name))
-            if self.whole and self._whole(inst, index, kind, data, top):
+            if self.whole and self._whole(inst, index, kind, data):
                 continue
             self._flush_batch()
             if data == "TICK":
@@ -321,44 +318,9 @@ class _StimCompiler:
             return None
         return rest
 
-    def _parse_top_level(self, circuit) -> Dict[int, np.ndarray]:
-        """{index: qubits int64} of every top-level instruction whose targets are plain qubits (no
-        '!'), from the circuit's text in one parse: one number conversion for all of them, not one
-        per instruction. Instructions inside REPEAT blocks, and any line this does not read, are
-        parsed one by one (`_plain_targets`)."""
-        table = self.table
-        lines = str(circuit).split("\n")
-        top = [line for line in lines if line and line[0] != " " and line[0] != "}"]  # bodies are indented
-        if len(top) != len(circuit):
-            return {}
-        chosen, texts = [], []
-        for index, line in enumerate(top):
-            kind, data = table.get(line.split(" ", 1)[0].split("(", 1)[0], ("N", None))
-            if kind == "N" and data not in _WHOLE_OTHERS:  # (a tagged name is in no table: skipped)
-                continue
-            rest = self._targets_text(line)
-            if rest and "!" not in rest:
-                chosen.append(index)
-                texts.append(rest)
-        if not chosen:
-            return {}
-        counts = np.array([t.count(" ") + 1 for t in texts], dtype=np.int64)
-        try:
-            qubits = np.fromstring(" ".join(texts), dtype=np.int64, sep=" ")
-        except ValueError:  # not the format this reads: one by one
-            return {}
-        if len(qubits) != int(counts.sum()):
-            return {}
-        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        return {index: qubits[bounds[k] : bounds[k + 1]] for k, index in enumerate(chosen)}
-
-    def _plain_targets(self, inst, index: Optional[int]):
+    def _plain_targets(self, inst):
         """(qubits int64 [k], inverted bool [k] or None) of an instruction whose targets are all
-        qubits, perhaps inverted, parsed from its text as one array; None otherwise. `index`: its
-        place at the top level (None inside a REPEAT block), where the circuit's parse may have it."""
-        qubits = self.parsed.get(index)
-        if qubits is not None:
-            return qubits, None
+        qubits, perhaps inverted, parsed from its text as one array; None otherwise."""
         if inst.tag:
             return None
         rest = self._targets_text(str(inst))
@@ -400,11 +362,10 @@ class _StimCompiler:
             rows[:, field] = value
         return rows
 
-    def _whole(self, inst, index: int, kind: str, data, top: bool = False) -> bool:
+    def _whole(self, inst, index: int, kind: str, data) -> bool:
         """Compile `inst` (its table entry `kind`, `data`: an opcode, or the canonical name) as one
         block of rows where it may be (see the class docstring): the rows, positions, record and
-        random slots the per-target path gives. False: it did nothing. `top`: `inst` is the
-        circuit's `index`-th instruction (its targets may be in the circuit's parse).
+        random slots the per-target path gives. False: it did nothing.
 
         Consecutive such instructions on disjoint qubits gather in a batch (`self.batch`): their rows
         take their positions together when the batch is flushed (before any other instruction)."""
@@ -423,7 +384,7 @@ class _StimCompiler:
                 return False
         elif kind not in ("U1", "U2"):
             return False
-        parsed = self._plain_targets(inst, index if top else None)
+        parsed = self._plain_targets(inst)
         if parsed is None:
             return False
         qubits, inverted = parsed

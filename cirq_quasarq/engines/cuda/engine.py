@@ -261,7 +261,7 @@ class CudaEngine(Engine):
         uploaded programs) and page-locked host buffers, in bytes."""
         frames, ws = self._frames, self._tableau.ws
         device = sum(size for _, size in frames._buffers.values()) + sum(dp.nbytes for dp in self._programs)
-        pinned = 0 if frames._pinned is None else int(frames._pinned.nbytes)
+        pinned = sum(int(buf.nbytes) for buf in frames._pinned)
         if ws is not None:
             device += _workspace_bytes(ws)
             pinned += int(ws.host_flags.nbytes)

@@ -15,7 +15,7 @@ pieces' kernels.
 from __future__ import annotations
 
 import sys
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -37,13 +37,17 @@ PIPELINE_MAX_PIECES = 8  # a chunk of several waves of blocks runs as pieces of 
 PIPELINE_MIN_BYTES = 8 << 20  # below this a copy is too short to be worth overlapping
 
 
+_PINNED_KEPT = 2  # page-locked result buffers kept for reuse (`_host_records`)
+
+
 class FrameMode:
     """Frame mode of one CudaEngine: its reusable device and page-locked host buffers."""
 
     def __init__(self, engine):
         self.engine = engine
         self._buffers = {}
-        self._pinned: Optional[np.ndarray] = None
+        self._pinned: List[np.ndarray] = []  # page-locked result buffers (`_host_records`)
+        self._pinned_missed = False
         self._streams: list = []
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
@@ -241,13 +245,26 @@ class FrameMode:
         return self._streams[:count]
 
     def _host_records(self, count: int) -> np.ndarray:
-        """Page-locked host memory for the records (a DMA copy at full link speed). The buffer is
-        reused only when nobody holds a result from it any more; otherwise a new one is made."""
-        # getrefcount(self._pinned) is 2 (the attribute and the argument) when no result is alive.
-        if self._pinned is None or self._pinned.size < count or sys.getrefcount(self._pinned) > 2:
-            self._pinned = None  # the old buffer goes first (unless a result holds it)
-            self._pinned = self.engine.pinned(max(count, 1), np.uint64, "frame mode's results")
-        return self._pinned[:count]
+        """Host memory for the records. Page-locked memory takes the device's copy at full link
+        speed but costs far more to make than to use (locking its pages, about 0.8 ms a MB on an
+        H100 host): a kept buffer that no result holds any more is reused; when none is free, the
+        call copies into ordinary memory, and a page-locked buffer for the calls after it is made
+        only when the call before found none either (a loop that keeps the previous result while it
+        samples the next settles on two buffers)."""
+        for buf in self._pinned:
+            # 3 references when no result holds it: the list, `buf` and getrefcount's argument
+            if buf.size >= count and sys.getrefcount(buf) <= 3:
+                self._pinned_missed = False
+                return buf[:count]
+        if not self._pinned_missed:
+            self._pinned_missed = True
+            return np.empty(max(count, 1), dtype=np.uint64)[:count]
+        self._pinned_missed = False
+        # the free ones are too small: they go (a held one stays with its result until that goes)
+        self._pinned = [b for b in self._pinned if sys.getrefcount(b) > 3][-(_PINNED_KEPT - 1):]
+        buf = self.engine.pinned(max(count, 1), np.uint64, "frame mode's results")
+        self._pinned.append(buf)
+        return buf[:count]
 
     def _static_shared(self, kernel: str) -> int:
         """Bytes of shared memory `kernel` declares statically (a block's dynamic share comes on top)."""

@@ -151,7 +151,7 @@ class NumpyEngine(Engine):
             count = min(chunk, words - start)
             # Random streams are keyed by the absolute word; the output stays local.
             if mapped is not None:
-                out[:, start : start + count] = mapped.sample(key, first_word + start, count, constant)
+                out[:, start : start + count] = mapped.sample(program, key, first_word + start, count, constant)
                 continue
             chunk_records = self._frames_chunk(program, schedule, key, reference, first_word + start, count)
             out[:, start : start + count] = chunk_records if parities is None else parities.reduce(chunk_records)

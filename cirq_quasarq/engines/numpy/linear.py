@@ -81,7 +81,6 @@ class LinearFrames:
     """A program's outputs (its records, or the parities given) as a GF(2) map of its draws."""
 
     def __init__(self, program: Program, plan: FramePlan, parities: Optional[Parities] = None):
-        self.program = program
         unit = self.inputs = _UnitDraws(program, plan)
         n, words = program.num_qubits, unit.count
         fx = np.zeros((n, words), dtype=np.uint64)
@@ -132,9 +131,10 @@ class LinearFrames:
         ref = spread(np.asarray(reference, dtype=np.uint8) & 1)[:, None]
         return ref if parities is None else parities.reduce(ref)
 
-    def sample(self, key, start: int, count: int, constant: np.ndarray) -> np.ndarray:
+    def sample(self, program: Program, key, start: int, count: int, constant: np.ndarray) -> np.ndarray:
         """uint64 [outputs, count]: words [start, start + count) of every output, as the plan's
-        chunk gives them (`constant` XORed in)."""
+        chunk gives them (`constant` XORed in). `program`: the one sampled, whose channels give the
+        probabilities (sweep points that differ only in noise share one plan, and so one map)."""
         unit = self.inputs
         out = np.zeros((self.num_outputs, count), dtype=np.uint64)
         if len(self.gauge_outputs):
@@ -145,7 +145,7 @@ class LinearFrames:
             out[self.gauge_outputs] = np.bitwise_xor.reduceat(drawn[self.gauge_rows], self.gauge_starts, axis=0)
         if self.noise_channels:
             auxes = self.noise_channels
-            drawn = sparse_channels(key, [self.program.channels[aux] for aux in auxes],
+            drawn = sparse_channels(key, [program.channels[aux] for aux in auxes],
                                     [unit.noise_slots[aux] for aux in auxes], start, count)
             for aux, (index, word, xm, zm) in zip(auxes, drawn):
                 arity = unit.arity[aux]
@@ -167,7 +167,8 @@ class LinearFrames:
 
 
 def linear_frames(program: Program, plan: FramePlan, parities: Optional[Parities]) -> LinearFrames:
-    """The program's map for these outputs (its records, or these parities), kept with the plan."""
+    """The program's map for these outputs (its records, or these parities), kept with the plan
+    (it depends on the program's operations and the outputs, not on noise probabilities)."""
     cache = plan.__dict__.setdefault("_linear", {})
     key = None if parities is None else (parities.offsets.tobytes(), parities.records.tobytes())
     made = cache.get(key)
