@@ -40,20 +40,22 @@ class Schedule:
 
 
 _COLLAPSE = {opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"]}
-
-
-def _is_barrier(ins: np.ndarray) -> np.ndarray:
-    kind = opcodes.KIND[ins[:, OP]]
-    return (ins[:, COND] >= 0) | (kind == Kind.LOOP) | (kind == Kind.RECORD_NOISE)
+# per opcode: whether it is a barrier (loop markers, CONFUSION), and its rank within a layer
+# (collapses after every other opcode)
+_BARRIER_OP = np.isin(opcodes.KIND, [Kind.LOOP, Kind.RECORD_NOISE])
+_RANK = np.where(np.isin(np.arange(opcodes.NUM_OPCODES), list(_COLLAPSE)), opcodes.NUM_OPCODES,
+                 np.arange(opcodes.NUM_OPCODES))
 
 
 def schedule(program: Program) -> Schedule:
     ins = program.instructions
     n_ins = len(ins)
     layer = np.zeros(n_ins, dtype=np.int64)
-    barrier = _is_barrier(ins)
-    arity = opcodes.ARITY[ins[:, OP]] if n_ins else np.zeros(0, dtype=np.int32)
+    ops = ins[:, OP]
+    barrier = (ins[:, COND] >= 0) | _BARRIER_OP[ops]
+    arity = opcodes.ARITY[ops]
     last = np.zeros(program.num_qubits + 1, dtype=np.int64)  # +1: index -1 lands on a dummy
+    col_a, col_b = ins[:, A].astype(np.int64), ins[:, B].astype(np.int64)  # contiguous: groups gather from them
     # Group boundaries: a change of STEP or a barrier.
     step = ins[:, STEP]
     cuts = np.flatnonzero(np.diff(step) != 0) + 1 if n_ins else np.zeros(0, dtype=np.int64)
@@ -74,12 +76,12 @@ def schedule(program: Program) -> Schedule:
             base = top + 1
             last[:] = base
             continue
-        a = ins[lo:hi, A]
-        b = ins[lo:hi, B]
-        simple = arity[lo:hi] > 0
-        distinct = bool(simple.all())
+        a = col_a[lo:hi]
+        b = col_b[lo:hi]
+        distinct = bool((arity[lo:hi] > 0).all())
         if distinct:
-            touched = np.concatenate([a, b[b >= 0]])
+            has_b = b >= 0
+            touched = np.concatenate([a, b[has_b]])
             order = np.arange(len(touched))
             mark[touched] = order  # every qubit distinct exactly when each keeps its own mark
             distinct = bool((mark[touched] == order).all())
@@ -87,7 +89,7 @@ def schedule(program: Program) -> Schedule:
             lay = np.maximum(last[a], last[b]) + 1
             layer[lo:hi] = lay
             last[a] = lay
-            last[b[b >= 0]] = lay[b >= 0]
+            last[b[has_b]] = lay[has_b]
         else:
             for i in range(lo, hi):  # rare: E over a range of qubits, or a group that reuses a qubit
                 if arity[i] > 0:
@@ -98,12 +100,9 @@ def schedule(program: Program) -> Schedule:
                 layer[i] = lay
                 last[qs] = lay
         last[-1] = base  # the dummy never constrains
-    ops = ins[:, OP]
-    is_collapse = np.isin(ops, list(_COLLAPSE))
-    # Within a layer: non-collapse runs by opcode, then collapses in program order.
-    sort_op = np.where(is_collapse, opcodes.NUM_OPCODES, ops)
-    # by layer, then opcode (collapses last), then program order: one stable sort of a combined key
-    order = np.argsort(layer * (opcodes.NUM_OPCODES + 1) + sort_op, kind="stable")
+    # Within a layer: non-collapse runs by opcode, then collapses in program order: by layer, then
+    # rank, then program order, one stable sort of a combined key
+    order = np.argsort(layer * (opcodes.NUM_OPCODES + 1) + _RANK[ops], kind="stable")
     whole_rows = np.ascontiguousarray(ins).view(np.dtype((np.void, ins.itemsize * ins.shape[1]))).ravel()
     scheduled = np.take(whole_rows, order).view(ins.dtype).reshape(ins.shape)  # a row one element: a faster gather
     lay_sorted = layer[order]
