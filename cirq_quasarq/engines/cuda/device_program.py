@@ -170,6 +170,43 @@ class DeviceProgram:
 
 
 def _build_plan(program: Program, schedule: Schedule) -> _Plan:
+    """Tableau mode's window launches: for a program without loops from the runs' arrays (a
+    window's gate runs are one 'G', its collapse runs one 'C', after its 'F's), else by walking."""
+    runs = schedule.runs
+    if program.loops or not len(runs):
+        return _walked_plan(program, schedule)
+    ins = schedule.instructions
+    starts, ends, ops, windows = (runs[:, i].astype(np.int64) for i in range(4))
+    kinds = opcodes.KIND[ops]
+    # an identity run launches nothing unless it is classically controlled (a barrier run of one)
+    gate = np.isin(kinds, (Kind.UNITARY, Kind.NOISE)) & ~((ops == opcodes.CODE["I"]) & (ins[starts, COND] < 0))
+    collapse = np.isin(kinds, _COLLAPSE)
+    confusion = np.flatnonzero(kinds == Kind.RECORD_NOISE)
+    first = np.flatnonzero(np.diff(windows, prepend=-1) != 0)  # each window's first run
+    big = np.iinfo(np.int64).max
+    spans = []
+    for mask in (gate, collapse):
+        lo = np.minimum.reduceat(np.where(mask, starts, big), first)
+        hi = np.maximum.reduceat(np.where(mask, ends, -1), first)
+        spans.append((lo.tolist(), hi.tolist()))
+    (gate_lo, gate_hi), (col_lo, col_hi) = spans
+    by_window = {}
+    for r in confusion.tolist():  # 'F': one CONFUSION instruction each
+        by_window.setdefault(int(windows[r]), []).extend(range(int(starts[r]), int(ends[r])))
+    actions: List[Tuple[str, int, int, int]] = []
+    window_of = windows[first].tolist()
+    for g, window in enumerate(window_of):
+        for i in by_window.get(window, ()):
+            actions.append(("F", i, i + 1, 0))
+        if gate_hi[g] >= 0:
+            actions.append(("G", gate_lo[g], gate_hi[g], 0))
+        if col_hi[g] >= 0:
+            actions.append(("C", col_lo[g], col_hi[g], 0))
+    max_collapses = int(max((h - l for l, h in zip(col_lo, col_hi) if h >= 0), default=0))
+    return _Plan(actions, np.zeros((1, CTX_STRIDE), dtype=np.int32), max_collapses)
+
+
+def _walked_plan(program: Program, schedule: Schedule) -> _Plan:
     """Walk the schedule once (loops expanded on the host, as launches are) into window launches."""
     runs = schedule.runs
     ins = schedule.instructions
