@@ -2,8 +2,8 @@
 
 Per device: runtime vs qubits per depth and cactus plots (light, heavy: the paper's figures),
 sampling time vs shots per code distance (qec), our time per stage (the paper's Table 1 analogue),
-speed-up over each peer, and energy per call where NVML measured it. `report.figure_names` says
-which figures a device gets; `draw` writes them.
+speed-up over each peer, and energy per call where NVML measured it. `figure_names` says which
+figures a device gets; `draw` writes them.
 """
 
 from __future__ import annotations
@@ -11,8 +11,31 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from .report import COLORS, NAMES, PEERS, SIM_ORDER, Run, energies, figure_names, first_s, fmt_shots, get, \
-    repeat_s, speedups
+from .runs import NAMES, PEERS, SIM_ORDER, Run, energies, first_s, fmt_shots, get, repeat_s, speedups
+
+COLORS = {"ours": "tab:red", "stim": "tab:blue", "quasarq": "tab:green", "custabilizer": "tab:purple",
+          "stimcirq": "tab:orange", "cirq": "tab:gray"}
+
+
+def figure_names(selection: Dict[str, Dict[str, Run]]) -> Dict[str, List[str]]:
+    """The figures each device gets (those with data), in a fixed order."""
+    out = {}
+    for slug, suites in selection.items():
+        names = []
+        for suite in ("light", "heavy"):
+            if suite in suites:
+                names += [f"{slug}-{suite}-runtime.png", f"{slug}-{suite}-cactus.png"]
+        if "qec" in suites:
+            names.append(f"{slug}-qec-sampling.png")
+        if any(rec["sim"] == "ours" and (rec.get("results") or {}).get("stages", {}).get("compile_s") is not None
+               for run in suites.values() for rec in run.cases):
+            names.append(f"{slug}-stages.png")
+        if speedups(suites):
+            names.append(f"{slug}-speedup.png")
+        if energies(suites):
+            names.append(f"{slug}-energy.png")
+        out[slug] = names
+    return out
 
 
 def _plt():

@@ -11,49 +11,23 @@ table row then comes from one run, and every ratio from one run on one machine. 
 - the block between BLOCK_START / BLOCK_END in README.md (headline table per device);
 - the block between DOC_START / DOC_END in docs/benchmarks.md (every case, per device).
 The text blocks depend on the JSON only (tests/test_benchmarks_suite.py keeps README == JSON).
+Imports go one way: report -> figures -> runs (the runs as data, which both show).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from .figures import draw
 from .harness import ROOT, RESULTS_DIR
+from .runs import NAMES, PEERS, Row, Run, first_s, fmt_shots, load_runs, repeat_s, rows_of, select
 
 BLOCK_START = "<!-- benchmarks:headline:start -->"
 BLOCK_END = "<!-- benchmarks:headline:end -->"
 DOC_START = "<!-- benchmarks:runs:start -->"
 DOC_END = "<!-- benchmarks:runs:end -->"
-
-NAMES = {"ours": "cirq-quasarq", "stim": "stim", "quasarq": "quasarq", "custabilizer": "cuStabilizer",
-         "stimcirq": "stimcirq", "cirq": "cirq.CliffordSimulator"}
-PEERS = ("stim", "quasarq", "custabilizer", "stimcirq", "cirq")
-SIM_ORDER = ("ours",) + PEERS
-COLORS = {"ours": "tab:red", "stim": "tab:blue", "quasarq": "tab:green", "custabilizer": "tab:purple",
-          "stimcirq": "tab:orange", "cirq": "tab:gray"}
-SUITE_ORDER = ("qec", "light", "heavy", "cirq")
-
-
-# ----------------------------------------------------------------------------- loading
-@dataclasses.dataclass(eq=False)
-class Run:
-    header: Dict[str, Any]
-    cases: List[Dict[str, Any]]
-    end: Optional[Dict[str, Any]]
-    path: Path
-
-    @property
-    def slug(self) -> str:
-        return self.header["device"]["slug"]
-
-    @property
-    def label(self) -> str:
-        return self.header["device"]["label"]
-
-    def suite(self, name: str) -> List[Dict[str, Any]]:
-        return [c for c in self.cases if c["suite"] == name]
 
 
 @dataclasses.dataclass
@@ -67,55 +41,6 @@ class Outputs:
         return cls(Path(figures) if figures else ROOT / "docs" / "benchmarks",
                    Path(readme) if readme else ROOT / "README.md",
                    Path(doc) if doc else ROOT / "docs" / "benchmarks.md")
-
-
-def load_runs(results_dir: Path = RESULTS_DIR) -> List[Run]:
-    runs = []
-    for path in sorted(Path(results_dir).glob("*.jsonl")):
-        header, cases, end = None, [], None
-        for line in path.read_text().splitlines():
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            if rec.get("kind") == "run":
-                header = rec
-            elif rec.get("kind") == "case":
-                cases.append(rec)
-            elif rec.get("kind") == "run_end":
-                end = rec
-        if header is not None:
-            runs.append(Run(header, cases, end, path))
-    return sorted(runs, key=lambda r: (r.header["started_at"], r.header["run_id"]))
-
-
-def select(runs: List[Run]) -> Dict[str, Dict[str, Run]]:
-    """{device slug: {suite: the latest run with results of that suite}}; GPU devices first."""
-    out: Dict[str, Dict[str, Run]] = {}
-    for run in runs:
-        for suite in run.header.get("suites", []):
-            if any(c["status"] in ("ok", "timeout", "error") and c.get("results") for c in run.suite(suite)):
-                out.setdefault(run.slug, {})[suite] = run
-    gpu_first = sorted(out, key=lambda s: (next(iter(out[s].values())).header["engine"] != "cuda", s))
-    return {slug: {s: out[slug][s] for s in SUITE_ORDER if s in out[slug]} for slug in gpu_first}
-
-
-# ----------------------------------------------------------------------------- numbers
-def get(record: Optional[Dict[str, Any]], *keys) -> Any:
-    node: Any = record.get("results") if record else None
-    for key in keys:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
-
-
-def repeat_s(part: Any) -> Optional[float]:
-    rep = part.get("repeat") if isinstance(part, dict) else None
-    return rep.get("best_s") if isinstance(rep, dict) else None
-
-
-def first_s(part: Any) -> Optional[float]:
-    return part.get("first_s") if isinstance(part, dict) else None
 
 
 def headline_s(part: Any) -> Tuple[Optional[float], bool]:
@@ -143,13 +68,6 @@ def fmt_ratio(r: float) -> str:
     return f"ours {text} faster" if r >= 1 else f"ours {text} slower"
 
 
-def fmt_shots(shots: int) -> str:
-    for unit, name in ((10**6, "M"), (10**3, "k")):
-        if shots >= unit and shots % unit == 0:
-            return f"{shots // unit}{name}"
-    return str(shots)
-
-
 def status_text(record: Optional[Dict[str, Any]]) -> str:
     if record is None:
         return ""
@@ -158,73 +76,6 @@ def status_text(record: Optional[Dict[str, Any]]) -> str:
         return "budget ran out" if record.get("budget_cut") else f"over {record.get('timeout_s', 0):.0f} s limit"
     words = {"crashed": "crashed", "error": "error", "skipped": "skipped", "unavailable": "not installed"}
     return words.get(status, "")
-
-
-def index(cases: List[Dict[str, Any]]) -> Dict[Tuple[str, str], Dict[str, Any]]:
-    return {(c["workload"], c["sim"]): c for c in cases}
-
-
-# ----------------------------------------------------------------------------- rows of each suite
-@dataclasses.dataclass
-class Row:
-    """One workload and mode: each simulator's record and the key path of the measured part."""
-
-    suite: str
-    label: str
-    records: Dict[str, Dict[str, Any]]
-    keys: Tuple[str, ...]
-
-    def part(self, sim: str) -> Any:
-        return get(self.records.get(sim), *self.keys)
-
-
-def random_rows(suite: str, cases) -> List[Row]:
-    by = index(cases)
-    rows = []
-    for workload in dict.fromkeys(c["workload"] for c in cases):
-        recs = {sim: by[(workload, sim)] for sim in SIM_ORDER if (workload, sim) in by}
-        p = next(iter(recs.values()))["params"]
-        rows.append(Row(suite, f"random Clifford n={p['n']:,}, depth {p['depth']}, single shot", recs, ("single",)))
-        if p.get("shots"):
-            rows.append(Row(suite, f"random Clifford n={p['n']:,}, depth {p['depth']}, {p['shots']:,} shots", recs,
-                            ("sampling",)))
-    return rows
-
-
-def qec_rows(cases) -> List[Row]:
-    by = index(cases)
-    rows = []
-    for workload in dict.fromkeys(c["workload"] for c in cases):
-        recs = {sim: by[(workload, sim)] for sim in SIM_ORDER if (workload, sim) in by}
-        p = next(iter(recs.values()))["params"]
-        for shots in p["shots"]:
-            for mode, what in (("measurements", "records"), ("detectors", "detection events")):
-                rows.append(Row("qec", f"surface d={p['d']}, {fmt_shots(shots)} shots, {what}", recs,
-                                ("shots", str(shots), mode)))
-    return rows
-
-
-def cirq_rows(cases) -> List[Row]:
-    by = index(cases)
-    rows = []
-    for workload in dict.fromkeys(c["workload"] for c in cases):
-        recs = {sim: by[(workload, sim)] for sim in SIM_ORDER if (workload, sim) in by}
-        p = next(iter(recs.values()))["params"]
-        if p["workload"] == "simulate":
-            label, key = f"Cirq `simulate()`, random Clifford n={p['n']}, depth {p['depth']}", "simulate"
-        else:
-            noise = "noiseless, no annotations" if p["workload"] == "run_noiseless" else f"p={p['p']:g}"
-            label, key = f"Cirq `run()`, surface d={p['d']} ({noise}), {fmt_shots(p['shots'])} shots", "run"
-        rows.append(Row("cirq", label, recs, (key,)))
-    return rows
-
-
-def rows_of(suite: str, cases) -> List[Row]:
-    if suite == "qec":
-        return qec_rows(cases)
-    if suite == "cirq":
-        return cirq_rows(cases)
-    return random_rows(suite, cases)
 
 
 def headline_rows(suite: str, cases) -> List[Row]:
@@ -455,54 +306,6 @@ def doc_block(selection: Dict[str, Dict[str, Run]], figures: Dict[str, List[str]
     return "\n".join(lines)
 
 
-def figure_names(selection: Dict[str, Dict[str, Run]]) -> Dict[str, List[str]]:
-    """The figures each device gets (those with data), in a fixed order."""
-    out = {}
-    for slug, suites in selection.items():
-        names = []
-        for suite in ("light", "heavy"):
-            if suite in suites:
-                names += [f"{slug}-{suite}-runtime.png", f"{slug}-{suite}-cactus.png"]
-        if "qec" in suites:
-            names.append(f"{slug}-qec-sampling.png")
-        if any(rec["sim"] == "ours" and (rec.get("results") or {}).get("stages", {}).get("compile_s") is not None
-               for run in suites.values() for rec in run.cases):
-            names.append(f"{slug}-stages.png")
-        if speedups(suites):
-            names.append(f"{slug}-speedup.png")
-        if energies(suites):
-            names.append(f"{slug}-energy.png")
-        out[slug] = names
-    return out
-
-
-def speedups(suites: Dict[str, Run]) -> Dict[str, List[Tuple[str, float]]]:
-    """{peer: [(row label, peer time / ours)]} over every row where both have a repeat-call time."""
-    out: Dict[str, List[Tuple[str, float]]] = {}
-    for suite, run in suites.items():
-        for r in rows_of(suite, run.suite(suite)):
-            ours = repeat_s(r.part("ours"))
-            if not ours:
-                continue
-            for peer in PEERS:
-                t = repeat_s(r.part(peer))
-                if t:
-                    out.setdefault(peer, []).append((r.label, t / ours))
-    return out
-
-
-def energies(suites: Dict[str, Run]) -> List[Tuple[str, str, float]]:
-    out = []
-    for suite, run in suites.items():
-        for r in rows_of(suite, run.suite(suite)):
-            for sim in r.records:
-                part = r.part(sim)
-                rep = part.get("repeat") if isinstance(part, dict) else None
-                if isinstance(rep, dict) and rep.get("energy_j") is not None:
-                    out.append((r.label, sim, rep["energy_j"]))
-    return out
-
-
 # ----------------------------------------------------------------------------- entry points
 def replace_block(text: str, start: str, end: str, block: str) -> str:
     """`text` with the block between `start` and `end` (markers included) replaced by `block`."""
@@ -523,8 +326,6 @@ def expected_readme_block(results_dir: Path = RESULTS_DIR) -> str:
 
 def generate(results_dir: Path, outputs: Outputs) -> None:
     selection = select(load_runs(results_dir))
-    from .figures import draw
-
     names = draw(selection, outputs.figures)
     block = readme_block(selection)
     text = outputs.readme.read_text() if outputs.readme.exists() else ""

@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from cirq_quasarq.core import opcodes, rng
-from cirq_quasarq.core.memory import available_memory
+from cirq_quasarq.core.memory import host_headroom
 from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
@@ -125,7 +125,7 @@ def _proc_status(field: str) -> int:
 def memory(engine) -> dict:
     gc.collect()
     out = {"rss_bytes": _proc_status("VmRSS"), "rss_peak_bytes": _proc_status("VmHWM"),
-           "host_available_bytes": available_memory()}
+           "host_available_bytes": host_headroom().bytes}
     if engine.name == "cuda":
         free, total = engine.cuda.mem_get_info()
         out.update(device_free_bytes=int(free), device_total_bytes=int(total))
@@ -187,7 +187,7 @@ def _tableau_available(engine) -> int:
     """Bytes a new tableau workspace may take: what the engine's check allows once it has freed
     the workspace it holds."""
     if engine.name != "cuda":
-        return engine._budget()
+        return engine._budget()[0]
     held = engine._tableau.ws
     ws = 0 if held is None else held.bytes_needed(held.n, held.num_records, held.scratch, held.max_collapses)
     free, _ = engine.cuda.mem_get_info()
@@ -327,7 +327,7 @@ def stage_largest(engine, log: Log, args, state: dict, deadline: float) -> None:
     avail = _tableau_available(engine)
     if args.quick:
         avail = min(avail, 64 << 20)  # a tiny "device" for the smoke test
-    host = available_memory()
+    host = host_headroom().bytes
     lo, hi = 64, 1 << 22
     while lo < hi:  # the largest n whose estimate fits
         mid = (lo + hi + 1) // 2

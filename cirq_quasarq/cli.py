@@ -40,7 +40,8 @@ def read_circuit(path: pathlib.Path) -> Any:
         try:
             import stim
         except ImportError:
-            raise Failure(f"{path}: reading .stim files needs stim (pip install 'cirq-quasarq[qec]')") from None
+            raise Failure(f"{path}: reading .stim files needs stim (the qec extra: pip install '.[qec]' in "
+                          "the cirq-quasarq checkout)") from None
         try:
             return stim.Circuit(text)
         except ValueError as error:
@@ -49,7 +50,8 @@ def read_circuit(path: pathlib.Path) -> Any:
         try:
             from cirq.contrib.qasm_import import QasmException, circuit_from_qasm
         except ImportError:
-            raise Failure(f"{path}: reading OpenQASM needs ply (pip install 'cirq-quasarq[qasm]')") from None
+            raise Failure(f"{path}: reading OpenQASM needs ply (the qasm extra: pip install '.[qasm]' in "
+                          "the cirq-quasarq checkout)") from None
         try:
             return circuit_from_qasm(text)
         except QasmException as error:

@@ -16,7 +16,9 @@ import numpy as np
 
 from . import errors
 from .core import opcodes
+from .core.parities import shot_major_bytes
 from .core.program import A, OP, Program
+from .results.records import unpack_bytes
 
 # Sustained rates of the engines in instruction x 64-shot-word updates per second (frame mode;
 # measured on the benchmark machines, docs/benchmarks-speed.md): the long-work estimate only.
@@ -59,11 +61,31 @@ def seed(value: Any):
         f"simulators take), not {type(value).__name__} {value!r}")
 
 
-def records_bytes(program: Program, shots: int, unpacked: bool) -> int:
-    """Host bytes of `shots` shots of every record: bit-packed, plus Cirq's int8 arrays if unpacked."""
-    words = (shots + 63) // 64
-    packed = 8 * program.num_records * words
-    return packed + (program.num_records * 64 * words if unpacked else 0)
+def packed_bytes(rows: int, shots: int) -> int:
+    """Record-major bit-packed rows: uint64 [rows, ceil(shots / 64)]."""
+    return 8 * rows * ((shots + 63) // 64)
+
+
+def run_bytes(program: Program, shots: int) -> int:
+    """Host bytes of run() at its peak: the packed records and Cirq's int8 arrays made from them."""
+    return packed_bytes(program.num_records, shots) + unpack_bytes(program, shots)
+
+
+def measurements_bytes(program: Program, shots: int, bit_packed: bool) -> int:
+    """Host bytes of sample_measurements() at its peak: the packed records turned shot-major."""
+    rows = program.num_records
+    return packed_bytes(rows, shots) + shot_major_bytes(rows, shots, bit_packed)
+
+
+def detectors_bytes(program: Program, columns: int, shots: int, unpacked: int = 0) -> int:
+    """Host bytes of sample_detectors() at its peak, the largest of its stages: where shots branch,
+    the packed records and the gather that reduces them to `columns` parities; the packed parities
+    turned shot-major; the shot-major bytes and `unpacked` of the columns as bools."""
+    parities = packed_bytes(columns, shots)
+    stages = [parities + shot_major_bytes(columns, shots), shots * ((columns + 7) // 8 + unpacked)]
+    if program.needs_branching():
+        stages.append(packed_bytes(program.num_records, shots) + 2 * parities)
+    return max(stages)
 
 
 def executed_rows(program: Program) -> float:

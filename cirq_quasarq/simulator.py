@@ -235,7 +235,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         (bit l of word w is repetition 64w + l): the `bit_packed` path, no unpacking."""
         repetitions = contract.repetitions(repetitions, "sample_packed")
         require_host_memory(f"{repetitions:,} repetitions of {program.num_records:,} records, bit-packed",
-                                     contract.records_bytes(program, repetitions, unpacked=False), _SPLIT_ADVICE)
+                            contract.packed_bytes(program.num_records, repetitions), _SPLIT_ADVICE)
         contract.warn_if_long(program, self.engine.name, shots=repetitions)
         sched = prepared(program)
         key = self._next_key()
@@ -256,8 +256,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         for resolver, compiled in self._programs(program, params):
             require_host_memory(
                 f"run() of {repetitions:,} repetitions of {compiled.num_records:,} measured bits (Cirq's int8 "
-                f"arrays and the packed records)", contract.records_bytes(compiled, repetitions, unpacked=True),
-                _UNPACKED_ADVICE)
+                f"arrays and the packed records)", contract.run_bytes(compiled, repetitions), _UNPACKED_ADVICE)
             if repetitions == 0:  # exactly what Cirq's simulators give: (0, 1, 1) whatever the key
                 records = {k.key: np.empty((0, 1, 1), dtype=np.int8) for k in compiled.keys}
             else:
@@ -271,7 +270,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         (_, compiled), = self._programs(circuit, param_resolver)
         require_host_memory(
             f"run() of {repetitions:,} repetitions of {compiled.num_records:,} measured bits",
-            contract.records_bytes(compiled, repetitions, unpacked=True), _UNPACKED_ADVICE)
+            contract.run_bytes(compiled, repetitions), _UNPACKED_ADVICE)
         return records_from_packed(compiled, self.sample_packed(compiled, repetitions), repetitions)
 
     # ---------------------------------------------------------------------------- QEC
@@ -293,26 +292,27 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         repetitions = contract.repetitions(repetitions, "sample_detectors")
         program = self.compile(circuit)
         dets, obs = program.detectors, program.observables
-        columns = len(dets) + len(obs)
+        if separate_observables:  # observables from a byte boundary on, so both halves are whole bytes
+            pad = [Annotation("pad", np.zeros(0, dtype=np.int64))] * (-len(dets) % 8)
+            chosen = dets + pad + obs
+        else:
+            chosen = dets + obs if append_observables else dets
+        columns = len(dets) + len(obs) if separate_observables else len(chosen)
         require_host_memory(
             f"sample_detectors() of {repetitions:,} shots of {columns:,} detectors and observables"
             + ("" if bit_packed else " as bool arrays"),
-            repetitions * (columns + 7) // 8 * (1 if bit_packed else 9), _UNPACKED_ADVICE)
-        if separate_observables:  # observables from a byte boundary on, so both halves are whole bytes
-            pad = [Annotation("pad", np.zeros(0, dtype=np.int64))] * (-len(dets) % 8)
-            both = self.sample_parities(program, dets + pad + obs, repetitions, shot_major=True)
-            split = (len(dets) + 7) // 8
-            parts = (both[:, :split], both[:, split:])
-            widths = (len(dets), len(obs))
-            if bit_packed:
-                return parts
-            return tuple(np.unpackbits(p, axis=1, count=w, bitorder="little").astype(bool)
-                         for p, w in zip(parts, widths))
-        chosen = dets + obs if append_observables else dets
+            contract.detectors_bytes(program, len(chosen), repetitions, 0 if bit_packed else columns),
+            _UNPACKED_ADVICE)
         packed = self.sample_parities(program, chosen, repetitions, shot_major=True)
-        if bit_packed:
-            return packed
-        return np.unpackbits(packed, axis=1, count=len(chosen), bitorder="little").astype(bool)
+        if separate_observables:
+            split = (len(dets) + 7) // 8
+            parts, widths = (packed[:, :split], packed[:, split:]), (len(dets), len(obs))
+        else:
+            parts, widths = (packed,), (len(chosen),)
+        if not bit_packed:  # NumPy's bools are the bytes 0 and 1: the unpacked bits are them, not copied
+            parts = tuple(np.unpackbits(p, axis=1, count=w, bitorder="little").view(bool)
+                          for p, w in zip(parts, widths))
+        return parts if separate_observables else parts[0]
 
     def sample_parities(self, program: Program, annotations: List[Annotation], repetitions: int,
                         shot_major: bool = False) -> np.ndarray:
@@ -341,7 +341,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         require_host_memory(
             f"sample_measurements() of {repetitions:,} shots of {program.num_records:,} records"
             + ("" if bit_packed else " as bool arrays"),
-            contract.records_bytes(program, repetitions, unpacked=not bit_packed), _UNPACKED_ADVICE)
+            contract.measurements_bytes(program, repetitions, bit_packed), _UNPACKED_ADVICE)
         if bit_packed and not program.needs_branching():
             contract.warn_if_long(program, self.engine.name, shots=repetitions)  # laid out shot-major where the frames are
             return self.engine.sample_frames(program, prepared(program), self._next_key(), self.reference(program),

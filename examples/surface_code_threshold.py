@@ -8,7 +8,7 @@ cirq-quasarq (the GPU where there is one) inside sinter, decoded by pymatching, 
 Each point is sinter.collect over a `surface_code:rotated_memory_z` memory experiment with
 rounds = d and every noise knob at p; the curves cross near the threshold of this noise model with
 pymatching (about 1%, docs/figures/surface_code_threshold.png). --tiny runs a few thousand shots of d = 3, 5 (for the tests).
-Needs the `qec` extra: pip install "cirq-quasarq[qec]".
+Needs the `qec` extra: pip install ".[qec]" in the repository's checkout.
 """
 
 from __future__ import annotations

@@ -29,9 +29,12 @@ from typing import Dict, List, Optional, Set
 
 import cirq
 import numpy as np
-import stimcirq
+import pytest
 import sympy
-from hypothesis import strategies as st
+
+# Helpers of tests/test_fuzz.py only: without these packages the importing module is skipped.
+stimcirq = pytest.importorskip("stimcirq")
+st = pytest.importorskip("hypothesis.strategies")
 
 HALVES = [k / 2 for k in range(-4, 5)]  # exponents of X/Y/Z/XX/YY/ZZ Pow gates that are Clifford
 INTEGERS = [-2, -1, 0, 1, 2, 3]  # exponents of H/CX/CZ/SWAP/ISWAP Pow gates that are Clifford

@@ -2,7 +2,7 @@
 
 import random
 
-import stim
+import pytest
 
 from cirq_quasarq.core import opcodes
 from cirq_quasarq.core.program import ProgramBuilder
@@ -12,7 +12,9 @@ UNITARY_2 = [o.name for o in opcodes.OPCODES if o.kind == opcodes.Kind.UNITARY a
 
 
 def random_program(n: int, depth: int, seed: int, *, collapse: float = 0.5, noise: bool = False):
-    """A random layered program on n qubits; returns (Program, stim.Circuit of the same ops)."""
+    """A random layered program on n qubits; returns (Program, stim.Circuit of the same ops). Skips
+    the calling test without stim (the other helpers need no stim)."""
+    stim = pytest.importorskip("stim")
     r = random.Random(seed)
     b = ProgramBuilder(n)
     sc = stim.Circuit()

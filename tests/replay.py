@@ -1,15 +1,24 @@
-"""Replaying our tableau-mode outcomes in stim (postselection forces stim's collapses to ours)."""
+"""Replaying our tableau-mode outcomes in stim (postselection forces stim's collapses to ours).
+Each helper skips the calling test without stim, so that importing this module needs no stim."""
 
-import stim
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
 
 from cirq_quasarq.core import opcodes
 from cirq_quasarq.core.draws import coin
 from cirq_quasarq.core.program import FLAG_INVERT, FLAGS, OP, RAND, REC, A, B
 from cirq_quasarq.schedule.walk import walk
 
+if TYPE_CHECKING:
+    import stim
+
 
 def replay_in_stim(program, schedule, key, records, repetition=0) -> stim.TableauSimulator:
     """Run the scheduled program in stim, forcing each random collapse to the value we drew."""
+    stim = pytest.importorskip("stim")
     sim = stim.TableauSimulator()
     sim.set_num_qubits(program.num_qubits)
     for step in walk(program, schedule):
@@ -35,6 +44,7 @@ def replay_in_stim(program, schedule, key, records, repetition=0) -> stim.Tablea
 
 
 def as_stim_inverse(tableau) -> stim.Tableau:
+    stim = pytest.importorskip("stim")
     xx, xz, zx, zz = tableau.bits()
     return stim.Tableau.from_numpy(x2x=xx, x2z=xz, z2x=zx, z2z=zz,
                                    x_signs=tableau.xs.astype(bool), z_signs=tableau.zs.astype(bool))

@@ -4,7 +4,6 @@ by run, and the reference pass's loop cycle finding against walking every iterat
 
 import numpy as np
 import pytest
-import stim
 
 from cirq_quasarq import QuasarqSimulator
 from cirq_quasarq.core import rng
@@ -13,6 +12,8 @@ from cirq_quasarq.engines.numpy.frames import _Fold, _Loop, frame_plan
 from cirq_quasarq.schedule import schedule
 
 from .programs import random_program
+
+stim = pytest.importorskip("stim")
 
 WALKED = NumpyEngine(fast_paths=False)
 

@@ -13,6 +13,8 @@ import cirq
 import numpy as np
 import pytest
 import sympy
+
+pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

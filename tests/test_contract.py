@@ -9,7 +9,6 @@ import warnings
 import cirq
 import numpy as np
 import pytest
-import stim
 import sympy
 
 import cirq_quasarq
@@ -34,7 +33,7 @@ CALLS = {
     "run_sweep": lambda sim, r: sim.run_sweep(CIRCUIT, cirq.UnitSweep, repetitions=r),
     "sample": lambda sim, r: sim.sample(CIRCUIT, repetitions=r),
     "sample_measurements": lambda sim, r: sim.sample_measurements(CIRCUIT, r),
-    "sample_detectors": lambda sim, r: sim.sample_detectors(stim.Circuit("M 0\nDETECTOR rec[-1]"), r),
+    "sample_detectors": lambda sim, r: sim.sample_detectors(pytest.importorskip("stim").Circuit("M 0\nDETECTOR rec[-1]"), r),
     "sample_packed": lambda sim, r: sim.sample_packed(sim.compile(CIRCUIT), r),
     "step sample": lambda sim, r: next(iter(sim.simulate_moment_steps(CIRCUIT))).sample(Q[:2], repetitions=r),
 }
@@ -112,11 +111,12 @@ def test_swept_probability_out_of_range_is_named(gate):
 
 
 def test_results_beyond_host_memory_are_refused_up_front(monkeypatch):
-    monkeypatch.setattr(memory, "available_memory", lambda: 8 << 30)
+    stim = pytest.importorskip("stim")
+    monkeypatch.setattr(memory, "host_headroom", lambda: memory.Headroom(8 << 30, "cgroup memory.max"))
     sim = QuasarqSimulator(device="cpu")
     four = cirq.Circuit(cirq.measure(*Q, key="m"))
     t0 = time.perf_counter()
-    with pytest.raises(errors.OutOfMemoryError, match=r"run\(\) of 3,000,000,000 repetitions .* GiB"):
+    with pytest.raises(errors.OutOfMemoryError, match=r"run\(\) of 3,000,000,000 repetitions .* GiB .*under cgroup memory.max"):
         sim.run(four, repetitions=3e9)  # 12 GiB of Cirq arrays: 8x the packed records
     with pytest.raises(errors.OutOfMemoryError, match="bit_packed=True"):
         sim.sample_measurements(four, 3_000_000_000)
@@ -128,8 +128,8 @@ def test_results_beyond_host_memory_are_refused_up_front(monkeypatch):
 
 def test_stabilizers_beyond_host_memory_are_refused(monkeypatch):
     state = QuasarqSimulator(device="cpu").simulate(cirq.Circuit(cirq.H.on_each(cirq.LineQubit.range(3000)))).final_state
-    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 20)
-    with pytest.raises(errors.OutOfMemoryError, match="stabilizers"):
+    monkeypatch.setattr(memory, "host_headroom", lambda: memory.Headroom(1 << 20, "RLIMIT_DATA"))
+    with pytest.raises(errors.OutOfMemoryError, match="stabilizers.*under RLIMIT_DATA"):
         state.stabilizers()
 
 

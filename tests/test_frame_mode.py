@@ -4,7 +4,6 @@ results do not depend on how shots are chunked."""
 
 import numpy as np
 import pytest
-import stim
 
 from cirq_quasarq.core import rng
 from cirq_quasarq.engines import NumpyEngine
@@ -39,6 +38,7 @@ def test_x_then_measure_gives_one(engine):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_every_shot_is_a_possible_outcome(engine, seed):
+    stim = pytest.importorskip("stim")
     n = 3 + seed % 9
     program, circuit = random_program(n, 8, seed, collapse=0.7)
     bits = sample(engine, program, 64, seed)

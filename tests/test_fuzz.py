@@ -32,10 +32,13 @@ from typing import Dict, Optional, Tuple
 import cirq
 import numpy as np
 import pytest
-import stim
-import stimcirq
+
+stim = pytest.importorskip("stim")
+stimcirq = pytest.importorskip("stimcirq")
+pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
+
 # stimcirq's own converter with each record's key (what stimcirq.StimSampler uses), so that stim can
 # be sampled with a seed and its records keyed as Cirq keys them.
 from stimcirq._cirq_to_stim import cirq_circuit_to_stim_data

@@ -6,8 +6,6 @@ import time
 import cirq
 import numpy as np
 import pytest
-import stim
-import stimcirq
 
 from cirq_quasarq.core import opcodes
 from cirq_quasarq.compiler import registry
@@ -55,6 +53,7 @@ def assert_lowers(gate, context=""):
 
 def is_clifford_unitary(u):
     """Independent oracle: Stim accepts exactly the Clifford unitaries."""
+    stim = pytest.importorskip("stim")
     try:
         stim.Tableau.from_unitary_matrix(u, endian="big")
         return True
@@ -80,12 +79,14 @@ def _stim_string(image):
 
 @pytest.mark.parametrize("name", UNITARY_NAMES)
 def test_opcode_unitary_matches_stim(name):
+    stim = pytest.importorskip("stim")
     expected = stim.Tableau.from_named_gate(name)
     assert stim.Tableau.from_unitary_matrix(opcodes.unitary_of(name), endian="little") == expected
 
 
 @pytest.mark.parametrize("name", UNITARY_NAMES)
 def test_opcode_images_match_stim(name):
+    stim = pytest.importorskip("stim")
     op = opcodes.BY_NAME[name]
     forward = stim.Tableau.from_named_gate(name)
     inverse = forward.inverse()
@@ -99,6 +100,7 @@ def test_opcode_images_match_stim(name):
 
 @pytest.mark.parametrize("name", UNITARY_NAMES)
 def test_frame_maps_match_stim(name):
+    stim = pytest.importorskip("stim")
     op = opcodes.BY_NAME[name]
     forward = stim.Tableau.from_named_gate(name)
     expected = np.zeros((4, 4), dtype=np.uint8)
@@ -201,6 +203,7 @@ def test_rotations(rotation):
 
 
 def test_identity_like_gates():
+    stimcirq = pytest.importorskip("stimcirq")
     for gate in [cirq.I, cirq.IdentityGate(3), cirq.IdentityGate(7), cirq.GlobalPhaseGate(1j),
                  cirq.WaitGate(cirq.Duration(nanos=5), num_qubits=2), cirq.Z**0, cirq.Z**2,
                  cirq.X**-4, cirq.CZ**2, cirq.ISWAP**4, cirq.SWAP**-2, cirq.CCZ**2, cirq.CCX**-2,
@@ -345,6 +348,7 @@ def test_random_clifford_gates(num_qubits):
 
 @pytest.mark.parametrize("num_qubits", [1, 2, 3])
 def test_random_clifford_matrix_gates(num_qubits):
+    stim = pytest.importorskip("stim")
     seed = 200 + num_qubits
     rng = np.random.default_rng(seed)
     for trial in range(60):
@@ -402,6 +406,7 @@ def test_qubit_permutation_gates():
 
 
 def test_stimcirq_gates():
+    stimcirq = pytest.importorskip("stimcirq")
     for gate, name in [(stimcirq.CXSwapGate(inverted=False), "CXSWAP"),
                        (stimcirq.CXSwapGate(inverted=True), "SWAPCX"),
                        (stimcirq.CZSwapGate(), "CZSWAP")]:

@@ -14,8 +14,6 @@ import sys
 import cirq
 import numpy as np
 import pytest
-import stim
-import stimcirq
 import sympy
 
 from cirq_quasarq import QuasarqSimulator
@@ -23,6 +21,9 @@ from cirq_quasarq.core import rng
 from cirq_quasarq.schedule import schedule
 
 from .programs import random_program
+
+stim = pytest.importorskip("stim")
+stimcirq = pytest.importorskip("stimcirq")
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "golden_records.npz"
 Q = cirq.LineQubit.range(6)

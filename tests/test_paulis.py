@@ -5,9 +5,10 @@ import itertools
 import cirq
 import numpy as np
 import pytest
-import stim
 
 from cirq_quasarq.core import opcodes, paulis
+
+stim = pytest.importorskip("stim")
 
 UNITARY = [op for op in opcodes.OPCODES if op.kind == opcodes.Kind.UNITARY]
 

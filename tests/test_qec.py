@@ -8,13 +8,12 @@ import sys
 import cirq
 import numpy as np
 import pytest
-import sinter
-import stim
-import stimcirq
 
 import cirq_quasarq
 from cirq_quasarq import QuasarqSimulator, cli
-from cirq_quasarq.sinter import QuasarqSampler
+
+stim = pytest.importorskip("stim")
+stimcirq = pytest.importorskip("stimcirq")
 
 NOISE = dict(after_clifford_depolarization=0.01, before_round_data_depolarization=0.01,
              before_measure_flip_probability=0.01, after_reset_flip_probability=0.01)
@@ -109,7 +108,17 @@ def test_run_and_simulate_take_stim_circuits():
 # sinter
 
 
+def _sinter():
+    """sinter, pymatching (the plug-in's default decoder) and the plug-in: the `qec` extra; the
+    test skips without it."""
+    sinter = pytest.importorskip("sinter")
+    pytest.importorskip("pymatching")
+    from cirq_quasarq.sinter import QuasarqSampler
+    return sinter, QuasarqSampler
+
+
 def test_sinter_plug_in_matches_stim_and_pymatching():
+    sinter, QuasarqSampler = _sinter()
     tasks = [sinter.Task(circuit=code("surface", d, d, p=0.008), json_metadata={"d": d}) for d in (3, 5)]
     common = dict(num_workers=2, tasks=tasks, max_shots=30000, max_errors=3000)
     ours = sinter.collect(decoders=["quasarq"], custom_decoders={"quasarq": QuasarqSampler(device="cpu", seed=1)},
@@ -124,6 +133,7 @@ def test_sinter_plug_in_matches_stim_and_pymatching():
 
 
 def test_sinter_workers_draw_different_shots(monkeypatch):
+    sinter, QuasarqSampler = _sinter()
     task = sinter.Task(circuit=code("surface", 3, 3), json_metadata={})
     sampler = QuasarqSampler(device="cpu", seed=7)
     first = sampler.compiled_sampler_for_task(task)
@@ -137,6 +147,7 @@ def test_sinter_workers_draw_different_shots(monkeypatch):
 
 
 def test_sinter_postselection_discards(tmp_path):
+    sinter, QuasarqSampler = _sinter()
     task = sinter.Task(circuit=code("repetition", 3, 2, p=0.05), json_metadata={},
                        postselection_mask=np.array([0b1], dtype=np.uint8))
     stats = QuasarqSampler(device="cpu", seed=2).compiled_sampler_for_task(task).sample(5000)
@@ -206,6 +217,8 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, content, suffix, expecte
 
 
 def test_surface_code_threshold_example_runs_tiny(tmp_path):
+    _sinter()
+    pytest.importorskip("matplotlib")
     example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "surface_code_threshold.py"
     proc = subprocess.run([sys.executable, str(example), "--tiny", "--out", str(tmp_path / "t.png"), "--device", "cpu"],
                           capture_output=True, text=True, timeout=600)
@@ -248,6 +261,7 @@ def test_several_observables_in_the_plug_in_the_command_line_and_the_simulator(t
     rows = np.array([[c == "1" for c in line] for line in out.read_text().splitlines()])
     assert rows.shape == (500, circuit.num_detectors + 3) and not rows[:, -2].any()
     # sinter: the same logical error rate as Stim's sampler with the same decoder
+    sinter, QuasarqSampler = _sinter()
     task = sinter.Task(circuit=circuit, json_metadata={})
     common = dict(num_workers=1, tasks=[task], max_shots=20000, max_errors=20000)
     ours = sinter.collect(decoders=["q"], custom_decoders={"q": QuasarqSampler(device="cpu", seed=5)}, **common)[0]

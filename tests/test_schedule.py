@@ -2,7 +2,10 @@
 put, and the scheduled program is equivalent to the original (property tests)."""
 
 import numpy as np
-import stim
+import pytest
+
+stim = pytest.importorskip("stim")
+pytest.importorskip("hypothesis")
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -14,8 +14,6 @@ import time
 
 import numpy as np
 import pytest
-import stim
-import stimcirq
 
 from cirq_quasarq.compiler import compile_circuit, compile_stim
 from cirq_quasarq.compiler import stim_circuit
@@ -29,6 +27,9 @@ from cirq_quasarq.schedule import schedule
 from cirq_quasarq.schedule.walk import walk
 
 from .replay import as_stim_inverse
+
+stim = pytest.importorskip("stim")
+stimcirq = pytest.importorskip("stimcirq")
 
 NOISE_KNOBS = dict(after_clifford_depolarization=0.01, before_round_data_depolarization=0.01,
                    before_measure_flip_probability=0.01, after_reset_flip_probability=0.01)

@@ -6,11 +6,12 @@ import random
 
 import cirq
 import pytest
-import stim
 
 from cirq_quasarq import QuasarqSimulator
 
 from .replay import as_stim_inverse
+
+stim = pytest.importorskip("stim")
 
 ONE = {"H": cirq.H, "S": cirq.S, "S_DAG": cirq.S**-1, "X": cirq.X, "Y": cirq.Y, "Z": cirq.Z,
        "SQRT_X": cirq.X**0.5, "SQRT_Y_DAG": cirq.Y**-0.5}

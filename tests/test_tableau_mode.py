@@ -6,7 +6,6 @@ import random
 
 import numpy as np
 import pytest
-import stim
 
 from cirq_quasarq.core import opcodes, rng
 from cirq_quasarq.engines import NumpyEngine
@@ -30,6 +29,7 @@ def test_random_programs_equal_stim_inverse_tableau(engine, seed):
 
 @pytest.mark.parametrize("name", UNITARY_1 + UNITARY_2)
 def test_every_unitary_opcode_matches_stim(engine, name):
+    stim = pytest.importorskip("stim")
     arity = opcodes.BY_NAME[name].arity
     for seed in range(8):
         r = random.Random(seed)

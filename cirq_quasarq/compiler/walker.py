@@ -23,8 +23,7 @@ import cirq
 import sympy
 
 from .. import errors
-from ..core import opcodes
-from ..core.memory import available_memory
+from ..core import memory, opcodes
 from ..core.program import Program
 from .conditions import condition_table
 from .emitter import Cursor, Emitter
@@ -299,12 +298,13 @@ class Walker(Emitter):
         name per iteration where Cirq gives repetition ids)."""
         records = self.b.num_records
         nbytes = _BYTES_PER_RECORD * records + (_BYTES_PER_NAME * reps if use_ids else 0)
-        free = available_memory()
-        if nbytes > free:
+        free = memory.host_headroom()
+        if nbytes > free.bytes:
             self.fail(errors.OutOfMemoryError, op,
                       f"its {reps:,} repetitions make the circuit write {records:,} measurement records per "
                       f"shot; listing them needs about {nbytes / 2**30:.1f} GiB of host memory and "
-                      f"{free / 2**30:.1f} GiB is available (fewer repetitions, or measure less inside the loop)")
+                      f"{free.bytes / 2**30:.1f} GiB is available under {free.describe()} (fewer repetitions, "
+                      "or measure less inside the loop)")
 
     # -- classical control ------------------------------------------------------------------------
     def _controlled(self, op: cirq.ClassicallyControlledOperation, scope: Scope, at: Cursor) -> None:

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-_THREADS = min(8, os.cpu_count() or 1)
+HOST_THREADS = min(8, os.cpu_count() or 1)  # the pool's threads
 _POOL = None
 _LOCK = threading.Lock()
 
@@ -25,7 +25,7 @@ def host_pool() -> concurrent.futures.ThreadPoolExecutor:
     global _POOL
     with _LOCK:
         if _POOL is None:
-            _POOL = concurrent.futures.ThreadPoolExecutor(_THREADS, thread_name_prefix="quasarq-host")
+            _POOL = concurrent.futures.ThreadPoolExecutor(HOST_THREADS, thread_name_prefix="quasarq-host")
     return _POOL
 
 

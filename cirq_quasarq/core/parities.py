@@ -57,13 +57,26 @@ class Parities:
         return out
 
 
-def parities_shot_major(packed: np.ndarray, shots: int, bit_packed: bool = True, chunk_bytes: int = 1 << 26) -> np.ndarray:
+_CHUNK_BYTES = 1 << 26  # parities_shot_major's unpacked bits at a time
+
+
+def shot_major_bytes(rows: int, shots: int, bit_packed: bool = True) -> int:
+    """Host bytes parities_shot_major takes beside its input: the result, two chunks of unpacked
+    bits (the next is made while the last is still held; a converted block is as large) and a
+    chunk's contiguous copy of the input."""
+    out = shots * ((rows + 7) // 8 if bit_packed else rows)
+    words = (shots + 63) // 64
+    chunk = rows * 64 * min(words, max(1, _CHUNK_BYTES // max(1, 64 * rows)))
+    return out + 2 * chunk + chunk // 8 if rows and shots else out
+
+
+def parities_shot_major(packed: np.ndarray, shots: int, bit_packed: bool = True) -> np.ndarray:
     """uint64 [R, W] record-major packed bits -> Stim's shot-major layout: uint8 [shots, ceil(R/8)]
     (bit b of byte k is column 8k + b), or with bit_packed=False bool [shots, R]. Converted in
-    chunks of shots so the unpacked bits never exceed `chunk_bytes`."""
+    chunks of shots so the unpacked bits never exceed _CHUNK_BYTES (shot_major_bytes: the memory)."""
     rows = packed.shape[0]
     out = np.zeros((shots, (rows + 7) // 8) if bit_packed else (shots, rows), dtype=np.uint8 if bit_packed else bool)
-    step = max(1, chunk_bytes // max(1, 64 * rows))  # words of 64 shots per chunk
+    step = max(1, _CHUNK_BYTES // max(1, 64 * rows))  # words of 64 shots per chunk
     for w0 in range(0, packed.shape[1], step):
         w1 = min(packed.shape[1], w0 + step)
         lo, hi = 64 * w0, min(shots, 64 * w1)

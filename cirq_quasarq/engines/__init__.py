@@ -52,7 +52,7 @@ def select_engine(device: str) -> Engine:
     if device == "gpu":
         raise DeviceUnavailableError(
             'device="gpu" needs PyCUDA and an NVIDIA GPU with a working driver; none was found. '
-            'Install the GPU extra (pip install "cirq-quasarq[gpu]") on a CUDA machine, or use '
+            'Install the GPU extra (pip install ".[gpu]" in the cirq-quasarq checkout) on a CUDA machine, or use '
             'device="cpu" / "auto".')
     return _shared("numpy", NumpyEngine)
 

@@ -11,7 +11,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from ..core.packed import host_pool
+from ..core.packed import HOST_THREADS, host_pool
 from ..core.parities import parities_shot_major
 from ..core.program import Program
 
@@ -56,6 +56,20 @@ def _host_rows(rows: int, width: int) -> np.ndarray:
             buffer = np.empty(max(size, 1), dtype=np.int8)
             _kept = buffer if size <= _KEEP_BYTES else None
         return buffer[:size].reshape(rows, width)  # this view marks the buffer as held
+
+
+def unpack_bytes(program: Program, shots: int) -> int:
+    """Host bytes records_from_packed takes at its peak beside the packed records: the buffer of
+    unpacked rows, the blocks being unpacked at once (one per thread; a block is at least a whole
+    row, however many shots it has) and the keys that are gathered rather than viewed. A kept
+    buffer that the call may reuse is not credited."""
+    rows, words = program.num_records, (shots + 63) // 64
+    width = 64 * words
+    step = max(1, _BLOCK_BYTES // max(width, 1))
+    blocks = -(-rows // step)
+    at_once = (min(blocks, HOST_THREADS) if blocks > 1 else 1) * min(_UNPACK_ROWS, step, rows) * width
+    gathered = sum(records.size for _, records, spacing in _key_plan(program) if spacing is None)
+    return rows * width + at_once + gathered * (width + 8 * words)
 
 
 def records_from_packed(program: Program, packed: np.ndarray, shots: int) -> Dict[str, np.ndarray]:

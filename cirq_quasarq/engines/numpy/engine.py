@@ -5,13 +5,12 @@ frames for many shots at once. Both follow docs/engine-semantics.md."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
-from ...core import opcodes, rng
+from ...core import memory, opcodes, rng
 from ...core.draws import channel_masks, coin, confusion_values, noise_targets
-from ...core.memory import available_memory
 from ...core.parities import Parities, parities_shot_major
 from ...core.paulis import spread
 from ...core.program import AUX, COND, FLAG_INVERT, FLAGS, OP, RAND, REC, A, B, Program
@@ -63,11 +62,13 @@ class NumpyEngine(Engine):
         # applies (tests); False: the frame plan, the map's oracle.
         self.linear_frames = linear_frames
 
-    def _budget(self) -> int:
-        free = available_memory()
-        if self.memory_limit is not None:
-            free = min(free, self.memory_limit)
-        return int(free * self.memory_fraction)
+    def _budget(self) -> Tuple[int, str]:
+        """Bytes the engine plans with (memory_fraction of the tightest limit) and how they were
+        found, for messages."""
+        free = memory.host_headroom()
+        if self.memory_limit is not None and self.memory_limit < free.bytes:
+            free = memory.Headroom(self.memory_limit, "the engine's memory_limit")
+        return int(free.bytes * self.memory_fraction), f"memory_fraction {self.memory_fraction} of {free.describe()}"
 
     # ------------------------------------------------------------------ tableau mode
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
@@ -75,10 +76,11 @@ class NumpyEngine(Engine):
                     records: Optional[np.ndarray] = None) -> TableauRun:
         n = program.num_qubits
         need = 3 * 2 * (2 * n) * max(1, (n + 63) // 64) * 8  # X and Z, and a collapse's temporaries
-        if need > self._budget():
+        budget, source = self._budget()
+        if need > budget:
             raise OutOfMemoryError(
                 f"tableau mode on {n} qubits needs about {gib(need)} of host memory; "
-                f"{gib(self._budget())} is available to the NumPy engine")
+                f"{gib(budget)} is available to the NumPy engine ({source})")
         state = TableauState(n) if initial is None else TableauState.from_inverse(initial)
         records = (np.zeros(program.num_records, dtype=np.uint8) if records is None
                    else _initial_records(records, program.num_records))
@@ -134,7 +136,8 @@ class NumpyEngine(Engine):
             raise ValueError(f"first_word must be >= 0, got {first_word}")
         n, records = program.num_qubits, program.num_records
         rows = records if parities is None else parities.count
-        budget = self._budget() - 8 * rows * words  # the packed result itself
+        available, source = self._budget()
+        budget = available - 8 * rows * words  # the packed result itself
         # Per 64-shot word of a chunk: frames (2n words), flips (records), the collapses' fresh
         # frames (random slots bound them), noise and temporaries.
         per_word = 8 * (4 * n + 2 * records + program.num_rand_slots + 64)
@@ -142,8 +145,8 @@ class NumpyEngine(Engine):
         if chunk < 1:
             raise OutOfMemoryError(
                 f"sampling {shots} shots of {n} qubits and {records} records needs at least "
-                f"{gib(8 * rows * words + per_word)} of host memory; {gib(self._budget())} "
-                "is available to the NumPy engine (use fewer repetitions per call)")
+                f"{gib(8 * rows * words + per_word)} of host memory; {gib(available)} "
+                f"is available to the NumPy engine ({source}; use fewer repetitions per call)")
         out = np.zeros((rows, words), dtype=np.uint64)
         mapped = self._linear_map(program, schedule, parities, words)
         constant = None if mapped is None else mapped.constant(reference, parities)
