@@ -3,7 +3,8 @@ walk that makes it for programs with loops: equal action for action. Host code o
 
 import numpy as np
 import pytest
-import stim
+
+stim = pytest.importorskip("stim")
 
 from cirq_quasarq import QuasarqSimulator
 from cirq_quasarq.engines.cuda.device_program import _build_plan, _walked_plan

@@ -4,7 +4,8 @@ frame plan it stands for, bit for bit: records and parities, every chunking and 
 
 import numpy as np
 import pytest
-import stim
+
+stim = pytest.importorskip("stim")
 
 from cirq_quasarq import QuasarqSimulator
 from cirq_quasarq.core import rng
