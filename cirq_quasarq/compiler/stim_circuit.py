@@ -56,7 +56,6 @@ import threading
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import cirq
 import numpy as np
 
 from .. import errors
@@ -177,6 +176,8 @@ class LineQubits(collections.abc.Sequence):
 
     def _qubits(self) -> Tuple:
         if self._made is None:
+            import cirq  # only when read: compiling and sampling a stim.Circuit never import Cirq
+
             self._made = tuple(cirq.LineQubit.range(self._n))
         return self._made
 
