@@ -1,5 +1,5 @@
 """The QEC workflow: detection events and observable flips against Stim, stim.Circuit inputs, the
-sinter plug-in against stim + pymatching, the command line's formats against Stim's."""
+sinter plug-in against stim + pymatching (the command line: tests/test_cli.py)."""
 
 import pathlib
 import subprocess
@@ -141,68 +141,6 @@ def test_sinter_postselection_discards(tmp_path):
                        postselection_mask=np.array([0b1], dtype=np.uint8))
     stats = QuasarqSampler(device="cpu", seed=2).compiled_sampler_for_task(task).sample(5000)
     assert 0 < stats.discards < stats.shots
-
-
-# ---------------------------------------------------------------------------------------------
-# The command line
-
-
-def test_cli_formats_are_byte_identical_to_stims(tmp_path):
-    circuit = stim.Circuit("X 0 2 5 8 9\nM 0 1 2 3 4 5 6 7 8 9")  # deterministic, 10 columns
-    path = tmp_path / "c.stim"
-    path.write_text(str(circuit))
-    for fmt in ("01", "b8"):
-        ours, theirs = tmp_path / f"ours.{fmt}", tmp_path / f"theirs.{fmt}"
-        assert cli.main(["sample", str(path), "--shots", "70", "--format", fmt, "--out", str(ours), "--quiet",
-                         "--device", "cpu"]) == 0
-        circuit.compile_sampler().sample_write(70, filepath=str(theirs), format=fmt)
-        assert ours.read_bytes() == theirs.read_bytes(), fmt
-
-
-def test_cli_detectors_and_npz(tmp_path):
-    circuit = code("surface", 3, 2, p=0.0)
-    path = tmp_path / "s.stim"
-    path.write_text(str(circuit))
-    out = tmp_path / "d.01"
-    assert cli.main(["sample", str(path), "--shots", "10", "--detectors", "--append-observables", "--out", str(out),
-                     "--quiet", "--device", "cpu"]) == 0
-    lines = out.read_text().splitlines()
-    assert len(lines) == 10 and set(lines) == {"0" * (circuit.num_detectors + circuit.num_observables)}
-    npz = tmp_path / "r.npz"
-    assert cli.main(["sample", str(path), "--shots", "10", "--format", "npz", "--out", str(npz), "--quiet",
-                     "--device", "cpu"]) == 0
-    assert np.load(npz)["records"].shape == (10, circuit.num_measurements)
-
-
-def test_cli_reads_qasm_and_cirq_json(tmp_path, capsys):
-    qasm = tmp_path / "bell.qasm"
-    qasm.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\ncreg c[2];\nh q[0];\ncx q[0],q[1];\n'
-                    "measure q -> c;\n")
-    out = tmp_path / "bell.01"
-    assert cli.main(["sample", str(qasm), "--shots", "200", "--out", str(out), "--quiet", "--device", "cpu"]) == 0
-    rows = out.read_text().splitlines()
-    assert set(rows) <= {"00", "11"} and len(set(rows)) == 2
-    js = tmp_path / "c.json"
-    a = cirq.LineQubit(0)
-    js.write_text(cirq.to_json(cirq.Circuit(cirq.X(a), cirq.measure(a, key="m"))))
-    assert cli.main(["simulate", str(js), "--device", "cpu"]) == 0
-    assert "m=1" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("content, suffix, expected", [
-    ("H 0\nT 0\nM 0\n", ".stim", "line 2"),
-    ("H 0\nM 0\n", ".txt", "unknown circuit format"),
-    ('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\nt q[0];\n', ".qasm", "Clifford"),
-    ("{not json", ".json", "not a Cirq JSON circuit"),
-])
-def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, content, suffix, expected):
-    path = tmp_path / f"bad{suffix}"
-    path.write_text(content)
-    proc = subprocess.run([sys.executable, "-m", "cirq_quasarq.cli", "sample", str(path), "--shots", "5",
-                           "--device", "cpu", "--quiet"], capture_output=True, text=True)
-    assert proc.returncode == 2, proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
-    assert expected in proc.stderr and str(path) in proc.stderr
 
 
 def test_surface_code_threshold_example_runs_tiny(tmp_path):

@@ -506,7 +506,11 @@ class _StimCompiler:
         text = str(inst)
         if len(text) > 200:
             text = text[:200] + " ..."
-        raise cls(f"cannot compile stim instruction {text!r} at {self._where(index)}: {what}; {SUPPORTED}")
+        error = cls(f"cannot compile stim instruction {text!r} at {self._where(index)}: {what}; {SUPPORTED}")
+        # where it is, for whoever holds the circuit's text (the command line names the line):
+        # the instruction's index in each enclosing REPEAT body, outermost first
+        error.instruction_path = tuple(i for i, _ in self.path) + (index,)
+        raise error
 
     # -- placement -------------------------------------------------------------------------------
     def _place(self, qs: Sequence[int]) -> int:
