@@ -1,7 +1,9 @@
 """The QEC workflow: detection events and observable flips against Stim, stim.Circuit inputs, the
 sinter plug-in against stim + pymatching (the command line: tests/test_cli.py)."""
 
+import os
 import pathlib
+import pickle
 import subprocess
 import sys
 
@@ -123,17 +125,79 @@ def test_sinter_plug_in_matches_stim_and_pymatching():
         assert fa.low <= fb.high and fb.low <= fa.high, (d, a, b)  # overlapping 99.9% intervals
 
 
-def test_sinter_workers_draw_different_shots(monkeypatch):
-    task = sinter.Task(circuit=code("surface", 3, 3), json_metadata={})
-    sampler = QuasarqSampler(device="cpu", seed=7)
-    first = sampler.compiled_sampler_for_task(task)
-    monkeypatch.setattr("os.getpid", lambda: 123456)  # another worker process
-    second = sampler.compiled_sampler_for_task(task)
-    a = first.simulator.sample_detectors(task.circuit, 2048, bit_packed=True)
-    b = second.simulator.sample_detectors(task.circuit, 2048, bit_packed=True)
-    assert not np.array_equal(a, b)
-    stats = first.sample(100)
-    assert stats.shots >= 100 and 0 <= stats.errors <= stats.shots
+def test_sinter_takes_exactly_max_shots_and_a_seed_reproduces_the_collection():
+    tasks = [sinter.Task(circuit=code("surface", 3, 3, p=0.01), json_metadata={"c": "surface"}),
+             sinter.Task(circuit=code("repetition", 5, 3, p=0.03), json_metadata={"c": "repetition"})]
+
+    def collect(seed):
+        sampler = QuasarqSampler(device="cpu", seed=seed, count_detection_events=True)
+        stats = sinter.collect(num_workers=2, tasks=tasks, decoders=["q"], custom_decoders={"q": sampler},
+                               max_shots=3001)
+        return {s.json_metadata["c"]: (s.shots, s.errors, s.custom_counts["detection_events"]) for s in stats}
+
+    first, again, other = collect(4), collect(4), collect(5)
+    assert {shots for shots, _, _ in first.values()} == {3001}  # not rounded up to a batch
+    assert first == again  # whatever the workers and batches did
+    assert first != other
+
+
+def test_sinter_workers_take_consecutive_shots_of_one_stream():
+    task = sinter.Task(circuit=code("surface", 3, 3, p=0.02), json_metadata={})
+    sampler = QuasarqSampler(device="cpu", seed=7, count_detection_events=True)
+    a, b = sampler.compiled_sampler_for_task(task), sampler.compiled_sampler_for_task(task)  # two workers
+    batches = [a.sample(100), b.sample(157), a.sample(300)]  # shots [0, 100), [100, 257), [257, 557)
+    one = QuasarqSampler(device="cpu", seed=7, count_detection_events=True).compiled_sampler_for_task(task).sample(557)
+    assert sum(s.shots for s in batches) == one.shots == 557
+    assert sum(s.errors for s in batches) == one.errors
+    assert sum(s.custom_counts["detection_events"] for s in batches) == one.custom_counts["detection_events"]
+    dets = a.shots.sample(a.key, 0, 557)[0]
+    assert one.custom_counts["detection_events"] == int(np.bitwise_count(dets).sum())
+    # a copy made other than by sinter starting a worker samples a stream of its own
+    assert pickle.loads(pickle.dumps(sampler)).seed != sampler.seed
+
+
+def test_sinter_counts_match_sinters_default_sampler():
+    circuit = several_observables(p=0.02)
+    task = sinter.Task(circuit=circuit, json_metadata={})
+    common = dict(num_workers=2, tasks=[task], max_shots=20000)
+    ours = sinter.collect(decoders=["q"], custom_decoders={"q": QuasarqSampler(
+        device="cpu", seed=3, count_detection_events=True, count_observable_error_combos=True)}, **common)[0]
+    theirs = sinter.collect(decoders=["pymatching"], count_detection_events=True, count_observable_error_combos=True,
+                            **common)[0]
+    assert ours.shots == theirs.shots == 20000
+    checked = ours.custom_counts["detectors_checked"]
+    assert checked == theirs.custom_counts["detectors_checked"] == circuit.num_detectors * 20000
+    a, b = ours.custom_counts["detection_events"], theirs.custom_counts["detection_events"]
+    p = (a + b) / (2 * checked)
+    assert abs(a - b) < 8 * np.sqrt(2 * checked * p * (1 - p)), (a, b)  # detection events pair up: 8 sigma
+    keys = {k for k in (*ours.custom_counts, *theirs.custom_counts) if k.startswith("obs_mistake_mask=")}
+    assert keys and all(len(k) == len("obs_mistake_mask=") + 3 for k in keys)
+    for k in keys:
+        fa = sinter.fit_binomial(num_shots=ours.shots, num_hits=ours.custom_counts[k], max_likelihood_factor=1e3)
+        fb = sinter.fit_binomial(num_shots=theirs.shots, num_hits=theirs.custom_counts[k], max_likelihood_factor=1e3)
+        assert fa.low <= fb.high and fb.low <= fa.high, (k, ours.custom_counts, theirs.custom_counts)
+    assert sum(ours.custom_counts[k] for k in keys) == ours.errors
+
+
+def test_sinter_collect_command_takes_the_module_function(tmp_path):
+    command = pathlib.Path(sys.executable).parent / "sinter"
+    if not command.exists():
+        pytest.skip("no `sinter` command next to this Python")
+    circuit, csv = tmp_path / "c.stim", tmp_path / "out.csv"
+    stim_circuit = code("repetition", 3, 3, p=0.05)
+    circuit.write_text(str(stim_circuit))
+    root = pathlib.Path(__file__).resolve().parents[1]
+    proc = subprocess.run([str(command), "collect", "--circuits", str(circuit), "--decoders", "quasarq",
+                           "quasarq-pymatching", "--custom_decoders_module_function",
+                           "cirq_quasarq.sinter:sinter_samplers_counting", "--max_shots", "1000", "--processes",
+                           "2", "--save_resume_filepath", str(csv), "--quiet"],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(root)))
+    assert proc.returncode == 0, proc.stderr
+    stats = sinter.read_stats_from_csv_files(csv)
+    assert sorted(s.decoder for s in stats) == ["quasarq", "quasarq-pymatching"]
+    for s in stats:
+        assert s.shots == 1000 and 0 < s.errors < 1000 and s.custom_counts["detectors_checked"] == 1000 * stim_circuit.num_detectors
 
 
 def test_sinter_postselection_discards(tmp_path):
