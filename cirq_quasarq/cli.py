@@ -320,12 +320,6 @@ def _batch(program, columns: int) -> int:
     return max(64, min(MAX_BATCH, BATCH_BITS // bits // 64 * 64))
 
 
-def _names(kind: str, detectors: int, observables: int, append: bool) -> formats.Names:
-    if kind == "records":
-        return formats.Names([("M", detectors)])
-    return formats.Names([("D", detectors)] + ([("L", observables)] if append else []))
-
-
 # ------------------------------------------------------------------------------------- commands
 def _validate_outputs(args: argparse.Namespace, detections: bool) -> None:
     """The output options' rules (before any work), and `args.append` set to what is written."""
@@ -342,8 +336,6 @@ def _validate_outputs(args: argparse.Namespace, detections: bool) -> None:
     if args.obs_out and args.out_format == "dets" and args.command != "m2d":
         raise Failure("--obs_out cannot go with --out_format dets, which already lists the observables as "
                       "L0, L1, ... (as in Stim)")
-    if args.obs_out and args.obs_out_format == "npz":
-        raise Failure("--obs_out_format npz is not a format of its own: use --out_format npz")
     # Stim's `detect` writes the observables into dets output unasked; its m2d does not
     args.append = args.append_observables or (args.out_format == "dets" and args.command != "m2d")
 
@@ -386,9 +378,12 @@ def sample(args: argparse.Namespace) -> None:
     else:
         shots = Shots(engine, program, "measurements", skip_reference=args.skip_reference_sample)
     key = draw_key(_seed(args))  # one key, drawn as the simulator's call draws it: the same bits
-    kind = "detections" if detections else "records"
-    _stream(args, program, kind, d if detections else program.num_records, o,
-            lambda lo, n: shots.sample(key, lo, n), args.shots)
+    step, total = _batch(program, sum(shots.columns)), args.shots
+    batches = (shots.sample(key, lo, min(step, total - lo)) for lo in range(0, total, step))
+    if detections:
+        _write(args, "detections", d, o, batches, total)
+    else:
+        _write(args, "records", program.num_records, 0, batches, total)
     if detections:
         _note_dropped_observables(args, o)
 
@@ -397,9 +392,6 @@ def m2d(args: argparse.Namespace) -> None:
     from .shots import Converter
 
     _validate_outputs(args, True)
-    if args.out_format == "npz":
-        raise Failure("m2d writes Stim's formats, not npz (an archive needs the number of shots before the input "
-                      "is read)")
     if args.input in (None, "-") and args.circuit == "-":
         raise Failure("--circuit and the measurements (--in) cannot both be read from stdin")
     if args.input not in (None, "-") and not pathlib.Path(args.input).is_file():
@@ -423,17 +415,19 @@ def m2d(args: argparse.Namespace) -> None:
             except formats.FormatError as error:
                 raise Failure(f"--in {args.input or '<stdin>'}: {error}") from None
 
-        _stream(args, program, "detections", d, o, None, None, batches())
+        _write(args, "detections", d, o, batches())
     _note_dropped_observables(args, o)
 
 
-def _stream(args: argparse.Namespace, program, kind: str, columns: int, observables: int, sample_range,
-            total: Optional[int], given=None) -> None:
-    """Writes the shots: `sample_range(first, count)` over [0, total) in batches, or the
-    batches `given` (m2d). Arrays come as Shots.sample returns them."""
-    append = kind == "records" or args.append
-    main_columns = columns + (observables if kind == "detections" and append else 0)
-    npz_arrays = [("records", columns)] if kind == "records" else [("detectors", columns), ("observables", observables)]
+def _write(args: argparse.Namespace, kind: str, columns: int, observables: int, batches,
+           total: Optional[int] = None) -> None:
+    """Writes the `batches` (as Shots.sample returns them) of `kind` "records" (`columns` of them)
+    or "detections" (`columns` detectors, `observables` observables) where the options say;
+    `total`: the number of shots, when it is known before (npz and progress need it)."""
+    records = kind == "records"
+    names = formats.Names([("M", columns)] if records else
+                          [("D", columns)] + ([("L", observables)] if args.append else []))
+    npz_arrays = [("records", columns)] if records else [("detectors", columns), ("observables", observables)]
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(_opened(args.out, "--out"))
         obs_writer = None
@@ -444,8 +438,7 @@ def _stream(args: argparse.Namespace, program, kind: str, columns: int, observab
             npz = _Npz(out, total, npz_arrays)
             write = npz.write
         else:
-            main = formats.Writer(out, args.out_format, main_columns,
-                                  _names(kind, columns, observables, append))
+            main = formats.Writer(out, args.out_format, names.count, names)
 
             def write(parts):
                 main.write(parts[0])
@@ -453,11 +446,8 @@ def _stream(args: argparse.Namespace, program, kind: str, columns: int, observab
                     obs_writer.write(parts[1])
 
         progress = _Progress(total or 0, args.quiet)
-        if given is None:
-            step = _batch(program, main_columns)
-            given = (sample_range(lo, min(step, total - lo)) for lo in range(0, total, step))
         done = 0
-        for parts in given:
+        for parts in batches:
             write(parts)
             done += parts[0].shape[0]
             progress(done)
@@ -524,13 +514,14 @@ def _common(p: argparse.ArgumentParser, shots: bool = True) -> None:
                         "'auto' (the GPU when one is usable, else the CPU; the default). Both give the same bits.")
 
 
-def _outputs(p: argparse.ArgumentParser, detections: bool, legacy: bool = False) -> None:
+def _outputs(p: argparse.ArgumentParser, detections: bool, legacy: bool = False, npz: bool = True) -> None:
     p.add_argument("--out", default=None, metavar="FILE",
                    help="The file to write the shots to (default stdout, also with '-').")
     names = ["--out_format", "--format"] if legacy else ["--out_format"]
-    p.add_argument(*names, dest="out_format", choices=FORMATS, default="01",
-                   help="The format of --out: " + formats.HELP + "; npz: a NumPy archive of bit-packed arrays "
-                        "(records, or detectors and observables) with their bit counts. The default is 01.")
+    npz_help = ("; npz: a NumPy archive of bit-packed arrays (records, or detectors and observables) with their "
+                "bit counts" if npz else "")
+    p.add_argument(*names, dest="out_format", choices=FORMATS if npz else formats.FORMATS, default="01",
+                   help=f"The format of --out: {formats.HELP}{npz_help}. The default is 01.")
     if detections:
         p.add_argument("--obs_out", default=None, metavar="FILE",
                        help="A file to write the observable flips to, one row per shot, apart from the "
@@ -583,7 +574,7 @@ def parser() -> argparse.ArgumentParser:
                    help="The file of measurement records (default stdin, also with '-').")
     m.add_argument("--in_format", choices=formats.FORMATS, default="01",
                    help="The format of --in (default 01).")
-    _outputs(m, detections=True)
+    _outputs(m, detections=True, npz=False)  # an archive needs the number of shots before the input is read
     m.add_argument("--skip_reference_sample", action="store_true",
                    help="Takes all zeros as the noiseless reference instead of simulating it (as in Stim).")
     m.add_argument("--device", choices=("auto", "gpu", "cpu"), default="cpu",

@@ -296,7 +296,7 @@ BAD = [
     (["detect", "--in", "{plain}"], "no detectors or observables"),
     (["m2d", "--circuit", "{c}", "--in", "{tmp}/none.01"], "no such file"),
     (["m2d", "--circuit", "{c}", "--in", "{bad01}"], "01 data"),
-    (["m2d", "--circuit", "{c}", "--out_format", "npz", "--in", "{bad01}"], "npz"),
+    (["m2d", "--circuit", "{c}", "--out_format", "npz", "--in", "{bad01}"], "invalid choice: 'npz'"),
     (["sample", "--in", "{c}", "--bogus"], "unrecognized arguments"),
     (["sample", "{tmp}/t.qasm"], "Clifford"),
     (["sample", "{tmp}/bad.json"], "not a Cirq JSON circuit"),
