@@ -208,11 +208,15 @@ def test_sinter_postselection_discards(tmp_path):
 
 
 def test_surface_code_threshold_example_runs_tiny(tmp_path):
-    example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "surface_code_threshold.py"
-    proc = subprocess.run([sys.executable, str(example), "--tiny", "--out", str(tmp_path / "t.png"), "--device", "cpu"],
-                          capture_output=True, text=True, timeout=600)
+    root = pathlib.Path(__file__).resolve().parents[1]
+    figure = root / "docs" / "figures" / "surface_code_threshold.png"
+    tracked = figure.read_bytes()
+    proc = subprocess.run([sys.executable, str(root / "examples" / "surface_code_threshold.py"), "--tiny",
+                           "--device", "cpu"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(root)))
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "t.png").stat().st_size > 1000
+    assert (tmp_path / "surface_code_threshold.png").stat().st_size > 1000  # by default, here
+    assert figure.read_bytes() == tracked
 
 
 # ---------------------------------------------------------------------------------------------
