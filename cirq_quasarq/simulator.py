@@ -27,9 +27,12 @@ from .initial import initial_state as make_initial
 from .results import QuasarqState, last_measurements, records_from_packed, shot_major
 from .results.phase import Amplitudes, replay
 from .results.state import canonical_vector
-from .schedule import Schedule, schedule
+from .schedule import schedule
+from .shots import REFERENCE_KEY as _REFERENCE_KEY
+from .shots import draw_key as _draw_key
+from .shots import prepared
+from .shots import reference as _reference
 
-_REFERENCE_KEY = rng.make_key(0)
 _SPLIT_ADVICE = "Ask for fewer repetitions per call (results do not depend on how shots are split)"
 _UNPACKED_ADVICE = ("sample_measurements(..., bit_packed=True) / sample_detectors(..., bit_packed=True) keep "
                     "8 shots a byte, and fewer repetitions per call (or cirq_quasarq.distributed) keep less at once")
@@ -137,23 +140,6 @@ def _measured_in(program: Program, records: np.ndarray, lo: int, hi: int) -> Dic
 _parse_seed = contract.seed  # what Cirq's simulators accept as a seed
 
 
-def _draw_key(prng):
-    """A Philox key from the simulator's random state (each call a fresh one)."""
-    if isinstance(prng, np.random.Generator):
-        hi, lo = (int(v) for v in prng.integers(0, 2**32, size=2, dtype=np.int64))
-    else:
-        hi, lo = int(prng.randint(0, 2**32, dtype=np.int64)), int(prng.randint(0, 2**32, dtype=np.int64))
-    return rng.make_key(hi << 32 | lo)
-
-
-def prepared(program: Program) -> Schedule:
-    """The program's schedule, made once and kept with the program."""
-    sched = program.derived.get("schedule")
-    if sched is None:
-        sched = program.derived["schedule"] = schedule(program)
-    return sched
-
-
 class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.SimulatesExpectationValues):
     """Stabilizer simulator: `run` / `run_sweep` / `sample` / `run_batch` / `simulate` /
     `simulate_sweep` / `simulate_moment_steps` / `simulate_expectation_values` as any Cirq simulator.
@@ -204,11 +190,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
 
     def reference(self, program: Program) -> np.ndarray:
         """The program's reference sample (every random outcome 0), made once and kept with it."""
-        ref = program.derived.get("reference")
-        if ref is None:
-            ref = program.derived["reference"] = self.engine.run_tableau(
-                program, prepared(program), _REFERENCE_KEY, reference=True).records
-        return ref
+        return _reference(self.engine, program)
 
     def _programs(self, circuit: Any, params: cirq.Sweepable,
                   qubit_order=cirq.QubitOrder.DEFAULT) -> Iterator:

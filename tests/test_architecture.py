@@ -81,7 +81,7 @@ def test_no_import_circle(graph):
 
 
 LAYER = {"core": 0, "errors": 0, "compiler": 1, "schedule": 1, "engines": 2, "results": 3, "contract": 4,
-         "simulator": 4}
+         "simulator": 4, "shots": 4}
 
 
 def _layer(module: str):

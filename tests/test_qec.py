@@ -1,7 +1,9 @@
 """The QEC workflow: detection events and observable flips against Stim, stim.Circuit inputs, the
-sinter plug-in against stim + pymatching, the command line's formats against Stim's."""
+sinter plug-in against stim + pymatching (the command line: tests/test_cli.py)."""
 
+import os
 import pathlib
+import pickle
 import subprocess
 import sys
 
@@ -132,18 +134,83 @@ def test_sinter_plug_in_matches_stim_and_pymatching():
         assert fa.low <= fb.high and fb.low <= fa.high, (d, a, b)  # overlapping 99.9% intervals
 
 
-def test_sinter_workers_draw_different_shots(monkeypatch):
+def test_sinter_takes_exactly_max_shots_and_a_seed_reproduces_the_collection():
     sinter, QuasarqSampler = _sinter()
-    task = sinter.Task(circuit=code("surface", 3, 3), json_metadata={})
-    sampler = QuasarqSampler(device="cpu", seed=7)
-    first = sampler.compiled_sampler_for_task(task)
-    monkeypatch.setattr("os.getpid", lambda: 123456)  # another worker process
-    second = sampler.compiled_sampler_for_task(task)
-    a = first.simulator.sample_detectors(task.circuit, 2048, bit_packed=True)
-    b = second.simulator.sample_detectors(task.circuit, 2048, bit_packed=True)
-    assert not np.array_equal(a, b)
-    stats = first.sample(100)
-    assert stats.shots >= 100 and 0 <= stats.errors <= stats.shots
+    tasks = [sinter.Task(circuit=code("surface", 3, 3, p=0.01), json_metadata={"c": "surface"}),
+             sinter.Task(circuit=code("repetition", 5, 3, p=0.03), json_metadata={"c": "repetition"})]
+
+    def collect(seed):
+        sampler = QuasarqSampler(device="cpu", seed=seed, count_detection_events=True)
+        stats = sinter.collect(num_workers=2, tasks=tasks, decoders=["q"], custom_decoders={"q": sampler},
+                               max_shots=3001)
+        return {s.json_metadata["c"]: (s.shots, s.errors, s.custom_counts["detection_events"]) for s in stats}
+
+    first, again, other = collect(4), collect(4), collect(5)
+    assert {shots for shots, _, _ in first.values()} == {3001}  # not rounded up to a batch
+    assert first == again  # whatever the workers and batches did
+    assert first != other
+
+
+def test_sinter_workers_take_consecutive_shots_of_one_stream():
+    sinter, QuasarqSampler = _sinter()
+    task = sinter.Task(circuit=code("surface", 3, 3, p=0.02), json_metadata={})
+    sampler = QuasarqSampler(device="cpu", seed=7, count_detection_events=True)
+    a, b = sampler.compiled_sampler_for_task(task), sampler.compiled_sampler_for_task(task)  # two workers
+    batches = [a.sample(100), b.sample(157), a.sample(300)]  # shots [0, 100), [100, 257), [257, 557)
+    one = QuasarqSampler(device="cpu", seed=7, count_detection_events=True).compiled_sampler_for_task(task).sample(557)
+    assert sum(s.shots for s in batches) == one.shots == 557
+    assert sum(s.errors for s in batches) == one.errors
+    assert sum(s.custom_counts["detection_events"] for s in batches) == one.custom_counts["detection_events"]
+    dets = a.shots.sample(a.key, 0, 557)[0]
+    assert one.custom_counts["detection_events"] == int(np.bitwise_count(dets).sum())
+    # a copy made other than by sinter starting a worker samples a stream of its own
+    assert pickle.loads(pickle.dumps(sampler)).seed != sampler.seed
+
+
+def test_sinter_counts_match_sinters_default_sampler():
+    sinter, QuasarqSampler = _sinter()
+    circuit = several_observables(p=0.02)
+    task = sinter.Task(circuit=circuit, json_metadata={})
+    common = dict(num_workers=2, tasks=[task], max_shots=20000)
+    ours = sinter.collect(decoders=["q"], custom_decoders={"q": QuasarqSampler(
+        device="cpu", seed=3, count_detection_events=True, count_observable_error_combos=True)}, **common)[0]
+    theirs = sinter.collect(decoders=["pymatching"], count_detection_events=True, count_observable_error_combos=True,
+                            **common)[0]
+    assert ours.shots == theirs.shots == 20000
+    checked = ours.custom_counts["detectors_checked"]
+    assert checked == theirs.custom_counts["detectors_checked"] == circuit.num_detectors * 20000
+    a, b = ours.custom_counts["detection_events"], theirs.custom_counts["detection_events"]
+    p = (a + b) / (2 * checked)
+    assert abs(a - b) < 8 * np.sqrt(2 * checked * p * (1 - p)), (a, b)  # detection events pair up: 8 sigma
+    keys = {k for k in (*ours.custom_counts, *theirs.custom_counts) if k.startswith("obs_mistake_mask=")}
+    assert keys and all(len(k) == len("obs_mistake_mask=") + 3 for k in keys)
+    for k in keys:
+        fa = sinter.fit_binomial(num_shots=ours.shots, num_hits=ours.custom_counts[k], max_likelihood_factor=1e3)
+        fb = sinter.fit_binomial(num_shots=theirs.shots, num_hits=theirs.custom_counts[k], max_likelihood_factor=1e3)
+        assert fa.low <= fb.high and fb.low <= fa.high, (k, ours.custom_counts, theirs.custom_counts)
+    assert sum(ours.custom_counts[k] for k in keys) == ours.errors
+
+
+def test_sinter_collect_command_takes_the_module_function(tmp_path):
+    sinter, _ = _sinter()
+    command = pathlib.Path(sys.executable).parent / "sinter"
+    if not command.exists():
+        pytest.skip("no `sinter` command next to this Python")
+    circuit, csv = tmp_path / "c.stim", tmp_path / "out.csv"
+    stim_circuit = code("repetition", 3, 3, p=0.05)
+    circuit.write_text(str(stim_circuit))
+    root = pathlib.Path(__file__).resolve().parents[1]
+    proc = subprocess.run([str(command), "collect", "--circuits", str(circuit), "--decoders", "quasarq",
+                           "quasarq-pymatching", "--custom_decoders_module_function",
+                           "cirq_quasarq.sinter:sinter_samplers_counting", "--max_shots", "1000", "--processes",
+                           "2", "--save_resume_filepath", str(csv), "--quiet"],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(root)))
+    assert proc.returncode == 0, proc.stderr
+    stats = sinter.read_stats_from_csv_files(csv)
+    assert sorted(s.decoder for s in stats) == ["quasarq", "quasarq-pymatching"]
+    for s in stats:
+        assert s.shots == 1000 and 0 < s.errors < 1000 and s.custom_counts["detectors_checked"] == 1000 * stim_circuit.num_detectors
 
 
 def test_sinter_postselection_discards(tmp_path):
@@ -154,76 +221,18 @@ def test_sinter_postselection_discards(tmp_path):
     assert 0 < stats.discards < stats.shots
 
 
-# ---------------------------------------------------------------------------------------------
-# The command line
-
-
-def test_cli_formats_are_byte_identical_to_stims(tmp_path):
-    circuit = stim.Circuit("X 0 2 5 8 9\nM 0 1 2 3 4 5 6 7 8 9")  # deterministic, 10 columns
-    path = tmp_path / "c.stim"
-    path.write_text(str(circuit))
-    for fmt in ("01", "b8"):
-        ours, theirs = tmp_path / f"ours.{fmt}", tmp_path / f"theirs.{fmt}"
-        assert cli.main(["sample", str(path), "--shots", "70", "--format", fmt, "--out", str(ours), "--quiet",
-                         "--device", "cpu"]) == 0
-        circuit.compile_sampler().sample_write(70, filepath=str(theirs), format=fmt)
-        assert ours.read_bytes() == theirs.read_bytes(), fmt
-
-
-def test_cli_detectors_and_npz(tmp_path):
-    circuit = code("surface", 3, 2, p=0.0)
-    path = tmp_path / "s.stim"
-    path.write_text(str(circuit))
-    out = tmp_path / "d.01"
-    assert cli.main(["sample", str(path), "--shots", "10", "--detectors", "--append-observables", "--out", str(out),
-                     "--quiet", "--device", "cpu"]) == 0
-    lines = out.read_text().splitlines()
-    assert len(lines) == 10 and set(lines) == {"0" * (circuit.num_detectors + circuit.num_observables)}
-    npz = tmp_path / "r.npz"
-    assert cli.main(["sample", str(path), "--shots", "10", "--format", "npz", "--out", str(npz), "--quiet",
-                     "--device", "cpu"]) == 0
-    assert np.load(npz)["records"].shape == (10, circuit.num_measurements)
-
-
-def test_cli_reads_qasm_and_cirq_json(tmp_path, capsys):
-    qasm = tmp_path / "bell.qasm"
-    qasm.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\ncreg c[2];\nh q[0];\ncx q[0],q[1];\n'
-                    "measure q -> c;\n")
-    out = tmp_path / "bell.01"
-    assert cli.main(["sample", str(qasm), "--shots", "200", "--out", str(out), "--quiet", "--device", "cpu"]) == 0
-    rows = out.read_text().splitlines()
-    assert set(rows) <= {"00", "11"} and len(set(rows)) == 2
-    js = tmp_path / "c.json"
-    a = cirq.LineQubit(0)
-    js.write_text(cirq.to_json(cirq.Circuit(cirq.X(a), cirq.measure(a, key="m"))))
-    assert cli.main(["simulate", str(js), "--device", "cpu"]) == 0
-    assert "m=1" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("content, suffix, expected", [
-    ("H 0\nT 0\nM 0\n", ".stim", "line 2"),
-    ("H 0\nM 0\n", ".txt", "unknown circuit format"),
-    ('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\nt q[0];\n', ".qasm", "Clifford"),
-    ("{not json", ".json", "not a Cirq JSON circuit"),
-])
-def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, content, suffix, expected):
-    path = tmp_path / f"bad{suffix}"
-    path.write_text(content)
-    proc = subprocess.run([sys.executable, "-m", "cirq_quasarq.cli", "sample", str(path), "--shots", "5",
-                           "--device", "cpu", "--quiet"], capture_output=True, text=True)
-    assert proc.returncode == 2, proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
-    assert expected in proc.stderr and str(path) in proc.stderr
-
-
 def test_surface_code_threshold_example_runs_tiny(tmp_path):
     _sinter()
     pytest.importorskip("matplotlib")
-    example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "surface_code_threshold.py"
-    proc = subprocess.run([sys.executable, str(example), "--tiny", "--out", str(tmp_path / "t.png"), "--device", "cpu"],
-                          capture_output=True, text=True, timeout=600)
+    root = pathlib.Path(__file__).resolve().parents[1]
+    figure = root / "docs" / "figures" / "surface_code_threshold.png"
+    tracked = figure.read_bytes()
+    proc = subprocess.run([sys.executable, str(root / "examples" / "surface_code_threshold.py"), "--tiny",
+                           "--device", "cpu"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(root)))
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "t.png").stat().st_size > 1000
+    assert (tmp_path / "surface_code_threshold.png").stat().st_size > 1000  # by default, here
+    assert figure.read_bytes() == tracked
 
 
 # ---------------------------------------------------------------------------------------------

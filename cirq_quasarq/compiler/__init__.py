@@ -8,12 +8,28 @@ Inside: `registry.py` (the one table from Cirq operations to lowerings, and its 
 `cliffords.py` / `channels.py` / `lowerings.py` (the lowerings it lists), `walker.py` (the walk
 over moments, subcircuits and classical control, on the `emitter.Emitter` state), `template.py`
 (parametrized slots), `keys.py` / `conditions.py` (measurement keys, classical conditions),
-`cache.py`.
+`cache.py`. The names below are imported when first used, so that `compiler.stim_circuit` (the
+Stim path) loads without the Cirq compiler, and without Cirq.
 """
 
-from .compile import build_template, clear_cache, compile_circuit, compile_resolved, compile_template
-from .stim_circuit import compile_stim
-from .template import Template
+import importlib
+
+_WHERE = {"compile_circuit": ".compile", "compile_template": ".compile", "compile_resolved": ".compile",
+          "build_template": ".compile", "clear_cache": ".compile", "compile_stim": ".stim_circuit",
+          "Template": ".template"}
+
+
+def __getattr__(name: str):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = globals()[name] = getattr(importlib.import_module(where, __name__), name)
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "compile_circuit",

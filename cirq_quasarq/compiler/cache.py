@@ -6,8 +6,6 @@ import collections
 import threading
 from typing import Tuple
 
-import cirq
-
 
 class _Cache:
     """LRU of compiled results keyed by circuit identity: id of the circuit and of each of its
@@ -51,6 +49,8 @@ PROGRAMS = _Cache(64, 1 << 24)
 
 def option_key(value):
     """Hashable identity of an option; objects are keyed by id (the entry keeps them alive)."""
+    import cirq  # here, not at the top: the Stim path uses this module's cache without Cirq
+
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
@@ -67,6 +67,8 @@ def circuit_key(circuit) -> Tuple:
 def resolver_key(resolver):
     if resolver is None:
         return None
+    import cirq
+
     items = cirq.ParamResolver(resolver).param_dict.items()
     try:
         return tuple(sorted((str(k), repr(v)) for k, v in items))

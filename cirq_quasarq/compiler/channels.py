@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Dict, NamedTuple, Optional, Tuple
-
-import cirq
+from typing import TYPE_CHECKING, Dict, NamedTuple, Optional, Tuple
 
 from .. import errors
 from ..core import paulis
+
+if TYPE_CHECKING:
+    import cirq
 
 
 class NoiseSpec(NamedTuple):
@@ -58,6 +59,8 @@ def spec_from_outcomes(outcomes: Dict[Tuple[int, ...], float], n: int, gate) -> 
 
 def from_channel(gate, n: int) -> Optional[NoiseSpec]:
     """Any gate with a mixture, or Kraus operators proportional to Paulis, as a Pauli channel."""
+    import cirq  # here, not at the top: the Stim path reads this module's tables without Cirq
+
     outcomes: Dict[Tuple[int, ...], float] = {}
     if cirq.has_mixture(gate):
         for p, u in cirq.mixture(gate):

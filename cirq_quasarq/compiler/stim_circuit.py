@@ -56,7 +56,6 @@ import threading
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import cirq
 import numpy as np
 
 from .. import errors
@@ -177,6 +176,8 @@ class LineQubits(collections.abc.Sequence):
 
     def _qubits(self) -> Tuple:
         if self._made is None:
+            import cirq  # only when read: compiling and sampling a stim.Circuit never import Cirq
+
             self._made = tuple(cirq.LineQubit.range(self._n))
         return self._made
 
@@ -516,7 +517,11 @@ class _StimCompiler:
         text = str(inst)
         if len(text) > 200:
             text = text[:200] + " ..."
-        raise cls(f"cannot compile stim instruction {text!r} at {self._where(index)}: {what}; {SUPPORTED}")
+        error = cls(f"cannot compile stim instruction {text!r} at {self._where(index)}: {what}; {SUPPORTED}")
+        # where it is, for whoever holds the circuit's text (the command line names the line):
+        # the instruction's index in each enclosing REPEAT body, outermost first
+        error.instruction_path = tuple(i for i, _ in self.path) + (index,)
+        raise error
 
     # -- placement -------------------------------------------------------------------------------
     def _place(self, qs: Sequence[int]) -> int:

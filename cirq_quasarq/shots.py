@@ -1,0 +1,151 @@
+"""Any range of one call's shots, in Stim's layouts, without Cirq: what the `quasarq` command and
+the sinter plug-in sample through.
+
+The engines key every random draw by the absolute shot word (`Engine.sample_frames(...,
+first_word=w)`), so shots [a, b) of a call with key `key` are the same bits however the call is
+cut into batches: `Shots(engine, program, what).sample(key, a, b - a)` gives exactly what
+`QuasarqSimulator.sample_measurements` / `sample_detectors(..., bit_packed=True)` give for those
+shots when their simulator draws `key` (`draw_key`). A batch that starts inside a 64-shot word
+samples that word's earlier shots too and drops them. Programs with classically controlled
+non-Pauli gates whose shot branching does not split exactly (`engines.branching.splits_exactly`)
+give correctly distributed shots when cut, but not the bits of one call.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+from .core import rng
+from .core.parities import Parities, parities_shot_major
+from .core.program import Annotation, Program
+from .engines import Engine
+from .results.records import shot_major
+from .schedule import Schedule, schedule
+
+# The reference sample's key (every coin is forced to 0 there, so its value does not matter).
+REFERENCE_KEY = rng.make_key(0)
+WHAT = ("measurements", "detectors")
+
+
+def draw_key(prng):
+    """A Philox key from a simulator's random state (numpy RandomState or Generator; each call a
+    fresh one): one per sampling call."""
+    if isinstance(prng, np.random.Generator):
+        hi, lo = (int(v) for v in prng.integers(0, 2**32, size=2, dtype=np.int64))
+    else:
+        hi, lo = int(prng.randint(0, 2**32, dtype=np.int64)), int(prng.randint(0, 2**32, dtype=np.int64))
+    return rng.make_key(hi << 32 | lo)
+
+
+def prepared(program: Program) -> Schedule:
+    """The program's schedule, made once and kept with the program."""
+    sched = program.derived.get("schedule")
+    if sched is None:
+        sched = program.derived["schedule"] = schedule(program)
+    return sched
+
+
+def reference(engine: Engine, program: Program) -> np.ndarray:
+    """The program's reference sample (every random outcome 0), made once and kept with it."""
+    ref = program.derived.get("reference")
+    if ref is None:
+        ref = program.derived["reference"] = engine.run_tableau(
+            program, prepared(program), REFERENCE_KEY, reference=True).records
+    return ref
+
+
+def annotations(program: Program, append_observables: bool) -> list:
+    """Detectors then observables; unless appended, zero-record padding between them to a byte
+    boundary, so that one parity pass gives both halves of Stim's `separate_observables` output as
+    whole bytes (as sample_detectors does)."""
+    dets = program.detectors
+    pad = 0 if append_observables else -len(dets) % 8
+    return dets + [Annotation("pad", np.zeros(0, dtype=np.int64))] * pad + program.observables
+
+
+def _split(out: np.ndarray, detectors: int, append_observables: bool) -> Tuple[np.ndarray, ...]:
+    if append_observables:
+        return (out,)
+    split = (detectors + 7) // 8
+    return out[:, :split], out[:, split:]
+
+
+class Shots:
+    """Shots of one program on one engine. `what`: "measurements" (every record, Stim's
+    `compile_sampler()` layout) or "detectors" (detection events and observable flips relative to
+    the noiseless run, Stim's `compile_detector_sampler()`), the observables separate or, with
+    `append_observables`, as columns after the detectors. `skip_reference` (measurements only):
+    the records XOR an all-zero reference instead of the noiseless run's (Stim's
+    `--skip_reference_sample`; right when all zeros is a noiseless outcome)."""
+
+    def __init__(self, engine: Engine, program: Program, what: str, *, append_observables: bool = False,
+                 skip_reference: bool = False):
+        if what not in WHAT:
+            raise ValueError(f"what must be one of {WHAT}, got {what!r}")
+        self.engine, self.program, self.what = engine, program, what
+        self.schedule = prepared(program)
+        self.controlled = program.needs_branching()
+        zeros = np.zeros(program.num_records, dtype=np.uint8)
+        self.parities = None
+        self.append = append_observables
+        if what == "measurements":
+            self.reference = zeros if skip_reference else reference(engine, program)
+        else:
+            # Without feedback or confusion the frames are the flips themselves: no reference run.
+            needs = program.conditions or program.confusions or self.controlled
+            self.reference = reference(engine, program) if needs else zeros
+            self.parities = Parities.of(annotations(program, append_observables), self.reference)
+
+    @property
+    def columns(self) -> Tuple[int, ...]:
+        """Bits per shot of each array `sample` returns."""
+        if self.what == "measurements":
+            return (self.program.num_records,)
+        d, o = len(self.program.detectors), len(self.program.observables)
+        return (d + o,) if self.append else (d, o)
+
+    def sample(self, key, first: int, shots: int) -> Tuple[np.ndarray, ...]:
+        """Shots [first, first + shots) of the call keyed `key`, bit-packed shot-major (uint8
+        [shots, ceil(columns / 8)], bit b of byte k is column 8k + b): (records,) or (detection
+        events, observable flips), or (detection events and observable flips,) when appended. The arrays may be views of the engine's buffers: use them
+        before the next call."""
+        word, skip = divmod(int(first), 64)
+        n = skip + int(shots)
+        engine, program, sched = self.engine, self.program, self.schedule
+        if self.parities is None:
+            if self.controlled:
+                out = shot_major(engine.sample_controlled(program, sched, key, n, first_word=word), n, True)
+            else:
+                out = engine.sample_frames(program, sched, key, self.reference, n, shot_major=True, first_word=word)
+            return (out[skip:],)
+        if self.controlled:
+            packed = self.parities.reduce(engine.sample_controlled(program, sched, key, n, first_word=word))
+            out = parities_shot_major(packed, n)
+        else:
+            out = engine.sample_frames(program, sched, key, self.reference, n, self.parities, True, first_word=word)
+        return _split(out[skip:], len(program.detectors), self.append)
+
+
+class Converter:
+    """Measurement records to detection events and observable flips (Stim's `m2d`): parities of the
+    records relative to the noiseless run's (the reference sample; all zeros with
+    `skip_reference`), laid out as `Shots(..., "detectors", append_observables=...)` samples them."""
+
+    def __init__(self, engine: Engine, program: Program, *, append_observables: bool = False,
+                 skip_reference: bool = False):
+        self.program, self.append = program, append_observables
+        ref = np.zeros(program.num_records, dtype=np.uint8) if skip_reference else reference(engine, program)
+        self.parities = Parities.of(annotations(program, append_observables), ref)
+
+    def convert(self, records: np.ndarray) -> Tuple[np.ndarray, ...]:
+        """Records bit-packed shot-major (uint8 [shots, ceil(records / 8)]) -> as `Shots.sample`."""
+        shots = records.shape[0]
+        bits = np.unpackbits(records, axis=1, count=self.program.num_records, bitorder="little")
+        words = (shots + 63) // 64
+        by_record = np.zeros((self.program.num_records, 8 * words), dtype=np.uint8)
+        by_record[:, : (shots + 7) // 8] = np.packbits(bits.T, axis=1, bitorder="little")
+        packed = by_record.view("<u8")  # uint64 [records, words]: bit l of word w is shot 64w + l
+        out = parities_shot_major(self.parities.reduce(packed), shots)
+        return _split(out, len(self.program.detectors), self.append)
