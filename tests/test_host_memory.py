@@ -107,8 +107,9 @@ def test_the_tightest_limit_is_taken_and_named(monkeypatch):
 
 def test_the_numpy_engine_plans_with_the_tightest_limit(monkeypatch):
     monkeypatch.setattr(memory, "host_headroom", lambda: memory.Headroom(1 << 20, "RLIMIT_AS"))
-    program = QuasarqSimulator(device="cpu").compile(cirq.Circuit(cirq.H.on_each(cirq.LineQubit.range(2000))))
-    with pytest.raises(errors.OutOfMemoryError, match="tableau mode on 2000 qubits.*RLIMIT_AS"):
+    # 6000 qubits: a tableau of 55 MB, past the requests small enough to pass unchecked
+    program = QuasarqSimulator(device="cpu").compile(cirq.Circuit(cirq.H.on_each(cirq.LineQubit.range(6000))))
+    with pytest.raises(errors.OutOfMemoryError, match="tableau mode on 6000 qubits.*RLIMIT_AS"):
         NumpyEngine().run_tableau(program, None, None)
 
 
@@ -198,3 +199,17 @@ def test_a_real_rlimit_as_refuses_a_run_it_cannot_hold():
     if memory.meminfo_headroom().bytes > 16 * GiB and all(h.bytes > 16 * GiB for h in memory.cgroup_headroom()):
         assert out["tightest"] == "RLIMIT_AS" and "RLIMIT_AS (16.00 GiB, less the" in out["message"], out
 
+
+
+def test_small_calls_read_no_limit_and_large_ones_do(monkeypatch):
+    """Reading the limits costs more than a decoder's batch: calls of at most SMALL_REQUEST bytes
+    skip it; a larger one still reads them and is refused."""
+    def unread():
+        raise AssertionError("a small call read the host's limits")
+
+    circuit = cirq.Circuit(cirq.H(cirq.LineQubit(0)), cirq.measure(cirq.LineQubit(0), key="m"))
+    monkeypatch.setattr(memory, "host_headroom", unread)
+    assert QuasarqSimulator(device="cpu", seed=1).run(circuit, repetitions=1000).measurements["m"].shape == (1000, 1)
+    monkeypatch.setattr(memory, "host_headroom", lambda: memory.Headroom(1 << 20, "RLIMIT_AS"))
+    with pytest.raises(errors.OutOfMemoryError, match="RLIMIT_AS"):
+        QuasarqSimulator(device="cpu", seed=1).run(circuit, repetitions=50_000_000)

@@ -169,9 +169,17 @@ def host_headroom() -> Headroom:
     return min(limits, key=lambda h: h.bytes, default=Headroom(_UNKNOWN, "no limit known"))
 
 
+# Reading the limits costs 0.1-0.4 ms (several /proc and cgroup files), more than a small sampling
+# call's whole work (a decoder's batch of a thousand shots): requests up to this many bytes are
+# not checked up front.
+SMALL_REQUEST = 16 << 20
+
+
 def require_host_memory(what: str, nbytes: float, advice: str = "") -> None:
     """Refuse up front what host memory cannot hold, naming the need and the limit
-    (errors.OutOfMemoryError)."""
+    (errors.OutOfMemoryError); requests of SMALL_REQUEST bytes or less pass unchecked."""
+    if nbytes <= SMALL_REQUEST:
+        return
     free = host_headroom()
     if nbytes > free.bytes:
         raise OutOfMemoryError(

@@ -62,9 +62,12 @@ class NumpyEngine(Engine):
         # applies (tests); False: the frame plan, the map's oracle.
         self.linear_frames = linear_frames
 
-    def _budget(self) -> Tuple[int, str]:
+    def _budget(self, need: int = None) -> Tuple[int, str]:
         """Bytes the engine plans with (memory_fraction of the tightest limit) and how they were
-        found, for messages."""
+        found, for messages. A `need` of at most memory.SMALL_REQUEST bytes, with no memory_limit,
+        is granted without reading the limits."""
+        if need is not None and need <= memory.SMALL_REQUEST and self.memory_limit is None:
+            return int(need), "a small request"
         free = memory.host_headroom()
         if self.memory_limit is not None and self.memory_limit < free.bytes:
             free = memory.Headroom(self.memory_limit, "the engine's memory_limit")
@@ -76,7 +79,7 @@ class NumpyEngine(Engine):
                     records: Optional[np.ndarray] = None) -> TableauRun:
         n = program.num_qubits
         need = 3 * 2 * (2 * n) * max(1, (n + 63) // 64) * 8  # X and Z, and a collapse's temporaries
-        budget, source = self._budget()
+        budget, source = self._budget(need)
         if need > budget:
             raise OutOfMemoryError(
                 f"tableau mode on {n} qubits needs about {gib(need)} of host memory; "
@@ -136,11 +139,12 @@ class NumpyEngine(Engine):
             raise ValueError(f"first_word must be >= 0, got {first_word}")
         n, records = program.num_qubits, program.num_records
         rows = records if parities is None else parities.count
-        available, source = self._budget()
-        budget = available - 8 * rows * words  # the packed result itself
         # Per 64-shot word of a chunk: frames (2n words), flips (records), the collapses' fresh
         # frames (random slots bound them), noise and temporaries.
         per_word = 8 * (4 * n + 2 * records + program.num_rand_slots + 64)
+        small = 8 * rows * words + per_word * min(words, self.max_shot_words)
+        available, source = self._budget(small if small <= memory.SMALL_REQUEST else None)
+        budget = available - 8 * rows * words  # the packed result itself
         chunk = min(self.max_shot_words, budget // per_word) if budget > 0 else 0
         if chunk < 1:
             raise OutOfMemoryError(
