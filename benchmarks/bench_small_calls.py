@@ -1,0 +1,109 @@
+"""Small calls and first calls on the CPU engine, each beside its Stim counterpart in the same run.
+
+    python -m benchmarks.bench_small_calls [--sinter SHOTS]
+
+- `sample_detectors` of 1,024 shots of a d = 5 surface code (p = 1e-3), a new call on a compiled
+  circuit (what sinter's batches pay), against Stim's compiled detector sampler, and compile + sample;
+- compiling the paper's random Clifford circuit n = 2000 depth 100 (stim input) against Stim's
+  `compile_sampler()`;
+- the first `sample_measurements(c, 1)` on it, compile included, against `stim.TableauSimulator().do(c)`;
+- with `--sinter SHOTS` (needs the qec extra): `sinter.collect` of d = 3 and 5 surface codes with our
+  plug-in against sinter's default sampler (Stim + pymatching), 2 workers, SHOTS shots a task.
+Times are the best of several (wall clock); ratios are ours over Stim's within this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def _best(fn, n: int = 7) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _surface(d: int, p: float):
+    import stim
+
+    return stim.Circuit.generated("surface_code:rotated_memory_z", distance=d, rounds=d,
+                                  after_clifford_depolarization=p, before_round_data_depolarization=p,
+                                  before_measure_flip_probability=p, after_reset_flip_probability=p)
+
+
+def small_calls() -> None:
+    import stim
+
+    import cirq_quasarq
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
+
+    from .random_clifford import paper_random_circuit_stim
+
+    d5 = _surface(5, 1e-3)
+    sim = cirq_quasarq.QuasarqSimulator(seed=1, device="cpu")
+    call = lambda: sim.sample_detectors(d5, 1024, separate_observables=True, bit_packed=True)
+    t0 = time.perf_counter()
+    call()
+    first = time.perf_counter() - t0
+    ours = _best(call, 50)
+    sampler = d5.compile_detector_sampler(seed=1)
+    theirs = _best(lambda: sampler.sample(1024, separate_observables=True, bit_packed=True), 50)
+    theirs_compiled = _best(lambda: d5.compile_detector_sampler(seed=1).sample(1024, separate_observables=True,
+                                                                               bit_packed=True), 50)
+    print(f"sample_detectors, d = 5, 1,024 shots: ours first {first * 1e3:.2f} ms, then {ours * 1e3:.2f} ms; "
+          f"Stim {theirs * 1e3:.2f} ms ({theirs_compiled * 1e3:.2f} ms with its compile): "
+          f"{ours / theirs:.1f}x / {ours / theirs_compiled:.1f}x")
+
+    circuit = paper_random_circuit_stim(2000, 100, seed=3)
+    compile_stim(paper_random_circuit_stim(50, 5, seed=1))  # a warm process
+
+    def compile_new():
+        clear_stim_cache()
+        compile_stim(circuit)
+
+    ours = _best(compile_new, 5)
+    theirs = _best(lambda: circuit.compile_sampler(), 3)
+    print(f"compile, random Clifford n = 2000 depth 100: ours {ours * 1e3:.0f} ms; Stim compile_sampler "
+          f"{theirs * 1e3:.0f} ms: {ours / theirs:.2f}x")
+
+    def first_call():
+        clear_stim_cache()
+        cirq_quasarq.QuasarqSimulator(seed=1, device="cpu").sample_measurements(circuit, 1)
+
+    ours = _best(first_call, 3)
+    theirs = _best(lambda: stim.TableauSimulator().do(circuit), 3)
+    print(f"first sample_measurements(c, 1), compile included: ours {ours * 1e3:.0f} ms; "
+          f"stim.TableauSimulator().do(c) {theirs * 1e3:.0f} ms: {ours / theirs:.2f}x")
+
+
+def sinter_collect(shots: int) -> None:
+    import sinter
+
+    from cirq_quasarq.sinter import QuasarqSampler
+
+    tasks = [sinter.Task(circuit=_surface(d, 1e-3), json_metadata={"d": d}) for d in (3, 5)]
+    for name, kwargs in (("our plug-in", dict(decoders=["q"], custom_decoders={"q": QuasarqSampler(device="cpu",
+                                                                                                  seed=1)})),
+                         ("sinter's default sampler", dict(decoders=["pymatching"]))):
+        t0 = time.perf_counter()
+        stats = sinter.collect(num_workers=2, tasks=tasks, max_shots=shots, **kwargs)
+        wall = time.perf_counter() - t0
+        print(f"sinter.collect, d = 3 and 5, {shots:,} shots a task, {name}: {wall:.2f} s",
+              sorted((s.json_metadata["d"], s.shots, s.errors) for s in stats))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sinter", type=int, default=0, metavar="SHOTS", help="also time sinter.collect (qec extra)")
+    args = ap.parse_args(argv)
+    small_calls()
+    if args.sinter:
+        sinter_collect(args.sinter)
+
+
+if __name__ == "__main__":
+    main()
