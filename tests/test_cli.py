@@ -347,10 +347,10 @@ PREFIX = "\n".join(["H 0"] * 45 + ["CX 0 1"] * 45)
     ("ELSE_CORRELATED_ERROR(0.25) X1\nM 0\n", "line 1:"),
     ("R 0 1 2\nX_ERROR(0.1) 0\nE(0.2) X0\nELSE_CORRELATED_ERROR(0.25) X1\nM 0 1 2\n", "line 4:"),
     (PREFIX + "\nMPAD 0\n", "line 91:"),
-    ("H 0\n# a comment\n\nREPEAT 3 {\n  H 1\n  TICK\n  REPEAT 2 {\n    M 0\n    CX sweep[0] 1\n  }\n}\nM 1\n",
+    ("H 0\n# a comment\n\nREPEAT 3 {\n  H 1\n  TICK\n  REPEAT 2 {\n    M 0\n    MPAD 0\n  }\n}\nM 1\n",
      "line 9:"),
     ("M 0\nREPEAT 2 {\n  H 0\n}\nREPEAT 1 {\n  X 0\n  MPAD 0\n}\n", "line 7:"),
-    ("CX 0 1\nCX sweep[0] 1\nM 0\n", "lines 1-2:"),
+    ("HERALDED_ERASE(0.1) 0\nHERALDED_ERASE(0.1) 1\nM 0\n", "lines 1-2:"),
     ("H 0\nT 0\nM 0\n", "line 2:"),
     ("H 0\nREPEAT 3 {\n  H 0\n", "line 2:"),
 ])

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from cirq_quasarq import QuasarqSimulator
 from cirq_quasarq.compiler import compile_circuit, compile_stim
 from cirq_quasarq.compiler import stim_circuit
 from cirq_quasarq.core import opcodes
@@ -676,3 +677,20 @@ def test_whole_instructions_equal_the_per_target_path_on_the_paper_circuits():
 
     circuit = paper_random_circuit_stim(700, 12, seed=4)
     assert_programs_equal(*_both(circuit))
+
+
+@pytest.mark.parametrize("pair", ["CZ rec[-1] rec[-2]", "CZ rec[-2] rec[-1]", "CX sweep[0] 1", "CY sweep[2] 0",
+                                  "CZ sweep[0] 1", "CZ 1 sweep[3]", "XCZ 0 sweep[1]", "YCZ 1 sweep[0]",
+                                  "CZ sweep[0] rec[-1]", "CZ sweep[0] sweep[1]"])
+def test_sweep_controls_and_record_pairs_do_nothing(pair):
+    """As in Stim's samplers (no sweep bits: all 0) and Stim itself (no phase between classical
+    bits): the circuit samples, bit for bit, as it does without the pair, and as Stim's samplers."""
+    body = "H 0\nCX 0 1\nX_ERROR(0.2) 0 1\nM 0 1\n{}\nH 1\nM 0 1\nDETECTOR rec[-1] rec[-3]\n"
+    with_pair, without = stim.Circuit(body.format(pair)), stim.Circuit(body.format(""))
+    for method in ("sample_measurements", "sample_detectors"):
+        got = getattr(QuasarqSimulator(seed=4, device="cpu"), method)(with_pair, 2000)
+        want = getattr(QuasarqSimulator(seed=4, device="cpu"), method)(without, 2000)
+        np.testing.assert_array_equal(got, want)
+    theirs = with_pair.compile_sampler(seed=1).sample(20000).mean(axis=0)
+    ours = QuasarqSimulator(seed=5, device="cpu").sample_measurements(with_pair, 20000).mean(axis=0)
+    assert np.all(np.abs(ours - theirs) < 0.03), (ours, theirs)

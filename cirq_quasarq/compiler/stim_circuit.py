@@ -39,13 +39,15 @@ aliases; basis changes as `opcodes.LOWERED_BASIS`), inverted targets, a flip pro
 CONFUSION after the record); MPP, MXX, MYY, MZZ (basis change, CX parity, M, undo, as
 `lowerings.pauli_measurement`); X_ERROR, Y_ERROR, Z_ERROR, DEPOLARIZE1, DEPOLARIZE2,
 PAULI_CHANNEL_1, PAULI_CHANNEL_2, E / CORRELATED_ERROR, I_ERROR / II_ERROR (nothing); CX / CY / CZ
-/ XCZ / YCZ with a ``rec[-k]`` control (a classically controlled Pauli); DETECTOR,
+/ XCZ / YCZ with a ``rec[-k]`` control (a classically controlled Pauli), and with a ``sweep[k]`` control
+or between two records (nothing: sweep bits are 0, as in Stim's samplers; a phase between
+classical bits changes neither); DETECTOR,
 OBSERVABLE_INCLUDE (records only), SHIFT_COORDS, QUBIT_COORDS (ignored), TICK, REPEAT.
 
 Refused with `UnsupportedOperationError` naming the instruction, its position and this list:
 ELSE_CORRELATED_ERROR, HERALDED_ERASE, HERALDED_PAULI_CHANNEL_1, MPAD (a record without a qubit),
-measurements of the identity or of anti-Hermitian products, ``sweep[k]`` controls, OBSERVABLE_INCLUDE
-with Pauli targets, and any instruction Stim adds later.
+measurements of the identity or of anti-Hermitian products, OBSERVABLE_INCLUDE with Pauli targets,
+and any instruction Stim adds later.
 """
 
 from __future__ import annotations
@@ -677,12 +679,13 @@ class _StimCompiler:
         self._rows(reversed(rows))
 
     def _feedback(self, inst, index: int, name: str, ta, tb) -> None:
-        """A Pauli on the qubit where an earlier record is 1 (lowerings.feedback_pauli)."""
+        """A Pauli on the qubit where an earlier record is 1 (lowerings.feedback_pauli). A pair with
+        a sweep[k] control does nothing: sweep bits are all 0 here, as in Stim's samplers, which take
+        none. So does a pair of two records: a controlled phase between classical bits changes
+        neither (Stim refuses the other record-record pairs)."""
         sides = _FEEDBACK_SIDES[name]
-        if ta.is_sweep_bit_target or tb.is_sweep_bit_target:
-            self._fail(inst, index, "sweep[k] controls are not supported (no sweep bits are given)")
-        if ta.is_qubit_target == tb.is_qubit_target:
-            self._fail(inst, index, "two classical controls")
+        if ta.is_sweep_bit_target or tb.is_sweep_bit_target or not (ta.is_qubit_target or tb.is_qubit_target):
+            return
         rec_side = 0 if ta.is_measurement_record_target else 1
         if sides[rec_side] != "Z":
             self._fail(inst, index, "a record controls only the Z side of a controlled gate")
