@@ -18,6 +18,7 @@ from .errors import (
     OutOfMemoryError,
     QuasarqError,
     TooLargeError,
+    TwirlWarning,
     UnsupportedNoiseError,
     UnsupportedOperationError,
 )
@@ -71,5 +72,6 @@ __all__ = [
     "InvalidConfusionMapError",
     "InvalidProbabilityError",
     "LongRunWarning",
+    "TwirlWarning",
     "json_resolver",
 ]

@@ -88,3 +88,8 @@ class InvalidProbabilityError(InvalidInputError):
 class LongRunWarning(UserWarning):
     """Issued before work estimated to take long (the message gives the estimate and how to
     cut it); the work is not refused. Silence with `warnings.filterwarnings`."""
+
+
+class TwirlWarning(UserWarning):
+    """Issued once per compilation for each non-Pauli channel that `non_pauli="twirl"` replaces by
+    its Pauli twirl (an approximation of the channel). Silence with `warnings.filterwarnings`."""

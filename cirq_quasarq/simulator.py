@@ -16,6 +16,7 @@ import numpy as np
 
 from . import contract
 from .compiler import compile_circuit, compile_stim, compile_template
+from .compiler.registry import NON_PAULI
 from .core import rng
 from .core.parities import Parities, parities_shot_major
 from .core.memory import require_host_memory
@@ -152,11 +153,20 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         noise: a cirq.NoiseModel or anything cirq.NOISE_MODEL_LIKE, applied as Cirq does.
         device: "auto" (the GPU engine when a CUDA GPU is usable, else NumPy), "gpu", or "cpu".
         dtype: the complex dtype of state vectors (default complex128, as cirq.CliffordSimulator's).
+        non_pauli: what a noise channel that is not a Pauli channel (amplitude damping, thermal
+            relaxation, any cirq.KrausChannel) becomes in a Cirq circuit: "error" (the default, an
+            UnsupportedNoiseError naming the operation) or "twirl": its Pauli twirl, the Pauli
+            channel with the same Pauli-transfer diagonal, an approximation that drops the
+            channel's coherent part (a TwirlWarning names each such channel once per compilation).
     """
 
     def __init__(self, seed: Any = None, split_untangled_states: bool = False, *,
-                 noise: cirq.NOISE_MODEL_LIKE = None, device: str = "auto", dtype: Any = None):
+                 noise: cirq.NOISE_MODEL_LIKE = None, device: str = "auto", dtype: Any = None,
+                 non_pauli: str = "error"):
+        if non_pauli not in NON_PAULI:
+            raise InvalidInputError(f"non_pauli must be one of {NON_PAULI}, not {non_pauli!r}")
         self.noise = noise
+        self.non_pauli = non_pauli
         self.device = device
         self.split_untangled_states = bool(split_untangled_states)
         self.dtype = np.complex128 if dtype is None else np.dtype(dtype).type
@@ -199,7 +209,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
             for resolver in cirq.to_resolvers(params):
                 yield resolver, program
             return
-        template = compile_template(circuit, qubit_order=qubit_order, noise=self.noise)
+        template = compile_template(circuit, qubit_order=qubit_order, noise=self.noise, non_pauli=self.non_pauli)
         for resolver in cirq.to_resolvers(params):
             yield resolver, template.resolve(resolver)
 
@@ -390,7 +400,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         once and run moment by moment, the records carried over, so a classical control may read a
         key measured in any earlier moment."""
         qubits = self._qubits(circuit, qubit_order, initial_state)
-        compiled = compile_circuit(circuit, qubit_order=qubits, noise=self.noise,
+        compiled = compile_circuit(circuit, qubit_order=qubits, noise=self.noise, non_pauli=self.non_pauli,
                                    resolver=cirq.ParamResolver(param_resolver))
         tableau, start, segments = self._start(make_initial(initial_state, qubits), qubits)
         key = self._next_key()

@@ -345,7 +345,7 @@ PREFIX = "\n".join(["H 0"] * 45 + ["CX 0 1"] * 45)
 
 @pytest.mark.parametrize("text, line", [
     ("ELSE_CORRELATED_ERROR(0.25) X1\nM 0\n", "line 1:"),
-    ("R 0 1 2\nX_ERROR(0.1) 0\nE(0.2) X0\nELSE_CORRELATED_ERROR(0.25) X1\nM 0 1 2\n", "line 4:"),
+    ("R 0 1 2\nX_ERROR(0.1) 0\nE(0.2) X0\nTICK\nELSE_CORRELATED_ERROR(0.25) X1\nM 0 1 2\n", "line 5:"),
     (PREFIX + "\nMPAD 0\n", "line 91:"),
     ("H 0\n# a comment\n\nREPEAT 3 {\n  H 1\n  TICK\n  REPEAT 2 {\n    M 0\n    MPAD 0\n  }\n}\nM 1\n",
      "line 9:"),

@@ -153,12 +153,11 @@ PAULI_CHANNEL_1(0, 0.02, 0) 2
 PAULI_CHANNEL_2(0.001,0.002,0.003,0.004,0.005,0.006,0.007,0.008,0.009,0.01,0.011,0.012,0.013,0.014,0.015) 0 1
 PAULI_CHANNEL_2(0, 0, 0, 0, 0.05, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) 2 3
 E(0.1) X0 Y1 Z2
-ELSE_CORRELATED_ERROR(0.1) X3
 """
 
 
 def test_every_channel_as_the_cirq_compiler_builds_it():
-    text = EVERY_CHANNEL.replace("ELSE_CORRELATED_ERROR(0.1) X3\n", "") + """
+    text = EVERY_CHANNEL + """
 CORRELATED_ERROR(0.2) Z3
 I_ERROR(0.1) 0
 II_ERROR(0.1) 0 1
@@ -193,6 +192,17 @@ OBSERVABLE_INCLUDE(1) rec[-3]
     assert p.detectors[2].coords == (1.0, 4.0)  # shifted twice by the loop
     names = [opcodes.OPCODES[o].name for o in p.instructions[:, OP]]
     assert names.count("E") == 2 and "PAULI_CHANNEL_2" in names and "Y_ERROR" in names
+
+
+def test_a_correlated_error_chain_is_one_channel_with_one_draw():
+    """The chain's rows are one noise instruction (one random slot) on the union of its qubits;
+    its sampled statistics are checked against Stim in test_stim_differential.py."""
+    chain = compile_stim(stim.Circuit("E(0.1) X0\nELSE_CORRELATED_ERROR(0.2) Z1 Z2\nELSE_CORRELATED_ERROR(0.3) Y0"))
+    lone = compile_stim(stim.Circuit("E(0.1) X0"))
+    assert chain.num_rand_slots == lone.num_rand_slots == 1 and len(chain.instructions) == 1
+    (channel,) = chain.channels
+    assert channel.arity == 3 and len(channel.probs) == 3
+    assert chain.ext_qubits.tolist() == [0, 1, 2]
 
 
 def test_keys_are_record_slots_repeated_per_iteration():
@@ -520,7 +530,7 @@ def test_random_circuits_do_use_every_instruction():
 
 
 @pytest.mark.parametrize("text,named", [
-    ("X_ERROR(0.1) 0\nE(0.1) X0\nELSE_CORRELATED_ERROR(0.2) Z1", "ELSE_CORRELATED_ERROR(0.2) Z1"),
+    ("X_ERROR(0.1) 0\nELSE_CORRELATED_ERROR(0.2) Z1", "ELSE_CORRELATED_ERROR(0.2) Z1"),
     ("H 0\nCX sweep[0] 1", "CX sweep[0] 1"),
     ("CZ 0 sweep[2]", "CZ 0 sweep[2]"),
     ("MPAD 0 1", "MPAD 0 1"),
@@ -649,6 +659,7 @@ WHOLE_EDGE_CASES = [
     "PAULI_CHANNEL_2(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.1, 0) 0 1\nH 0",  # one outcome: E
     "H 0\nTICK\nH 0 1\nREPEAT 3 {\n  CX 0 1\n  M 1\n  TICK\n  DEPOLARIZE1(0.1) 0 1\n}\nM 0",
     "H[tagged] 0 1\nM 0\nCX rec[-1] 1\nMPP X0*Z1\nE(0.1) X0 Y1",
+    "X_ERROR(0.1) 0 1\nE(0.1) X0\nELSE_CORRELATED_ERROR(0.2) Z1 Z2\nX_ERROR(0.1) 3\nH 0 1",  # a chain
     "",
 ]
 

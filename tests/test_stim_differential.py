@@ -30,7 +30,6 @@ OUR_SHOTS, STIM_SHOTS = 4096, 20_000
 
 # Refused with an error naming the instruction (each one's own test below).
 REFUSED = {
-    "ELSE_CORRELATED_ERROR": "E(0.1) X0\nELSE_CORRELATED_ERROR(0.1) X1",
     "HERALDED_ERASE": "HERALDED_ERASE(0.1) 0",
     "HERALDED_PAULI_CHANNEL_1": "HERALDED_PAULI_CHANNEL_1(0.1, 0.1, 0.1, 0.1) 0",
     "MPAD": "MPAD 0",
@@ -137,6 +136,12 @@ class _Gen:
             return f"{alias}({args}) " + " ".join(map(str, self.pairs(1)))
         if name == "E":
             return f"{alias}({self.p()}) {self.product(r.randint(1, 3), inverted=False).replace('*', ' ')}"
+        if name == "ELSE_CORRELATED_ERROR":  # a chain: E, then links on other or the same qubits
+            links = [f"E({self.p()}) {self.product(r.randint(1, 3), inverted=False).replace('*', ' ')}"]
+            for _ in range(r.randint(1, 3)):
+                links.append(f"{alias}({self.p(0.2, 0.5)}) "
+                             f"{self.product(r.randint(1, 3), inverted=False).replace('*', ' ')}")
+            return "\n".join(links)
         if name in ("I_ERROR", "II_ERROR", "I", "II"):
             targets = self.qubits(2) if name in ("I_ERROR", "I") else self.pairs(1)
             return f"{alias}{f'({self.p()})' if name.endswith('ERROR') else ''} " + " ".join(map(str, targets))
@@ -294,6 +299,62 @@ def test_circuits_without_measurements_sample_empty_records(device, text):
         ours = sim.sample_detectors(circuit, 100, append_observables=True, bit_packed=packed)
         theirs = circuit.compile_detector_sampler().sample(100, append_observables=True, bit_packed=packed)
         assert (ours.shape, ours.dtype) == (theirs.shape, theirs.dtype) and not ours.any()
+
+
+CHAINS = [
+    "E(0.2) X0\nELSE_CORRELATED_ERROR(0.3) X1\nELSE_CORRELATED_ERROR(0.4) X2 X3",  # later links elsewhere
+    "E(0.3) X0\nELSE_CORRELATED_ERROR(0.5) X0\nELSE_CORRELATED_ERROR(0.5) Y0 X1",  # a qubit in several links
+    "E(0.3) X0 Z1\nELSE_CORRELATED_ERROR(0.4) Z1 Y2 X1",  # a qubit twice in a link (its letters multiply)
+    "E(0.4) X0 X0\nELSE_CORRELATED_ERROR(0.5) X1",  # an identity link still excludes the later ones
+    "E(1) X0\nELSE_CORRELATED_ERROR(0.5) X1\nELSE_CORRELATED_ERROR(0.3) X2",  # p = 1: never an else
+    "E(0) X0\nELSE_CORRELATED_ERROR(0.3) X1\nELSE_CORRELATED_ERROR(0) X2\nELSE_CORRELATED_ERROR(1) X3",
+    "E(0.2) X0\nELSE_CORRELATED_ERROR(0.2) X1\nE(0.3) X1\nELSE_CORRELATED_ERROR(0.4) X2",  # two chains
+    "E(0.25) X1 X2\nELSE_CORRELATED_ERROR(0.25) Z1\nCORRELATED_ERROR(0.5) X3\nELSE_CORRELATED_ERROR(0.5) X4",
+]
+
+
+@pytest.mark.parametrize("chain", CHAINS)
+@pytest.mark.parametrize("loop", [False, True])
+def test_correlated_error_chains_sample_as_stim(device, chain, loop):
+    """E / ELSE_CORRELATED_ERROR chains, each one draw over its links, against Stim's samplers."""
+    body = "H 1\n" + chain + "\nM 0 1 2 3 4\nDETECTOR rec[-1] rec[-2]\nDETECTOR rec[-3]\nOBSERVABLE_INCLUDE(0) rec[-4] rec[-5]"
+    if loop:
+        body = "REPEAT 3 {\n" + body + "\nR 0 1 2 3 4\n}"
+    circuit = stim.Circuit("H 1\n" + body)  # qubit 1 in |0> or |+>: a Z link flips it or not
+    sim = QuasarqSimulator(seed=11, device=device)
+    assert_same_columns(sim.sample_measurements(circuit, OUR_SHOTS),
+                        circuit.compile_sampler(seed=2).sample(STIM_SHOTS), f"records of\n{circuit}")
+    dets, obs = sim.sample_detectors(circuit, OUR_SHOTS, separate_observables=True)
+    sdets, sobs = circuit.compile_detector_sampler(seed=2).sample(STIM_SHOTS, separate_observables=True)
+    assert_same_columns(dets, sdets, f"detection events of\n{circuit}")
+    assert_same_columns(obs, sobs, f"observable flips of\n{circuit}")
+
+
+def test_a_chain_is_one_exclusive_draw():
+    """Joint outcomes, not only rates: no two links of a chain ever fire in the same shot."""
+    circuit = stim.Circuit("E(0.3) X0\nELSE_CORRELATED_ERROR(0.4) X1\nELSE_CORRELATED_ERROR(0.5) X2\nM 0 1 2")
+    ours = QuasarqSimulator(seed=3, device="cpu").sample_measurements(circuit, OUR_SHOTS)
+    theirs = circuit.compile_sampler(seed=3).sample(STIM_SHOTS)
+    assert (ours.sum(axis=1) <= 1).all() and (theirs.sum(axis=1) <= 1).all()
+    patterns = lambda bits: np.stack([(bits == v).all(axis=1) for v in np.eye(3, dtype=bool)] +  # noqa: E731
+                                     [~bits.any(axis=1)], axis=1)
+    assert_same_columns(patterns(ours), patterns(theirs), "one-hot outcomes")
+
+
+@pytest.mark.parametrize("text", [
+    "ELSE_CORRELATED_ERROR(0.25) X1",  # nothing before it
+    "H 0\nELSE_CORRELATED_ERROR(0.25) X1",  # after a gate
+    "E(0.2) X0\nTICK\nELSE_CORRELATED_ERROR(0.25) X1",  # not directly after its E
+    "E(0.2) X0\nX_ERROR(0.1) 0\nELSE_CORRELATED_ERROR(0.25) X1",  # another channel between
+    "E(0.2) X0\nREPEAT 2 {\n ELSE_CORRELATED_ERROR(0.25) X1\n}",  # across a block's edge
+    "REPEAT 2 {\n E(0.2) X0\n}\nELSE_CORRELATED_ERROR(0.25) X1",
+])
+def test_else_without_its_e_is_refused_as_stims_error_model_refuses_it(text):
+    circuit = stim.Circuit("M 0\n" + text)
+    with pytest.raises(ValueError, match="ELSE_CORRELATED_ERROR"):
+        circuit.detector_error_model()
+    with pytest.raises(UnsupportedOperationError, match=r"ELSE_CORRELATED_ERROR\(0.25\) X1.*must directly follow"):
+        QuasarqSimulator(device="cpu").sample_measurements(circuit, 1)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))

@@ -3,15 +3,20 @@
 A channel is accepted only when it is exactly a Pauli channel: the registry maps known Pauli
 channel types to the readers below (`bit_flip`, `depolarize`, ...), which read their parameters;
 `from_channel` decomposes any other mixture (or Kraus operators proportional to Paulis) outcome
-by outcome; every other channel (amplitude damping, ...) raises `UnsupportedNoiseError`. Paulis
-are `core.paulis` letters, as in `Program.channels`.
+by outcome; every other channel (amplitude damping, ...) raises `UnsupportedNoiseError`, unless
+the caller opts in to `twirl`: the channel's Pauli twirl, the Pauli channel with the same
+Pauli-transfer diagonal (an approximation: the channel's coherent, off-diagonal part is dropped).
+Paulis are `core.paulis` letters, as in `Program.channels`.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from typing import TYPE_CHECKING, Dict, NamedTuple, Optional, Tuple
+
+import numpy as np
 
 from .. import errors
 from ..core import paulis
@@ -28,6 +33,10 @@ class NoiseSpec(NamedTuple):
     probs: Tuple[float, ...]
     paulis: Tuple[Tuple[int, ...], ...]
 
+
+# Said by every refusal of a channel that has Kraus operators (the twirl needs them).
+TWIRL_HINT = ("; QuasarqSimulator(non_pauli='twirl') simulates such a channel by its Pauli twirl (an "
+              "approximation that keeps its Pauli-transfer diagonal)")
 
 _SINGLE_ERROR = {paulis.X: "X_ERROR", paulis.Y: "Y_ERROR", paulis.Z: "Z_ERROR"}
 # Stim's PAULI_CHANNEL_2 / DEPOLARIZE2 order: IX, IY, IZ, XI, ..., ZZ (first letter: first qubit).
@@ -67,7 +76,7 @@ def from_channel(gate, n: int) -> Optional[NoiseSpec]:
             found = paulis.pauli_of_matrix(u, n)
             if found is None:
                 raise errors.UnsupportedNoiseError(
-                    f"{gate!r} is not a Pauli channel (an outcome of its mixture is not a Pauli)")
+                    f"{gate!r} is not a Pauli channel (an outcome of its mixture is not a Pauli){TWIRL_HINT}")
             outcomes[found[1]] = outcomes.get(found[1], 0.0) + float(p)
     elif cirq.has_kraus(gate):
         for k in cirq.kraus(gate):
@@ -75,7 +84,7 @@ def from_channel(gate, n: int) -> Optional[NoiseSpec]:
             if found is None:
                 raise errors.UnsupportedNoiseError(
                     f"{gate!r} is not a Pauli channel (amplitude damping and other non-Pauli "
-                    "channels have no stabilizer simulation)")
+                    f"channels have no exact stabilizer simulation){TWIRL_HINT}")
             outcomes[found[1]] = outcomes.get(found[1], 0.0) + abs(found[0]) ** 2
     else:
         raise errors.UnsupportedNoiseError(f"{gate!r} is not a Pauli channel")
@@ -125,4 +134,46 @@ def identity_error(gate, n: int) -> None:
 
 def amplitude_damping(gate, n: int):
     raise errors.UnsupportedNoiseError(
-        f"{gate!r} is not a Pauli channel: amplitude damping has no stabilizer simulation")
+        f"{gate!r} is not a Pauli channel: amplitude damping has no exact stabilizer simulation{TWIRL_HINT}")
+
+
+def twirl_probabilities(kraus, n: int) -> Dict[Tuple[int, ...], float]:
+    """{Pauli letters: probability} of the Pauli twirl of the channel with these Kraus operators on
+    n qubits: p_P = sum_j |Tr(P^dagger K_j)|^2 / 4^n (its chi matrix's diagonal in the Pauli basis),
+    the identity included. Raises ValueError when the channel is not trace-preserving (the p_P
+    would not be a probability distribution)."""
+    dim = 2**n
+    ks = np.asarray(list(kraus), dtype=complex).reshape(-1, dim, dim)
+    gram = np.einsum("kji,kjl->il", ks.conj(), ks)  # sum_j K_j^dagger K_j
+    if not np.allclose(gram, np.eye(dim), atol=1e-8):
+        raise ValueError("it is not trace-preserving (sum of K^dagger K is not the identity), so its "
+                         "twirl is not a probability distribution")
+    flat = ks.reshape(len(ks), -1)
+    out = {}
+    for letters in itertools.product(range(4), repeat=n):
+        overlaps = flat @ paulis.pauli_matrix(letters).conj().reshape(-1)  # Tr(P^dagger K_j), P Hermitian
+        out[letters] = float(np.sum(np.abs(overlaps) ** 2)) / dim**2
+    return out
+
+
+def twirl(gate, n: int) -> Optional[NoiseSpec]:
+    """The Pauli twirl of a channel with Kraus operators, as a Pauli channel (None: the identity)."""
+    import cirq
+
+    if not cirq.has_kraus(gate):
+        raise errors.UnsupportedNoiseError(f"{gate!r} is not a Pauli channel and has no Kraus operators to twirl")
+    try:
+        outcomes = twirl_probabilities(cirq.kraus(gate), n)
+    except ValueError as error:
+        raise errors.UnsupportedNoiseError(f"{gate!r} has no Pauli twirl: {error}") from None
+    return spec_from_outcomes(outcomes, n, gate)
+
+
+def warn_twirled(gate, warned: set) -> None:
+    """Name a channel simulated by its Pauli twirl, once per compilation."""
+    text = repr(gate)
+    if text not in warned:
+        warned.add(text)
+        warnings.warn(f"{text} is not a Pauli channel: it is simulated by its Pauli twirl (the Pauli channel "
+                      "with its Pauli-transfer diagonal; its coherent part is dropped)", errors.TwirlWarning,
+                      stacklevel=2)

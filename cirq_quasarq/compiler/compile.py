@@ -1,7 +1,9 @@
 """The compiler's entry points (cached): circuits -> Programs and templates.
 
 `compile_template` walks a circuit once for any parameter values (`template.py`); `compile_circuit`
-gives the Program for one resolver. Both are cached by circuit identity (`cache.py`).
+gives the Program for one resolver. Both are cached by circuit identity and options (`cache.py`).
+`non_pauli` says what a channel that is not a Pauli channel becomes: "error" (the default, an
+`UnsupportedNoiseError`) or "twirl" (its Pauli twirl, an approximation: `channels.twirl`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from typing import List, Optional, Tuple
 
 import cirq
 
+from .. import errors
 from ..core.program import Program
 from . import cache
+from .registry import NON_PAULI
 from .stim_circuit import clear_stim_cache
 from .template import Template
 from .walker import Ops, Rewalk, Walker
@@ -67,53 +71,57 @@ def _noise_model(noise):
     return None if model is cirq.NO_NOISE or model == cirq.NO_NOISE else model
 
 
-def _walker(circuit, qubit_order, noise, mode: str, resolver=None):
+def _walker(circuit, qubit_order, noise, mode: str, resolver=None, non_pauli: str = "error"):
+    if non_pauli not in NON_PAULI:
+        raise errors.InvalidInputError(f"non_pauli must be one of {NON_PAULI}, not {non_pauli!r}")
     model = _noise_model(noise)
-    walker = Walker(_qubits_for(circuit, qubit_order), mode, resolver)
+    walker = Walker(_qubits_for(circuit, qubit_order), mode, resolver, non_pauli)
     walker.top_circuit, walker.noisy = circuit, model is not None
     return walker, _top_moments(circuit, model)
 
 
-def compile_resolved(circuit, qubit_order=cirq.QubitOrder.DEFAULT, noise=None, resolver=None) -> Program:
+def compile_resolved(circuit, qubit_order=cirq.QubitOrder.DEFAULT, noise=None, resolver=None,
+                     non_pauli: str = "error") -> Program:
     """Walk the circuit resolving parameters on the way (uncached)."""
-    walker, moments = _walker(circuit, qubit_order, noise, "resolve", resolver)
+    walker, moments = _walker(circuit, qubit_order, noise, "resolve", resolver, non_pauli)
     return walker.run(*moments, num_moments=len(circuit))
 
 
-def build_template(circuit, qubit_order=cirq.QubitOrder.DEFAULT, noise=None) -> Template:
+def build_template(circuit, qubit_order=cirq.QubitOrder.DEFAULT, noise=None, non_pauli: str = "error") -> Template:
     """Walk the circuit once (uncached); see `compile_template`."""
-    rewalk = functools.partial(compile_resolved, circuit, qubit_order, noise)
-    walker, moments = _walker(circuit, qubit_order, noise, "template")
+    rewalk = functools.partial(compile_resolved, circuit, qubit_order, noise, non_pauli=non_pauli)
+    walker, moments = _walker(circuit, qubit_order, noise, "template", non_pauli=non_pauli)
     try:
         program = walker.run(*moments, num_moments=len(circuit))
     except Rewalk:
-        return Template(None, [], rewalk, needs_rewalk=True)
-    return Template(program, walker.slots, rewalk)
+        return Template(None, [], rewalk, needs_rewalk=True, non_pauli=non_pauli)
+    return Template(program, walker.slots, rewalk, non_pauli=non_pauli)
 
 
-def compile_template(circuit, *, qubit_order=cirq.QubitOrder.DEFAULT, noise=None) -> Template:
+def compile_template(circuit, *, qubit_order=cirq.QubitOrder.DEFAULT, noise=None,
+                     non_pauli: str = "error") -> Template:
     """Compile once for any parameter values: `Template.resolve(resolver)` -> Program (cached)."""
-    key = (cache.circuit_key(circuit), cache.option_key(qubit_order), cache.option_key(noise))
+    key = (cache.circuit_key(circuit), cache.option_key(qubit_order), cache.option_key(noise), non_pauli)
     hit = cache.TEMPLATES.get(key)
     if hit is not None:
         return hit[0]
-    template = build_template(circuit, qubit_order, noise)
+    template = build_template(circuit, qubit_order, noise, non_pauli)
     rows = template.program.num_instructions if template.program is not None else 0
     cache.TEMPLATES.put(key, (template, circuit, tuple(circuit.moments), qubit_order, noise), rows)
     return template
 
 
 def compile_circuit(circuit, *, qubit_order=cirq.QubitOrder.DEFAULT, noise=None,
-                    resolver=None) -> Program:
+                    resolver=None, non_pauli: str = "error") -> Program:
     """The Program of a circuit (cached: an unmodified circuit compiles once per options).
 
     The returned Program is shared with the cache; treat it as read-only."""
     key = (cache.circuit_key(circuit), cache.option_key(qubit_order), cache.option_key(noise),
-           cache.resolver_key(resolver))
+           cache.resolver_key(resolver), non_pauli)
     hit = cache.PROGRAMS.get(key)
     if hit is not None:
         return hit[0]
-    program = compile_template(circuit, qubit_order=qubit_order, noise=noise).resolve(resolver)
+    program = compile_template(circuit, qubit_order=qubit_order, noise=noise, non_pauli=non_pauli).resolve(resolver)
     cache.PROGRAMS.put(key, (program, circuit, tuple(circuit.moments), qubit_order, noise, resolver),
                        program.num_instructions)
     return program

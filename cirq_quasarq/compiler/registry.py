@@ -12,7 +12,8 @@ first step that answers decides:
 5. unitary:       any small gate with a unitary, turned into a Clifford tableau and named opcodes
                   (a unitary that is not Clifford is a `NonCliffordError`);
 6. channel:       any other gate with a mixture / Kraus operators that is exactly a Pauli channel
-                  (any other channel is an `UnsupportedNoiseError`);
+                  (any other channel is an `UnsupportedNoiseError`, or, with
+                  ``non_pauli="twirl"``, its Pauli twirl: `channels.twirl`);
 7. decompose:     the walk compiles `cirq.decompose_once(op)` instead;
 8. error:         when decomposition gives nothing, the walk names the operation, its moment and
                   what was tried.
@@ -53,11 +54,13 @@ class Lowering:
     """
 
     OPS, NOISE, EMIT, PARAMETRIZED, DECOMPOSE, ERROR = "ops", "noise", "emit", "parametrized", "decompose", "error"
-    __slots__ = ("kind", "ops", "spec", "emit", "_error", "_phase")
+    __slots__ = ("kind", "ops", "spec", "emit", "_error", "_phase", "twirled")
 
-    def __init__(self, kind: str, ops: OpSeq = (), spec=None, emit: Optional[Callable] = None, error=None):
+    def __init__(self, kind: str, ops: OpSeq = (), spec=None, emit: Optional[Callable] = None, error=None,
+                 twirled: bool = False):
         self.kind, self.ops, self.spec, self.emit, self._error = kind, ops, spec, emit, error
         self._phase = None
+        self.twirled = twirled  # NOISE: the spec is a non-Pauli channel's twirl (an approximation)
 
     def phase_of(self, gate, num_qubits: int) -> complex:
         """OPS: the global phase c with unitary(gate) = c · product of the opcodes' canonical
@@ -286,8 +289,36 @@ def _measures(gate) -> bool:
 _CACHE: Dict[object, Lowering] = {}
 
 
-def lower(gate: cirq.Gate, num_qubits: int) -> Lowering:
-    """How `gate` (acting on `num_qubits` qubits) compiles; cached by gate type and value."""
+NON_PAULI = ("error", "twirl")
+_TWIRLED: Dict[object, Lowering] = {}
+
+
+def lower(gate: cirq.Gate, num_qubits: int, non_pauli: str = "error") -> Lowering:
+    """How `gate` (acting on `num_qubits` qubits) compiles; cached by gate type and value.
+
+    `non_pauli`: what a channel that is not a Pauli channel becomes: "error" (an
+    `UnsupportedNoiseError`) or "twirl" (its Pauli twirl, `channels.twirl`)."""
+    found = _lower(gate, num_qubits)
+    if non_pauli == "twirl" and found.kind == Lowering.ERROR and isinstance(found._error, errors.UnsupportedNoiseError):
+        try:
+            key = (type(gate), gate, repr(gate))
+            hit = _TWIRLED.get(key)
+        except TypeError:
+            key, hit = None, None
+        if hit is None:
+            try:
+                hit = Lowering(Lowering.NOISE, spec=channels.twirl(gate, num_qubits), twirled=True)
+            except errors.UnsupportedNoiseError as error:
+                hit = Lowering(Lowering.ERROR, error=error)
+            if key is not None:
+                if len(_TWIRLED) >= MAX_CACHE_ENTRIES:
+                    _TWIRLED.clear()
+                _TWIRLED[key] = hit
+        return hit
+    return found
+
+
+def _lower(gate: cirq.Gate, num_qubits: int) -> Lowering:
     key = (type(gate), gate)
     try:
         hit = _EXACT.get(key)

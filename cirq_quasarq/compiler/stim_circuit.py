@@ -38,16 +38,20 @@ every alias Stim accepts: CNOT, ZCX, SQRT_Z, H_XZ, SWAPCZ, ...), I / II (no rows
 aliases; basis changes as `opcodes.LOWERED_BASIS`), inverted targets, a flip probability (a 2x2
 CONFUSION after the record); MPP, MXX, MYY, MZZ (basis change, CX parity, M, undo, as
 `lowerings.pauli_measurement`); X_ERROR, Y_ERROR, Z_ERROR, DEPOLARIZE1, DEPOLARIZE2,
-PAULI_CHANNEL_1, PAULI_CHANNEL_2, E / CORRELATED_ERROR, I_ERROR / II_ERROR (nothing); CX / CY / CZ
-/ XCZ / YCZ with a ``rec[-k]`` control (a classically controlled Pauli), and with a ``sweep[k]`` control
-or between two records (nothing: sweep bits are 0, as in Stim's samplers; a phase between
-classical bits changes neither); DETECTOR,
-OBSERVABLE_INCLUDE (records only), SHIFT_COORDS, QUBIT_COORDS (ignored), TICK, REPEAT.
+PAULI_CHANNEL_1, PAULI_CHANNEL_2, E / CORRELATED_ERROR, ELSE_CORRELATED_ERROR directly after E or
+another ELSE (the chain is one channel on the union of its qubits, one draw: outcome k is link k's
+product with probability p_k * prod_{i<k} (1 - p_i)), I_ERROR / II_ERROR (nothing); CX / CY / CZ
+/ XCZ / YCZ with a ``rec[-k]`` control (a classically controlled Pauli), and with a ``sweep[k]``
+control or between two records (nothing: sweep bits are 0, as in Stim's samplers; a phase between
+classical bits changes neither); DETECTOR, OBSERVABLE_INCLUDE (records only), SHIFT_COORDS,
+QUBIT_COORDS (ignored), TICK, REPEAT.
 
 Refused with `UnsupportedOperationError` naming the instruction, its position and this list:
-ELSE_CORRELATED_ERROR, HERALDED_ERASE, HERALDED_PAULI_CHANNEL_1, MPAD (a record without a qubit),
-measurements of the identity or of anti-Hermitian products, OBSERVABLE_INCLUDE with Pauli targets,
-and any instruction Stim adds later.
+ELSE_CORRELATED_ERROR anywhere but directly after E or another ELSE in the same block (Stim's
+samplers carry the chain's state across other instructions; its detector error model refuses it,
+as we do: another instruction in between could not be folded into one channel), HERALDED_ERASE,
+HERALDED_PAULI_CHANNEL_1, MPAD (a record without a qubit), measurements of the identity or of
+anti-Hermitian products, OBSERVABLE_INCLUDE with Pauli targets, and any instruction Stim adds later.
 """
 
 from __future__ import annotations
@@ -71,7 +75,8 @@ SUPPORTED = (
     "supported: Stim's unitary gates with an opcode (all of core.opcodes' unitaries, under any alias), "
     "I, II, SPP, SPP_DAG; M, MX, MY, MR, MRX, MRY, R, RX, RY (inverted targets, flip probability); "
     "MPP, MXX, MYY, MZZ; X_ERROR, Y_ERROR, Z_ERROR, DEPOLARIZE1, DEPOLARIZE2, PAULI_CHANNEL_1, "
-    "PAULI_CHANNEL_2, E / CORRELATED_ERROR, I_ERROR, II_ERROR; CX / CY / CZ / XCZ / YCZ with a rec[-k] "
+    "PAULI_CHANNEL_2, E / CORRELATED_ERROR (ELSE_CORRELATED_ERROR directly after it), I_ERROR, II_ERROR; "
+    "CX / CY / CZ / XCZ / YCZ with a rec[-k] "
     "control; DETECTOR, OBSERVABLE_INCLUDE (records), SHIFT_COORDS, QUBIT_COORDS, TICK, REPEAT")
 
 _CODE = opcodes.CODE
@@ -93,8 +98,6 @@ _NOTHING = {"I", "II", "I_ERROR", "II_ERROR", "QUBIT_COORDS"}
 _FEEDBACK_SIDES = {"CX": ("Z", "X"), "CY": ("Z", "Y"), "CZ": ("Z", "Z"), "XCZ": ("X", "Z"),
                    "YCZ": ("Y", "Z")}
 _REFUSED = {
-    "ELSE_CORRELATED_ERROR": "ELSE_CORRELATED_ERROR is not supported (its outcome depends on "
-                             "whether the previous E fired)",
     "HERALDED_ERASE": "heralded noise is not supported",
     "HERALDED_PAULI_CHANNEL_1": "heralded noise is not supported",
     "MPAD": "MPAD (a record written without a qubit) is not supported",
@@ -268,7 +271,10 @@ class _StimCompiler:
         repeat_block = self.stim.CircuitRepeatBlock
         b = self.b
         emit = b.emit
+        chain_end = 0  # instructions before it were compiled as part of an E ... ELSE chain
         for index, inst in enumerate(circuit):
+            if index < chain_end:
+                continue
             if isinstance(inst, repeat_block):
                 self._flush_batch()
                 self._repeat(inst, index, top)
@@ -303,6 +309,8 @@ class _StimCompiler:
                     self._take(qa, p + 1)
                     self._take(qb, p + 1)
                     emit(data, qa, qb, pos=p)
+            elif data == "E":
+                chain_end = self._correlated_chain(circuit, inst, index)
             else:
                 self._other(inst, index, data)
 
@@ -583,8 +591,9 @@ class _StimCompiler:
             for group in inst.target_groups():
                 sign, support = self._product(inst, index, group)
                 self._pauli_phase(support, sign ^ (name == "SPP_DAG"))
-        elif name == "E":
-            self._correlated_error(inst, index)
+        elif name == "ELSE_CORRELATED_ERROR":  # one that no chain took
+            self._fail(inst, index, "ELSE_CORRELATED_ERROR must directly follow E / CORRELATED_ERROR or "
+                                    "another ELSE_CORRELATED_ERROR (as Stim's detector error model requires)")
         elif name in _REFUSED:
             self._fail(inst, index, _REFUSED[name])
         else:
@@ -759,9 +768,10 @@ class _StimCompiler:
                 self._take(q, p + 1)
                 emit(code, q, -1, -1, b.take_rand(), channel, pos=p)
 
-    def _correlated_error(self, inst, index: int) -> None:
-        """E(p) P: one Pauli product with probability p (the arity-0 E opcode; a single letter is
-        X_ERROR / Y_ERROR / Z_ERROR, as the Cirq compiler makes stimcirq's conversion)."""
+    @staticmethod
+    def _error_product(inst) -> Tuple[List[int], Tuple[int, ...]]:
+        """The qubits and letters of an E / ELSE_CORRELATED_ERROR product (a qubit named twice
+        multiplies its letters; qubits left with the identity are dropped)."""
         order: List[int] = []
         acc: Dict[int, int] = {}
         for t in inst.targets_copy():
@@ -771,10 +781,55 @@ class _StimCompiler:
                 acc[q] = paulis.I
             acc[q] = int(paulis.multiply((0, (acc[q],)), (0, (_LETTER[t.pauli_type],)))[1][0])
         qs = [q for q in order if acc[q] != paulis.I]
-        if not qs:
-            return
-        letters = tuple(acc[q] for q in qs)
-        found = self._spec(inst, index, "E", tuple(inst.gate_args_copy()), letters)
+        return qs, tuple(acc[q] for q in qs)
+
+    def _correlated_chain(self, circuit, inst, index: int) -> int:
+        """E(p1) P1 and the ELSE_CORRELATED_ERROR(p_k) P_k lines directly after it in the same block:
+        P1 with probability p1, else P2 with p2, and so on (a link fires only where no earlier one
+        did). Returns the index of the first instruction after the chain.
+
+        A lone E is one Pauli product (the arity-0 E opcode; a single letter is X_ERROR / Y_ERROR /
+        Z_ERROR, as the Cirq compiler makes stimcirq's conversion). A chain is one channel on the
+        union of its qubits: outcome k is P_k with probability p_k * prod_{i<k} (1 - p_i), so the
+        links share one draw and exclude each other exactly as Stim's samplers make them."""
+        links = [(inst, index)]
+        end = index + 1
+        while end < len(circuit):
+            nxt = circuit[end]
+            if isinstance(nxt, self.stim.CircuitRepeatBlock) or \
+                    self.table.get(nxt.name, ("N", nxt.name))[1] != "ELSE_CORRELATED_ERROR":
+                break
+            links.append((nxt, end))
+            end += 1
+        if len(links) == 1:
+            qs, letters = self._error_product(inst)
+            if qs:
+                self._emit_noise(self._spec(inst, index, "E", tuple(inst.gate_args_copy()), letters), qs)
+            return end
+        union: List[int] = []
+        products = []
+        remaining = 1.0  # the probability that no link so far fired
+        for link, at in links:
+            p = float(link.gate_args_copy()[0])
+            if not 0 <= p <= 1:
+                self._fail(link, at, f"probability {p} outside [0, 1]")
+            qs, letters = self._error_product(link)
+            union += [q for q in qs if q not in union]
+            products.append((dict(zip(qs, letters)), remaining * p))
+            remaining *= 1 - p
+        outcomes: Dict[Tuple[int, ...], float] = {}
+        for acc, p in products:
+            letters = tuple(acc.get(q, paulis.I) for q in union)
+            if any(letters) and p > 0:  # an identity link still takes its share from the later ones
+                outcomes[letters] = outcomes.get(letters, 0.0) + p
+        if outcomes:
+            spec = channels.spec_from_outcomes(outcomes, len(union), "ELSE_CORRELATED_ERROR")
+            channel = self.b.channel_id(spec.arity, spec.probs, spec.paulis)
+            self._emit_noise((spec.opname, channel, tuple(spec.paulis[0]) if len(spec.probs) == 1 else None), union)
+        return end
+
+    def _emit_noise(self, found, qs: List[int]) -> None:
+        """One noise row of `_spec`'s (opcode, channel id, ext paulis) on qubits qs (None: nothing)."""
         if found is None:
             return
         opname, channel, ext = found

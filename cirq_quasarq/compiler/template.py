@@ -36,16 +36,17 @@ _PROBE_CACHE: dict = {}
 _SHARED_RESOLUTIONS = 8  # resolutions whose derived caches a template keeps
 
 
-def probe_slot(op, resolvers) -> Optional[Tuple[str, int]]:
-    """("unitary", instructions) or ("noise", 1) for a parametrized op; None if unknown."""
+def probe_slot(op, resolvers, non_pauli: str = "error") -> Optional[Tuple[str, int]]:
+    """("unitary", instructions) or ("noise", 1) for a parametrized op; None if unknown
+    (`non_pauli`: as `registry.lower`'s)."""
     try:
-        cache_key = (op.gate, len(op.qubits), tuple(resolvers))
+        cache_key = (op.gate, len(op.qubits), tuple(resolvers), non_pauli)
         hit = _PROBE_CACHE.get(cache_key, _PROBE_CACHE)
     except TypeError:
         cache_key, hit = None, _PROBE_CACHE
     if hit is not _PROBE_CACHE:
         return hit
-    result = _probe(op, resolvers)
+    result = _probe(op, resolvers, non_pauli)
     if cache_key is not None:
         if len(_PROBE_CACHE) > 4096:
             _PROBE_CACHE.clear()
@@ -53,7 +54,7 @@ def probe_slot(op, resolvers) -> Optional[Tuple[str, int]]:
     return result
 
 
-def _probe(op, resolvers) -> Optional[Tuple[str, int]]:
+def _probe(op, resolvers, non_pauli: str) -> Optional[Tuple[str, int]]:
     if op.gate is None:
         return None
     partial = resolve_chain(op, resolvers)
@@ -73,7 +74,7 @@ def _probe(op, resolvers) -> Optional[Tuple[str, int]]:
         if gate is None or cirq.is_parameterized(resolved):
             continue
         try:
-            lowering = lower(gate, n)
+            lowering = lower(gate, n, non_pauli)
         except Exception:  # a value the gate's own code rejects
             continue
         if lowering.kind == Lowering.ERROR:  # this probe value is not Clifford / not a channel
@@ -109,8 +110,10 @@ class Template:
     compiler passes it in, so this module never imports the walk)."""
 
     def __init__(self, program: Optional[Program], slots: List[Slot], rewalk: Callable[[object], Program],
-                 needs_rewalk: bool = False):
+                 needs_rewalk: bool = False, non_pauli: str = "error"):
         self.program = program
+        self.non_pauli = non_pauli  # registry.lower's option, for the slots' resolved gates
+        self._warned: set = set()  # the twirled channels named in a warning
         self.slots = slots
         self.rewalk = rewalk
         self.needs_rewalk = needs_rewalk
@@ -171,7 +174,9 @@ class Template:
                     f"cannot compile {slot.op!r} at {slot.where}: unresolved parameters "
                     f"{sorted(cirq.parameter_names(op))} (symbols were not specified in the resolver)")
             n = len(slot.qubits)
-            lowering = lower(op.gate, n) if op.gate is not None else None
+            lowering = lower(op.gate, n, self.non_pauli) if op.gate is not None else None
+            if lowering is not None and lowering.twirled:
+                channels.warn_twirled(op.gate, self._warned)
             if slot.kind == "noise":
                 try:
                     spec = _noise_spec(op.gate, n, lowering)

@@ -25,6 +25,7 @@ import sympy
 from .. import errors
 from ..core import memory, opcodes
 from ..core.program import Program
+from . import channels
 from .conditions import condition_table
 from .emitter import Cursor, Emitter
 from .keys import Scope
@@ -80,10 +81,12 @@ def unitary_plan(ops, phase: int = -1) -> Tuple:
 class Walker(Emitter):
     """One compilation (see `Emitter` for the state lowerings use)."""
 
-    def __init__(self, qubits: Tuple, mode: str = "template", resolver=None):
+    def __init__(self, qubits: Tuple, mode: str = "template", resolver=None, non_pauli: str = "error"):
         super().__init__(qubits, mode, resolver)
+        self.non_pauli = non_pauli  # registry.lower's option: refuse or twirl non-Pauli channels
         self._plans: Dict[int, Any] = {}  # id(gate) -> plan; `_keep` keeps the ids valid
         self._keep: List[Any] = []
+        self._warned: set = set()  # the twirled channels named in a warning
 
     def run(self, moments, indices: Optional[List[int]] = None, num_moments: Optional[int] = None) -> Program:
         """Compile top-level moments (`indices`: their moment numbers in the user's circuit, of
@@ -181,7 +184,10 @@ class Walker(Emitter):
 
     # -- plans per gate object ------------------------------------------------------------------
     def _plan(self, gate):
-        plan = self._plan_of(lower(gate, cirq.num_qubits(gate)), gate)
+        lowering = lower(gate, cirq.num_qubits(gate), self.non_pauli)
+        if lowering.twirled:
+            channels.warn_twirled(gate, self._warned)
+        plan = self._plan_of(lowering, gate)
         self._plans[id(gate)] = plan
         self._keep.append(gate)
         return plan
@@ -221,7 +227,7 @@ class Walker(Emitter):
                           f"unresolved parameters {sorted(cirq.parameter_names(resolved))} "
                           "(symbols were not specified in the resolver)")
             return self.emit_op(resolved, scope, at)
-        info = probe_slot(op, scope.resolvers)
+        info = probe_slot(op, scope.resolvers, self.non_pauli)
         if info is None:
             raise Rewalk()
         kind, size = info
