@@ -531,8 +531,7 @@ def test_random_circuits_do_use_every_instruction():
 
 @pytest.mark.parametrize("text,named", [
     ("X_ERROR(0.1) 0\nELSE_CORRELATED_ERROR(0.2) Z1", "ELSE_CORRELATED_ERROR(0.2) Z1"),
-    ("H 0\nCX sweep[0] 1", "CX sweep[0] 1"),
-    ("CZ 0 sweep[2]", "CZ 0 sweep[2]"),
+    ("H 0\nMPAD(0.1) 1", "MPAD(0.1) 1"),
     ("MPAD 0 1", "MPAD 0 1"),
     ("HERALDED_ERASE(0.1) 0", "HERALDED_ERASE(0.1) 0"),
     ("HERALDED_PAULI_CHANNEL_1(0.1, 0, 0, 0) 0", "HERALDED_PAULI_CHANNEL_1"),
@@ -548,7 +547,7 @@ def test_unsupported_instructions_are_named(text, named):
 
 
 def test_the_error_names_the_repeat_nesting():
-    c = stim.Circuit("H 0\nREPEAT 3 {\n  M 0\n  REPEAT 2 {\n    H 0\n    CX sweep[1] 0\n  }\n}")
+    c = stim.Circuit("H 0\nREPEAT 3 {\n  M 0\n  REPEAT 2 {\n    H 0\n    MPAD 0\n  }\n}")
     where = (r"instruction 1 of the body of the REPEAT 2 block at instruction 1 of the body of the REPEAT 3 "
              r"block at instruction 1")
     with pytest.raises(UnsupportedOperationError, match=where):

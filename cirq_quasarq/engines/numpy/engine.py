@@ -64,9 +64,9 @@ class NumpyEngine(Engine):
 
     def _budget(self, need: int = None) -> Tuple[int, str]:
         """Bytes the engine plans with (memory_fraction of the tightest limit) and how they were
-        found, for messages. A `need` of at most memory.SMALL_REQUEST bytes, with no memory_limit,
-        is granted without reading the limits."""
-        if need is not None and need <= memory.SMALL_REQUEST and self.memory_limit is None:
+        found, for messages. A `need` within memory_fraction of memory.SMALL_REQUEST bytes, with no
+        memory_limit, is granted without reading the limits."""
+        if need is not None and need <= memory.SMALL_REQUEST * self.memory_fraction and self.memory_limit is None:
             return int(need), "a small request"
         free = memory.host_headroom()
         if self.memory_limit is not None and self.memory_limit < free.bytes:
@@ -143,7 +143,7 @@ class NumpyEngine(Engine):
         # frames (random slots bound them), noise and temporaries.
         per_word = 8 * (4 * n + 2 * records + program.num_rand_slots + 64)
         small = 8 * rows * words + per_word * min(words, self.max_shot_words)
-        available, source = self._budget(small if small <= memory.SMALL_REQUEST else None)
+        available, source = self._budget(small)
         budget = available - 8 * rows * words  # the packed result itself
         chunk = min(self.max_shot_words, budget // per_word) if budget > 0 else 0
         if chunk < 1:
