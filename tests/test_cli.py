@@ -12,6 +12,8 @@ import cirq
 import numpy as np
 import pytest
 
+from . import pythonpath_with
+
 stim = pytest.importorskip("stim")
 stimcirq = pytest.importorskip("stimcirq")
 
@@ -37,8 +39,9 @@ DETERMINISTIC = stim.Circuit("""
 """)
 
 
+
 def _run(args, *, stdin=None, env_extra=None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=pythonpath_with(ROOT))
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "cirq_quasarq.cli", *args], input=stdin, capture_output=True,
                           env=env, timeout=300)
@@ -262,7 +265,7 @@ def test_the_stim_path_imports_neither_cirq_nor_sympy(tmp_path):
         "assert main(['m2d', '--circuit', p, '--in', p + '.01', '--out', p + '.m']) == 0\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cirq', 'sympy')))\n")
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+                          env=dict(os.environ, PYTHONPATH=pythonpath_with(ROOT)), timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -274,7 +277,7 @@ def test_the_stim_path_imports_neither_cirq_nor_sympy(tmp_path):
 def test_a_closed_pipe_ends_quietly_with_exit_code_0(tmp_path):
     path = tmp_path / "c.stim"
     path.write_text(str(NOISY))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=pythonpath_with(ROOT))
     proc = subprocess.run(f"{sys.executable} -m cirq_quasarq.cli sample --in {path} --shots 100000000 "
                           f"--device cpu | head -c 100 > /dev/null; echo ${{PIPESTATUS[0]}}",
                           shell=True, executable="/bin/bash", capture_output=True, text=True, env=env, timeout=300)
@@ -374,3 +377,25 @@ def test_every_option_has_help_in_sentences():
                 (p.prog, action.option_strings, action.help)
 
     check(cli.parser())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("command,extra", [("sample", []), ("detect", ["--obs_out", "{obs}"])])
+def test_gpu_and_cpu_write_the_same_bytes_over_several_batches(tmp_path, command, extra):
+    """The command's batches on the CUDA engine: the same bytes as the NumPy engine's for a seed,
+    over more shots than one batch holds."""
+    from cirq_quasarq.engines import cuda_available
+
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    (tmp_path / "c.stim").write_text(str(NOISY))
+    outs = {}
+    for device in ("cpu", "gpu"):
+        obs = tmp_path / f"obs-{device}.b8"
+        out = tmp_path / f"out-{device}.b8"
+        proc = _run([command, "--in", str(tmp_path / "c.stim"), "--out", str(out), "--out_format", "b8",
+                     "--shots", str((1 << 18) + 4133), "--seed", "11", "--device", device, "--quiet"]
+                    + [a.format(obs=obs) for a in extra])
+        assert proc.returncode == 0, proc.stderr.decode()
+        outs[device] = out.read_bytes() + (obs.read_bytes() if extra else b"")
+    assert outs["cpu"] == outs["gpu"]

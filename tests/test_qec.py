@@ -11,6 +11,8 @@ import cirq
 import numpy as np
 import pytest
 
+from . import pythonpath_with
+
 import cirq_quasarq
 from cirq_quasarq import QuasarqSimulator, cli
 
@@ -19,6 +21,7 @@ stimcirq = pytest.importorskip("stimcirq")
 
 NOISE = dict(after_clifford_depolarization=0.01, before_round_data_depolarization=0.01,
              before_measure_flip_probability=0.01, after_reset_flip_probability=0.01)
+
 
 
 def code(kind: str, d: int = 3, rounds: int = 3, p: float = 0.01) -> stim.Circuit:
@@ -205,7 +208,7 @@ def test_sinter_collect_command_takes_the_module_function(tmp_path):
                            "cirq_quasarq.sinter:sinter_samplers_counting", "--max_shots", "1000", "--processes",
                            "2", "--save_resume_filepath", str(csv), "--quiet"],
                           capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONPATH=str(root)))
+                          env=dict(os.environ, PYTHONPATH=pythonpath_with(root)))
     assert proc.returncode == 0, proc.stderr
     stats = sinter.read_stats_from_csv_files(csv)
     assert sorted(s.decoder for s in stats) == ["quasarq", "quasarq-pymatching"]
@@ -229,7 +232,7 @@ def test_surface_code_threshold_example_runs_tiny(tmp_path):
     tracked = figure.read_bytes()
     proc = subprocess.run([sys.executable, str(root / "examples" / "surface_code_threshold.py"), "--tiny",
                            "--device", "cpu"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                          env=dict(os.environ, PYTHONPATH=str(root)))
+                          env=dict(os.environ, PYTHONPATH=pythonpath_with(root)))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "surface_code_threshold.png").stat().st_size > 1000  # by default, here
     assert figure.read_bytes() == tracked
