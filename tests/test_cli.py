@@ -239,6 +239,7 @@ def test_cirq_json_with_stimcirq_objects(tmp_path):
 
 
 def test_qasm_and_simulate(tmp_path, capsys):
+    pytest.importorskip("ply")  # Cirq's OpenQASM importer: the qasm extra
     qasm = tmp_path / "bell.qasm"
     qasm.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\ncreg c[2];\nh q[0];\ncx q[0],q[1];\n'
                     "measure q -> c;\n")
