@@ -310,6 +310,8 @@ BAD = [
 
 @pytest.mark.parametrize("args, expected", BAD)
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, expected):
+    if any(a.endswith(".qasm") for a in args):
+        pytest.importorskip("ply")  # else the error is the missing qasm extra, not the T gate
     (tmp_path / "c.stim").write_text(str(NOISY))
     (tmp_path / "c.txt").write_text("H 0\n")
     (tmp_path / "plain.stim").write_text("H 0\nM 0\n")
