@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import hashlib
 import importlib.util
 import json
 import os
@@ -99,14 +100,26 @@ def _run(cmd: List[str], timeout: float = 20) -> Optional[str]:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+def code_digest(root: Path = ROOT) -> str:
+    """SHA-256 over the package's and the kernels' sources (relative paths and bytes, in path order):
+    names the code a run ran even where the copy it ran in carries git metadata of other files."""
+    digest = hashlib.sha256()
+    files = sorted(p for folder in ("cirq_quasarq", "cuda_src") for p in (root / folder).rglob("*")
+                   if p.is_file() and p.suffix in (".py", ".cu", ".cuh", ".h"))
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def git_info() -> Dict[str, Any]:
-    """HEAD's revision and whether tracked files differ from it (read-only: no index refresh)."""
+    """HEAD's revision, whether tracked files differ from it (read-only: no index refresh), and the
+    digest of the code itself (`code_digest`)."""
     rev = _run(["git", "rev-parse", "HEAD"])
     if rev is None:
-        return {"rev": None, "note": "not a git checkout (or git missing)"}
+        return {"rev": None, "note": "not a git checkout (or git missing)", "code_sha256": code_digest()}
     status = _run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]) or ""
     changed = [line[3:] for line in status.splitlines() if line.strip()]
-    return {"rev": rev, "dirty": bool(changed), "changed_files": len(changed)}
+    return {"rev": rev, "dirty": bool(changed), "changed_files": len(changed), "code_sha256": code_digest()}
 
 
 def gpu_info() -> Optional[Dict[str, Any]]:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -247,3 +248,16 @@ def test_gpu_profile_is_bounded():
     proc = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], cwd=ROOT, capture_output=True, text=True,
                           env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert proc.returncode == 0 and "--quick-gpu" in proc.stdout
+
+
+def test_runs_name_their_code_by_digest(tmp_path):
+    """A run records the digest of the package's and kernels' sources: the same for the same files,
+    another for one changed byte (what names the code where a copy's git metadata lags)."""
+    from benchmarks.harness import ROOT, code_digest, git_info
+
+    for folder in ("cirq_quasarq", "cuda_src"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    assert code_digest(tmp_path) == code_digest(ROOT) == git_info()["code_sha256"]
+    kernel = next((tmp_path / "cuda_src").glob("*.cu"))
+    kernel.write_bytes(kernel.read_bytes() + b" ")
+    assert code_digest(tmp_path) != code_digest(ROOT)
