@@ -60,14 +60,23 @@ def _random_series(cases, key: str, mode: str):
     return out
 
 
+def _timed_depths(cases, modes) -> List[int]:
+    """The depths with at least one time in some mode (a depth whose cases were all skipped gets
+    no panel), or every depth when none has a time."""
+    timed = {depth for mode in modes for key in ("repeat", "first")
+             for depth, sims in _random_series(cases, key, mode).items() if any(sims.values())}
+    return sorted(timed or {c["params"]["depth"] for c in cases})
+
+
 def plot_random_runtime(plt, run: Run, suite: str, path: Path) -> None:
     from matplotlib.ticker import NullFormatter
 
     cases = run.suite(suite)
-    depths = sorted({c["params"]["depth"] for c in cases})
     shots = next((c["params"].get("shots") for c in cases if c["params"].get("shots")), 0)
     modes = [("single", "single shot")] + ([("sampling", f"{shots:,} shots")] if shots else [])
-    fig, axes = plt.subplots(len(modes), len(depths), figsize=(4.2 * len(depths), 3.4 * len(modes)), squeeze=False)
+    depths = _timed_depths(cases, [mode for mode, _ in modes])
+    fig, axes = plt.subplots(len(modes), len(depths), figsize=(max(6.4, 4.2 * len(depths)), 3.4 * len(modes)),
+                             squeeze=False)
     for i, (mode, title) in enumerate(modes):
         rep, first = _random_series(cases, "repeat", mode), _random_series(cases, "first", mode)
         for j, depth in enumerate(depths):
@@ -95,9 +104,10 @@ def plot_cactus(plt, run: Run, suite: str, path: Path) -> None:
     from matplotlib.ticker import MaxNLocator
 
     cases = run.suite(suite)
-    depths = sorted({c["params"]["depth"] for c in cases})
     modes = [("single", "single shot"), ("sampling", "sampling")]
-    fig, axes = plt.subplots(len(modes), len(depths), figsize=(4.2 * len(depths), 3.2 * len(modes)), squeeze=False)
+    depths = _timed_depths(cases, [mode for mode, _ in modes])
+    fig, axes = plt.subplots(len(modes), len(depths), figsize=(max(6.4, 4.2 * len(depths)), 3.2 * len(modes)),
+                             squeeze=False)
     for i, (mode, title) in enumerate(modes):
         first = _random_series(cases, "first", mode)
         for j, depth in enumerate(depths):
