@@ -60,6 +60,16 @@ def _random_series(cases, key: str, mode: str):
     return out
 
 
+# Device-copy bandwidth (read + write counted) measured on a device kind, for the tableau-mode
+# floor: each layer of a depth-D circuit reads and writes the 2n x 2n-bit tableau once at least.
+COPY_BYTES_PER_S = {"nvidia-h100-80gb-hbm3": 2.97e12}  # docs/benchmarks-gpu.md, 2026-11-22 run
+
+
+def tableau_floor_s(n: int, depth: int, bytes_per_s: float) -> float:
+    """Seconds to read and write an n-qubit tableau (n^2 / 2 bytes) once per layer."""
+    return depth * 2 * (n * n / 2) / bytes_per_s
+
+
 def _timed_depths(cases, modes) -> List[int]:
     """The depths with at least one time in some mode (a depth whose cases were all skipped gets
     no panel), or every depth when none has a time."""
@@ -88,6 +98,12 @@ def plot_random_runtime(plt, run: Run, suite: str, path: Path) -> None:
                     if pts and (style == "-o" or sim in ("ours", "quasarq") or (sim, mode) == ("stim", "sampling")):
                         ax.plot(*zip(*pts), style, color=COLORS[sim], ms=4,
                                 label=NAMES[sim] + (" (first call)" if style == ":x" else ""))
+            sizes = sorted({p[0] for sims in (rep.get(depth, {}), first.get(depth, {})) for pts in sims.values()
+                            for p in pts})
+            bandwidth = COPY_BYTES_PER_S.get(run.slug)
+            if mode == "single" and bandwidth and sizes:
+                ax.plot(sizes, [tableau_floor_s(n, depth, bandwidth) for n in sizes], "--", color="0.5", lw=1,
+                        label=f"floor: the tableau read and written once a layer at {bandwidth / 1e12:.2f} TB/s")
             ax.set(xscale="log", yscale="log", title=f"{title}, depth {depth}", xlabel="qubits", ylabel="seconds")
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.yaxis.set_minor_formatter(NullFormatter())

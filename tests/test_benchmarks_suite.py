@@ -261,3 +261,11 @@ def test_runs_name_their_code_by_digest(tmp_path):
     kernel = next((tmp_path / "cuda_src").glob("*.cu"))
     kernel.write_bytes(kernel.read_bytes() + b" ")
     assert code_digest(tmp_path) != code_digest(ROOT)
+
+
+def test_tableau_floor_is_one_read_and_write_a_layer():
+    """The floor drawn on the GPU runtime figures: n = 100k, depth 100 moves 100 x 2 x 5 GB."""
+    from benchmarks.figures import tableau_floor_s
+
+    assert tableau_floor_s(100_000, 100, 3e12) == pytest.approx(100 * 2 * 5e9 / 3e12)
+    assert tableau_floor_s(200_000, 100, 3e12) == pytest.approx(4 * tableau_floor_s(100_000, 100, 3e12))
