@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import UnsupportedOperationError
 from . import opcodes
+from .ranges import expand_ranges
 
 OP, A, B, REC, RAND, AUX, COND, FLAGS, STEP = range(9)
 NUM_FIELDS = 9
@@ -150,7 +151,7 @@ class Annotations(collections.abc.Sequence):
         """The annotations `picked` (indices), in that order."""
         lengths = np.diff(self.offsets)[picked]
         offsets = np.concatenate([[0], np.cumsum(lengths)])
-        at = np.repeat(self.offsets[picked] - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+        _, at = expand_ranges(self.offsets[picked], lengths)
         return Annotations(self.kind, offsets, self.records[at], self.coords[picked], self.widths[picked],
                            self.indexes[picked])
 

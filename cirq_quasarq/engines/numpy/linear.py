@@ -23,6 +23,7 @@ from ...core.draws import sparse_channels
 from ...core.parities import Parities
 from ...core.paulis import spread
 from ...core.program import Program
+from ...core.ranges import expand_ranges
 from .frames import FramePlan
 
 _ONE = np.uint64(1)
@@ -154,14 +155,10 @@ class LinearFrames:
                     for inputs, masks in ((first, xm[j]), (first + 1, zm[j])):
                         some = masks != 0
                         inputs, masks, at_word = inputs[some], masks[some], word[some]
-                        lo, hi = self.noise_ptr[inputs], self.noise_ptr[inputs + 1]
-                        reach = hi - lo
-                        total = int(reach.sum())
-                        if total == 0:
-                            continue
-                        hit = np.repeat(np.arange(len(inputs)), reach)
-                        at = np.arange(total) - np.repeat(np.cumsum(reach) - reach, reach) + lo[hit]
-                        np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
+                        lo = self.noise_ptr[inputs]
+                        hit, at = expand_ranges(lo, self.noise_ptr[inputs + 1] - lo)  # the outputs each reaches
+                        if len(at):
+                            np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
         out ^= constant
         return out
 

@@ -18,6 +18,7 @@ import numpy as np
 from ...core import opcodes, rng
 from ...core.draws import sparse_channels
 from ...core.program import AUX, RAND, Program
+from ...core.ranges import expand_ranges
 from ...schedule.walk import walk
 
 _COLLAPSES = (int(opcodes.Kind.MEASURE), int(opcodes.Kind.RESET), int(opcodes.Kind.MEASURE_RESET))
@@ -72,13 +73,9 @@ class Draws:
         slot_of_entry, word, xm, zm = self.entries[aux]
         shifted = (slots[:, None] + shifts[None, :]).ravel()  # pair p = (instruction p // B, block p % B)
         lo = np.searchsorted(slot_of_entry, shifted, side="left")
-        hi = np.searchsorted(slot_of_entry, shifted, side="right")
-        counts = hi - lo
-        total = int(counts.sum())
-        if total == 0:
+        pair, idx = expand_ranges(lo, np.searchsorted(slot_of_entry, shifted, side="right") - lo)
+        if len(idx) == 0:
             return
-        pair = np.repeat(np.arange(len(shifted)), counts)
-        idx = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts) + lo[pair]
         which, block = np.divmod(pair, len(shifts))
         col = block * self.count + word[idx]
         for j in range(targets.shape[1]):
