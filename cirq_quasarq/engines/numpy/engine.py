@@ -170,13 +170,12 @@ class NumpyEngine(Engine):
             return None
         plan = frame_plan(program, schedule, self.fast_paths)
         if self.linear_frames != "always":
-            cost = linear.LinearFrames.cost(program, plan)
-            if cost > linear.MAX_MAP_BYTES:
+            if linear.LinearFrames.cost(program, plan) > linear.MAX_MAP_BYTES:
                 return None
             calls = program.derived.get("frame_calls", 0)
             program.derived["frame_calls"] = calls + 1
             # finding the map is about a plan run over one word per 64 inputs
-            if not calls and cost // max(1, 8 * (2 * program.num_qubits + program.num_records)) > words:
+            if not calls and (linear.LinearFrames.num_inputs(program, plan) + 63) // 64 > words:
                 return None
         return linear.linear_frames(program, plan, parities)
 

@@ -27,7 +27,7 @@ from ...core.ranges import expand_ranges
 from .frames import FramePlan
 
 _ONE = np.uint64(1)
-MAX_MAP_BYTES = 1 << 26  # the map (outputs x inputs bits) and the run that finds it stay this small
+MAX_MAP_BYTES = 1 << 26  # the run that finds the map, and the map unpacked, stay this small
 
 
 def applies(program: Program) -> bool:
@@ -90,7 +90,6 @@ class LinearFrames:
         fz[q, q // 64] = _ONE << (q % 64).astype(np.uint64)
         flips = np.zeros((program.num_records, words), dtype=np.uint64)
         plan.run(fx, fz, flips, unit, None, None, 0, words)  # no feedback or confusion reads them
-        self.parities = parities
         # parities.reduce XORs its flips into every row: they go in `constant`, not in the map
         matrix = flips if parities is None else parities.reduce(flips) ^ spread(parities.flip)[:, None]
         self.num_outputs = len(matrix)
@@ -118,13 +117,19 @@ class LinearFrames:
         return bool(self.noise_ptr[first + length] > self.noise_ptr[first])
 
     @staticmethod
-    def cost(program: Program, plan: FramePlan) -> int:
-        """Bytes of the map and of the run that finds it (to compare with MAX_MAP_BYTES)."""
+    def num_inputs(program: Program, plan: FramePlan) -> int:
+        """The map's inputs: initial frames, collapse frames, and 2 x arity bits per noise instance."""
         collapses, noise = plan.inventory()
-        inputs = program.num_qubits + len(collapses) + sum(
+        return program.num_qubits + len(collapses) + sum(
             2 * program.channels[aux].arity * len(slots) for aux, slots in noise.items())
+
+    @staticmethod
+    def cost(program: Program, plan: FramePlan) -> int:
+        """Bytes of the run that finds the map (frames and records, a bit per input) and of the map
+        unpacked to a byte per bit (to compare with MAX_MAP_BYTES)."""
+        inputs = LinearFrames.num_inputs(program, plan)
         words = (inputs + 63) // 64
-        return 8 * words * (2 * program.num_qubits + program.num_records)
+        return 8 * words * (2 * program.num_qubits + program.num_records) + program.num_records * inputs
 
     def constant(self, reference: np.ndarray, parities: Optional[Parities]) -> np.ndarray:
         """uint64 [outputs, 1]: what a shot without any draw gives (the reference records, or the
