@@ -79,3 +79,15 @@ def test_counters_past_32_bits_neither_repeat_nor_change_below():
     r = rng.philox4x32(np.uint64(1 << 32), np.uint64(3), np.uint64(2), np.uint64(4), key)
     s = rng.philox4x32(np.uint64(0), np.uint64(3), np.uint64(2), np.uint64(4 | 1 << 3), key)
     assert tuple(int(x) for x in r) == tuple(int(x) for x in s)
+
+
+@pytest.mark.parametrize("p", [1e-3, 0.004, 0.02, 0.3])
+def test_large_draws_equal_small_ones(p):
+    """A draw of many undecided pairs goes a plane at a time, a small one in wide passes: the same
+    bits either way (20 slots at a time against all 3000 at once; from p = 0.004 on, more than
+    rng._LARGE_DRAW pairs are undecided after the first pass of the whole draw)."""
+    key = rng.make_key(77)
+    slots = np.arange(3000, dtype=np.uint64) * 7 + 5
+    whole = rng.bernoulli_words(key, slots, p, 11, 200)
+    alone = np.concatenate([rng.bernoulli_words(key, slots[i : i + 20], p, 11, 200) for i in range(0, 3000, 20)])
+    np.testing.assert_array_equal(whole, alone)

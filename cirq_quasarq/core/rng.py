@@ -259,7 +259,7 @@ def _sparse_lanes(key, slots, p, rows, start: int, count: int):
         return r, c, np.zeros(0, dtype=np.uint64)
     cols = np.uint64(start) + c.astype(np.uint64)
     # plane 1 (the first lane) and the bit-sliced draw's first pass (planes 2, 3, ...) in one draw
-    drawn = words(key, Stream.NOISE, slots[r, None], np.arange(1, 2 + _PASSES[0], dtype=np.uint64)[None, :],
+    drawn = words(key, Stream.NOISE, slots[r, None], np.arange(1, 2 + _FIRST_PASS, dtype=np.uint64)[None, :],
                   cols[:, None])
     u = drawn[:, 0]
     first = np.empty(len(r), dtype=np.uint64)
@@ -290,8 +290,12 @@ def _first_lane_cuts(p: float) -> np.ndarray:
 
 
 # Planes per pass: a lane stays undecided through a plane with probability 1/2, so the first pass
-# decides most of a word's 64 lanes and the few words left take short passes.
-_PASSES = (8, 16, 40)
+# decides most of a word's 64 lanes. Small draws then take few wide passes (each pass is a few
+# dozen array operations whatever its size); large ones go a plane at a time, so that no plane is
+# drawn for a pair already decided (there the draws' volume is the cost).
+_FIRST_PASS = 8
+_WIDE_PASSES = (16, 40)
+_LARGE_DRAW = 1 << 14  # pairs still undecided from which passes are one plane
 
 
 def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=None):
@@ -303,10 +307,10 @@ def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=N
     out = np.zeros(len(slots), dtype=np.uint64)
     undecided = np.full(len(slots), ALL)
     live = np.arange(len(slots))
-    j0 = 0
-    for width in _PASSES:
-        if len(live) == 0:
-            break
+    j0, wide = 0, iter(_WIDE_PASSES)
+    while len(live) and j0 < 64:
+        width = _FIRST_PASS if j0 == 0 else (1 if len(live) > _LARGE_DRAW else next(wide, 64 - j0))
+        width = min(width, 64 - j0)
         planes = np.arange(j0, j0 + width, dtype=np.uint64)
         if j0 == 0 and first_pass is not None:
             u = first_pass

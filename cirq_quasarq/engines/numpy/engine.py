@@ -170,13 +170,17 @@ class NumpyEngine(Engine):
             return None
         plan = frame_plan(program, schedule, self.fast_paths)
         if self.linear_frames != "always":
-            if linear.LinearFrames.cost(program, plan) > linear.MAX_MAP_BYTES:
+            count = min(words, self.max_shot_words)
+            # the map saves the plan's per-update cost; where the per-word work dominates it cannot win
+            if plan.seconds(count) > 2 * plan.seconds(0) or linear.LinearFrames.cost(program, plan) > linear.MAX_MAP_BYTES:
                 return None
             calls = program.derived.get("frame_calls", 0)
             program.derived["frame_calls"] = calls + 1
             # finding the map is about a plan run over one word per 64 inputs
             if not calls and (linear.LinearFrames.num_inputs(program, plan) + 63) // 64 > words:
                 return None
+            mapped = linear.linear_frames(program, plan, parities)
+            return mapped if mapped.seconds(count) < plan.seconds(count) else None  # dense gauge reach: the plan
         return linear.linear_frames(program, plan, parities)
 
     def _frames_chunk(self, program, schedule, key, reference, start, count):

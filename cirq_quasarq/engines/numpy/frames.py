@@ -188,6 +188,14 @@ class FramePlan:
         self.ops = _compile(program, schedule, walk(program, schedule, fold=lambda b: True), None, fold_loops)
         self._inventory: Optional[Inventory] = None
 
+    def seconds(self, words: int) -> float:
+        """The cost model's time of one run over `words` words (loops walked): its updates' fixed
+        cost plus its rows' per-word cost (what the linear map is weighed against)."""
+        if getattr(self, "_work", None) is None:
+            self._work = _count_ops(self.ops)
+        updates, rows = self._work
+        return updates * _OP_SECONDS + rows * words * _WORD_SECONDS
+
     def inventory(self) -> Inventory:
         """Every slot the plan draws from (the chunk's `Draws` are made for exactly these)."""
         if self._inventory is None:

@@ -24,7 +24,7 @@ from ...core.parities import Parities
 from ...core.paulis import spread
 from ...core.program import Program
 from ...core.ranges import expand_ranges
-from .frames import FramePlan
+from .frames import _OP_SECONDS, _WORD_SECONDS, FramePlan
 
 _ONE = np.uint64(1)
 MAX_MAP_BYTES = 1 << 26  # the run that finds the map, and the map unpacked, stay this small
@@ -112,6 +112,11 @@ class LinearFrames:
         self.noise_ptr = np.searchsorted(noise_in[order], np.arange(unit.num_inputs + 1))
         self.noise_channels = [aux for aux in unit.noise_slots
                                if self._reaches(unit.noise_base[aux], 2 * unit.arity[aux] * len(unit.noise_slots[aux]))]
+
+    def seconds(self, words: int) -> float:
+        """The frame plan's cost model applied to a call of `words` words: a few dozen array
+        operations, and the gauge words XORed into the outputs they reach (noise hits are few)."""
+        return (30 + 10 * len(self.noise_channels)) * _OP_SECONDS + len(self.gauge_rows) * words * _WORD_SECONDS
 
     def _reaches(self, first: int, length: int) -> bool:
         return bool(self.noise_ptr[first + length] > self.noise_ptr[first])
