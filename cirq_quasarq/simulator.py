@@ -389,7 +389,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
             run = self.engine.run_tableau(compiled, sched, key, initial=start_tableau)
             phase = _Replay(start, segments + [(compiled, sched, key, run.records)])
             # The final tableau is read when the state is (a GPU run's stays on the device until then).
-            state = QuasarqState(lambda run=run: run.tableau, compiled.qubits, phase, self.dtype)
+            state = QuasarqState(lambda run=run: run.tableau, compiled.qubits, phase, self.dtype, run=run)
             yield QuasarqTrialResult(resolver, last_measurements(compiled, run.records), state)
 
     def simulate_moment_steps(self, circuit: cirq.AbstractCircuit,

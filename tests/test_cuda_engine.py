@@ -339,6 +339,33 @@ def test_lazy_tableau_survives_the_next_run(cuda_engine, numpy_engine):
     assert second.tableau.equals(numpy_engine.run_tableau(p2, schedule(p2), key).tableau)
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 63, 64, 65, 130, 700, 2500])
+def test_forward_rows_on_the_device(cuda_engine, numpy_engine, n, monkeypatch):
+    """forward.cu's stabilizers and destabilizers (letters and signs) equal the host's blocked
+    derivation and the row products, at sizes around the word and the 8-generator block; from the
+    workspace (the tableau still on the device) and from an uploaded copy (after a later run), the
+    letters in one band and in bands of one word."""
+    from cirq_quasarq.engines.cuda import tableau as cuda_tableau
+
+    program = rich_program(n, 10, n, frames=False)
+    key = rng.make_key(n)
+    want = numpy_engine.run_tableau(program, schedule(program), key).tableau
+    oracle = dict(zip(("destabilizers", "stabilizers"), np.split(np.arange(2 * n), 2)))
+    xs, zs, rs = want.forward_by_products()
+    for band in (cuda_tableau.FWD_LETTER_BAND_BYTES, 1):
+        monkeypatch.setattr(cuda_tableau, "FWD_LETTER_BAND_BYTES", band)
+        for later_run in (False, True):
+            run = cuda_engine.run_tableau(program, schedule(program), key)
+            if later_run:
+                cuda_engine.run_tableau(program, schedule(program), rng.make_key(n + 1))
+            for half, rows in oracle.items():
+                letters, signs = run.forward_rows(half)
+                x, z = xs[rows].view(np.uint8), zs[rows].view(np.uint8)
+                assert np.array_equal(letters, (z << 1) | (x ^ z)), (n, half, band, later_run)
+                assert np.array_equal(signs, rs[rows]), (n, half, band, later_run)
+            assert run.tableau.equals(want)
+
+
 def test_sample_tableau_shots(cuda_engine, numpy_engine):
     program = rich_program(9, 10, 5, frames=False)
     sched = schedule(program)

@@ -266,3 +266,21 @@ def test_cirq_arrays_from_blocks_of_keys_equal_a_plain_gather(monkeypatch, block
     assert list(got) == [entry.key for entry in program.keys]
     for entry in program.keys:
         assert np.array_equal(got[entry.key], bits[entry.records].transpose(2, 0, 1)), entry.key
+
+
+def test_stabilizers_are_the_same_by_every_path():
+    """stabilizers() / destabilizers(): from the run's half (first read), from the whole forward
+    tableau (after .tableau), from a copy of the state, and Cirq's own of that tableau agree."""
+    qubits = cirq.LineQubit.range(9)
+    r = np.random.default_rng(4)
+    circuit = cirq.Circuit()
+    for _ in range(30):
+        a, b = r.choice(9, 2, replace=False)
+        circuit.append([cirq.H(qubits[a]), cirq.S(qubits[b]), cirq.CNOT(qubits[a], qubits[b])])
+    circuit.append(cirq.measure(qubits[0], key="m"))
+    first = QuasarqSimulator(seed=1).simulate(circuit).final_state
+    second = QuasarqSimulator(seed=1).simulate(circuit).final_state
+    table = second.tableau  # the whole forward tableau, cached
+    for half in ("stabilizers", "destabilizers"):
+        got = getattr(first, half)()
+        assert got == getattr(second, half)() == getattr(first.copy(), half)() == getattr(table, half)()

@@ -217,3 +217,43 @@ def test_inverse_tableau_equality_compares_packed_words():
             d = InverseTableau.identity(n)
             d.xx[0, -1] |= np.uint64(1) << np.uint64(63)
             assert a.equals(d)
+
+
+def _inverse_of_stim(tableau):
+    """Our inverse tableau of the state stim's `tableau` prepares (rows: its inverse's outputs)."""
+    from cirq_quasarq.core.tableau import InverseTableau
+
+    n = len(tableau)
+    words = max(1, (n + 63) // 64)
+
+    def pack(bits):
+        out = np.zeros((n, 64 * words), dtype=np.uint8)
+        out[:, :n] = bits
+        return np.packbits(out, axis=1, bitorder="little").view(np.uint64)
+
+    x2x, x2z, z2x, z2z, x_signs, z_signs = tableau.inverse().to_numpy()
+    return InverseTableau(n, pack(x2x), pack(x2z), pack(z2x), pack(z2z),
+                          x_signs.astype(np.uint8), z_signs.astype(np.uint8))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 7, 8, 9, 31, 63, 64, 65, 127, 128, 129, 200])
+def test_forward_by_blocks_equals_row_products_and_stim(n):
+    """forward() (signs by blocks of eight rows) equals multiplying the rows out and Stim's own
+    forward tableau, at sizes around the chunk (2n rows in eights) and word boundaries, and
+    ignores bits past n in the last word."""
+    stim = pytest.importorskip("stim")
+    for seed in range(3):
+        stim_tableau = stim.Tableau.random(n) if n else stim.Tableau(0)
+        inv = _inverse_of_stim(stim_tableau)
+        xs, zs, rs = inv.forward()
+        for want, got in zip(inv.forward_by_products(), (xs, zs, rs)):
+            assert np.array_equal(want, got), (n, seed)
+        if n:
+            outputs = [stim_tableau.x_output(p) for p in range(n)] + [stim_tableau.z_output(p) for p in range(n)]
+            assert np.array_equal(xs, np.array([o.to_numpy()[0] for o in outputs])), (n, seed)
+            assert np.array_equal(zs, np.array([o.to_numpy()[1] for o in outputs])), (n, seed)
+            assert np.array_equal(rs, np.array([o.sign == -1 for o in outputs])), (n, seed)
+        if n % 64:
+            for part in (inv.xx, inv.xz, inv.zx, inv.zz):
+                part[:, -1] |= np.uint64(1) << np.uint64(63)
+            assert all(np.array_equal(a, b) for a, b in zip(inv.forward(), (xs, zs, rs))), (n, seed)

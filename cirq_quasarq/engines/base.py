@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -29,6 +29,15 @@ def gib(nbytes: float) -> str:
 class TableauRun:
     records: np.ndarray  # uint8 [num_records]: the measured (recorded) bits
     tableau: InverseTableau
+
+    def forward_rows(self, half: str) -> Tuple[np.ndarray, np.ndarray]:
+        """One half ("destabilizers" / "stabilizers") of the final state's forward tableau as
+        core.paulis letters uint8 [n, n] (row p: generator p over the qubits) and signs bool [n]
+        (True: -1). Here from the host tableau; an engine whose tableau stays on its device derives
+        them there."""
+        xs, zs, rs = self.tableau.forward(half)
+        x, z = xs.view(np.uint8), zs.view(np.uint8)
+        return (z << 1) | (x ^ z), rs
 
 
 class Engine(abc.ABC):

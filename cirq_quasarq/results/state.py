@@ -17,6 +17,7 @@ from ..core import paulis
 from ..core.memory import require_host_memory
 from ..core.paulis import product_phase
 from ..core.tableau import InverseTableau
+from ..engines.base import TableauRun
 from ..errors import TooLargeError
 from .phase import Amplitudes
 
@@ -63,11 +64,15 @@ class QuasarqState:
     replayed only when a state vector is asked for); without it the vector is known up to phase and
     is normalised so that its first nonzero amplitude is real and positive. `inverse` may also be a
     callable returning the inverse tableau: it is called when the state is first read (the GPU
-    engine's final tableau then stays on the device until then: 5 GB at 100k qubits)."""
+    engine's final tableau then stays on the device until then: 5 GB at 100k qubits). `run`, the
+    engine's TableauRun the state came from, derives `stabilizers()` / `destabilizers()` (on the
+    device for a GPU run)."""
 
     def __init__(self, inverse: Union[InverseTableau, Callable[[], InverseTableau]], qubits,
-                 phase: Optional[Callable[[], Amplitudes]] = None, dtype=np.complex128):
+                 phase: Optional[Callable[[], Amplitudes]] = None, dtype=np.complex128,
+                 run: Optional[TableauRun] = None):
         self._inverse = inverse
+        self._run = run  # the engine run the state came from: it derives the forward rows
         self.qubits = tuple(qubits)
         self.qubit_map: Dict[cirq.Qid, int] = {q: i for i, q in enumerate(self.qubits)}
         self.n = len(self.qubits)
@@ -100,22 +105,31 @@ class QuasarqState:
         table.xs, table.zs, table.rs = xs.copy(), zs.copy(), rs.copy()
         return table
 
-    def _rows(self, lo: int) -> List[cirq.DensePauliString]:
-        xs, zs, rs = self._forward
+    def _rows(self, half: str) -> List[cirq.DensePauliString]:
+        """The destabilizers or the stabilizers as Pauli strings: from the forward tableau where it
+        was derived already, else that half alone (half the work), by the engine's run where the
+        state came from one (a GPU run derives it on the device)."""
         n = self.n
-        x, z = xs[lo : lo + n].view(np.uint8), zs[lo : lo + n].view(np.uint8)
-        letters = (z << 1) | (x ^ z)  # core.paulis letters: 2z + (x xor z)
-        signs = np.where(rs[lo : lo + n], -1, 1)
+        if "_forward" in self.__dict__:
+            lo = 0 if half == "destabilizers" else n
+            xs, zs, rs = (a[lo : lo + n] for a in self._forward)
+            x, z = xs.view(np.uint8), zs.view(np.uint8)
+            letters = (z << 1) | (x ^ z)  # core.paulis letters: 2z + (x xor z)
+        else:
+            require_host_memory(f"{half}() of {n} qubits", 2 * n * n + 8 * n * max(1, (n + 63) // 64))
+            run = self._run if self._run is not None else TableauRun(np.zeros(0, np.uint8), self.inverse_tableau)
+            letters, rs = run.forward_rows(half)
+        signs = np.where(rs, -1, 1)
         return [cirq.DensePauliString(letters[i], coefficient=int(signs[i])) for i in range(n)]
 
     def stabilizers(self) -> List[cirq.DensePauliString]:
         """The stabilizer generators S_p = T Z_p T⁻¹, as `cirq.CliffordTableau.stabilizers()`."""
         require_host_memory(f"stabilizers() of {self.n} qubits", 2 * self.n * self.n + 64 * self.n)
-        return self._rows(self.n)
+        return self._rows("stabilizers")
 
     def destabilizers(self) -> List[cirq.DensePauliString]:
         require_host_memory(f"destabilizers() of {self.n} qubits", 2 * self.n * self.n + 64 * self.n)
-        return self._rows(0)
+        return self._rows("destabilizers")
 
     # -- expectation values -------------------------------------------------------------------------
     def expectation(self, pauli: cirq.PauliString) -> complex:

@@ -13,7 +13,7 @@ downloaded lazily (`_LazyTableauRun`), and at the latest before the next run ove
 from __future__ import annotations
 
 import weakref
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from .device_program import CTX_STRIDE
 GATE_BLOCK = loader.source_define("gates.cu", "QQ_GATE_BLOCK")
 INIT_BLOCK = loader.source_define("gates.cu", "QQ_INIT_BLOCK")
 INIT_MAX_BLOCKS = 4096  # tableau_init is grid-stride: any launch shape
+FWD_GENS = loader.source_define("forward.cu", "QQ_FWD_GENS")
+FWD_LETTER_BLOCK = loader.source_define("forward.cu", "QQ_FWD_LETTER_BLOCK")
+FWD_LETTER_BAND_BYTES = 1 << 28  # the letters of a band of generators, on the device at once
 
 
 class _Workspace:
@@ -112,6 +115,9 @@ class _LazyTableauRun(TableauRun):
     @tableau.setter
     def tableau(self, value: InverseTableau) -> None:
         self._tableau = value
+
+    def forward_rows(self, half: str) -> Tuple[np.ndarray, np.ndarray]:
+        return self._mode.forward_rows(self, half)
 
 
 class TableauMode:
@@ -283,6 +289,61 @@ class TableauMode:
         finally:
             if pushed:
                 cuda.Context.pop()
+
+    def forward_rows(self, run: "_LazyTableauRun", half: str) -> Tuple[np.ndarray, np.ndarray]:
+        """`TableauRun.forward_rows` on the device (forward.cu): from the workspace where the run's
+        tableau still is, else from its host copy uploaded for the purpose."""
+        what = f"deriving the final state's {half}"
+        if faults.context_fault() is not None:
+            raise faults.dead_engine_error(what)
+        cuda = self.engine.cuda
+        pushed = cuda.Context.get_current() is None
+        if pushed:
+            self.engine._context.push()
+        try:
+            if run._tableau is None and run._generation == self.generation and self.ws is not None:
+                return self._forward_rows(self.ws.X, self.ws.Z, self.ws.S, self.ws.n, half)
+            inv = run.tableau
+            n = inv.num_qubits
+            X = self.engine.alloc(8 * 2 * n * max(1, (n + 63) // 64), what)
+            Z = self.engine.alloc(8 * 2 * n * max(1, (n + 63) // 64), what)
+            S = self.engine.alloc(2 * n, what)
+            if n:
+                cuda.memcpy_htod(X, np.ascontiguousarray(np.concatenate([inv.xx, inv.zx])))
+                cuda.memcpy_htod(Z, np.ascontiguousarray(np.concatenate([inv.xz, inv.zz])))
+                cuda.memcpy_htod(S, np.ascontiguousarray(np.concatenate([inv.xs, inv.zs])))
+            return self._forward_rows(X, Z, S, n, half)
+        except cuda.Error as exc:
+            raise self.engine._fault(exc, what) from exc
+        finally:
+            if pushed:
+                cuda.Context.pop()
+
+    def _forward_rows(self, X, Z, S, n: int, half: str) -> Tuple[np.ndarray, np.ndarray]:
+        cuda, launch = self.engine.cuda, self.engine.launcher.launch
+        W = max(1, (n + 63) // 64)
+        h = {"destabilizers": 0, "stabilizers": 1}[half]
+        letters = np.empty((n, n), dtype=np.uint8)
+        if not n:
+            return letters, np.zeros(0, dtype=bool)
+        log_i = self.engine.alloc(4 * n, f"the final state's {half}")
+        cuda.memset_d32(log_i, 0, n)
+        launch("forward", "forward_log_i", (-(-n // FWD_GENS), -(-W // 32)), (32, FWD_GENS, 1),
+               X, Z, S, np.int32(n), np.int32(W), np.int32(h), log_i)
+        # The letters a band of 64-generator words at a time: device memory stays bounded.
+        band_words = max(1, min(W, FWD_LETTER_BAND_BYTES // (64 * n)))
+        band = self.engine.alloc(64 * band_words * n, f"the final state's {half}")
+        for w0 in range(0, W, band_words):
+            words = min(band_words, W - w0)
+            launch("forward", "forward_letters", (-(-n // 64), words), (FWD_LETTER_BLOCK, 1, 1),
+                   X, Z, np.int32(n), np.int32(W), np.int32(h), np.int32(w0), band)
+            rows = min(n, 64 * (w0 + words)) - 64 * w0
+            cuda.memcpy_dtoh(letters[64 * w0 : 64 * w0 + rows], band)
+        phases = np.empty(n, dtype=np.uint32)
+        cuda.memcpy_dtoh(phases, log_i)
+        if np.any(phases & 1):
+            raise RuntimeError("the device tableau is not a valid Clifford")  # not reachable
+        return letters, ((phases & 3) >> 1).astype(bool)
 
     def _download(self, generation: int) -> InverseTableau:
         if generation != self.generation or self.ws is None:
