@@ -366,6 +366,27 @@ def test_forward_rows_on_the_device(cuda_engine, numpy_engine, n, monkeypatch):
             assert run.tableau.equals(want)
 
 
+def test_final_state_tableau_and_stabilizers_from_the_device(cuda_engine):
+    """Through simulate(): the GPU state's tableau and stabilizers (derived on the device) equal
+    the CPU state's (derived on the host) for the same seed."""
+    import cirq
+
+    from cirq_quasarq import QuasarqSimulator
+
+    qubits = cirq.LineQubit.range(150)
+    r = np.random.default_rng(7)
+    circuit = cirq.Circuit()
+    for _ in range(6):
+        circuit.append(cirq.H(q) if r.random() < 0.5 else cirq.S(q) for q in qubits)
+        order = r.permutation(150)
+        circuit.append(cirq.CZ(qubits[a], qubits[b]) for a, b in zip(order[::2], order[1::2]))
+    circuit.append(cirq.measure(*qubits[:40], key="m"))
+    gpu = QuasarqSimulator(seed=5, device="gpu").simulate(circuit).final_state
+    cpu = QuasarqSimulator(seed=5, device="cpu").simulate(circuit).final_state
+    assert gpu.stabilizers() == cpu.stabilizers()
+    assert gpu.tableau == cpu.tableau
+
+
 def test_sample_tableau_shots(cuda_engine, numpy_engine):
     program = rich_program(9, 10, 5, frames=False)
     sched = schedule(program)

@@ -96,7 +96,13 @@ class QuasarqState:
         n = self.n
         need = 4 * (2 * n) * n + 16 * 2 * n * max(1, (n + 63) // 64)
         require_host_memory(f"the forward tableau of {n} qubits", need)
-        return self.inverse_tableau.forward()
+        if self._run is None:
+            return self.inverse_tableau.forward()
+        halves = [self._run.forward_rows(half) for half in ("destabilizers", "stabilizers")]
+        letters = np.concatenate([h[0] for h in halves])
+        z = letters >> 1
+        return (((letters & 1) ^ z).astype(bool), z.astype(bool),
+                np.concatenate([h[1] for h in halves]))
 
     @property
     def tableau(self) -> cirq.CliffordTableau:
