@@ -87,7 +87,7 @@ forward_log_i(const qq_u64* X, const qq_u64* Z, const unsigned char* S, int n, i
             acc ^= x & A;
             A ^= z;
             linear += (unsigned)qq_popc(x & z);
-            if (lane == 0) {
+            if (w == 0) {  // once a generator: the first word's thread
                 linear += 2u * S[r0 + rl];
                 if ((partner[rl] >> gen) & 1u) linear += 1u;  // z row k and x row k both: Y on k
             }
