@@ -168,3 +168,23 @@ def test_negative_first_word_is_refused():
     reference = NumpyEngine().run_tableau(program, sched, rng.make_key(0), reference=True).records
     with pytest.raises(ValueError):
         NumpyEngine().sample_frames(program, sched, rng.make_key(1), reference, 10, first_word=-1)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7, 8, 9, 63, 64, 65, 130])
+@pytest.mark.parametrize("shots", [1, 8, 63, 64, 65, 200])
+def test_shot_major_layout_equals_the_bits_written_out(rows, shots):
+    """parities_shot_major (8 x 8 bit blocks transposed in words) against the bits unpacked,
+    transposed and packed one by one, including bits past `shots` in the last word (ignored)."""
+    from cirq_quasarq.core.parities import parities_shot_major
+
+    r = np.random.default_rng(rows * 1000 + shots)
+    words = (shots + 63) // 64
+    packed = r.integers(0, 2**63, size=(rows, words), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    bits = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little")[:, :shots].T  # [shots, rows]
+    got = parities_shot_major(packed, shots)
+    want = np.zeros((shots, (rows + 7) // 8), dtype=np.uint8)
+    for s in range(shots):
+        for c in range(rows):
+            want[s, c // 8] |= np.uint8(bits[s, c] << (c % 8))
+    assert np.array_equal(got, want)
+    assert np.array_equal(parities_shot_major(packed, shots, bit_packed=False), bits.astype(bool))

@@ -87,3 +87,23 @@ def reduce_rows(packed: np.ndarray, shots: int, op: str) -> np.ndarray:
     if op == "xor":
         return xor_rows(packed, shots)
     raise ValueError(f"unknown reduction {op!r}; known: {', '.join(REDUCTIONS)}")
+
+
+_TRANSPOSE8 = tuple((np.uint64(shift), np.uint64(mask)) for shift, mask in (
+    (7, 0x00AA00AA00AA00AA), (14, 0x0000CCCC0000CCCC), (28, 0x00000000F0F0F0F0)))
+
+
+def column_bytes(rows: np.ndarray, columns: int) -> np.ndarray:
+    """Packed bit rows uint64 [R, W] (bit c of row r: bit c % 64 of word c // 64) -> uint8
+    [ceil(R/8), columns]: bit a of [k, c] is bit c of row 8k + a (rows past R read as 0). Each 8 x 8
+    block of bits is transposed inside one word by three delta swaps, no unpacking to bytes."""
+    groups = -(-rows.shape[0] // 8)
+    if not groups:
+        return np.zeros((0, columns), dtype=np.uint8)
+    padded = np.zeros((8 * groups, rows.shape[1]), dtype=np.uint64)
+    padded[: rows.shape[0]] = rows
+    block = np.ascontiguousarray(padded.view(np.uint8).reshape(groups, 8, -1).transpose(0, 2, 1)).view(np.uint64)
+    for shift, mask in _TRANSPOSE8:
+        t = ((block >> shift) ^ block) & mask
+        block ^= t ^ (t << shift)
+    return block.view(np.uint8).reshape(groups, -1)[:, :columns]

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .packed import column_bytes
 from .program import Annotation, Annotations
 
 
@@ -73,16 +74,16 @@ def shot_major_bytes(rows: int, shots: int, bit_packed: bool = True) -> int:
 def parities_shot_major(packed: np.ndarray, shots: int, bit_packed: bool = True) -> np.ndarray:
     """uint64 [R, W] record-major packed bits -> Stim's shot-major layout: uint8 [shots, ceil(R/8)]
     (bit b of byte k is column 8k + b), or with bit_packed=False bool [shots, R]. Converted in
-    chunks of shots so the unpacked bits never exceed _CHUNK_BYTES (shot_major_bytes: the memory)."""
+    chunks of shots (shot_major_bytes: the memory)."""
     rows = packed.shape[0]
-    out = np.zeros((shots, (rows + 7) // 8) if bit_packed else (shots, rows), dtype=np.uint8 if bit_packed else bool)
+    row_bytes = (rows + 7) // 8
+    out = np.zeros((shots, row_bytes) if bit_packed else (shots, rows), dtype=np.uint8 if bit_packed else bool)
     step = max(1, _CHUNK_BYTES // max(1, 64 * rows))  # words of 64 shots per chunk
     for w0 in range(0, packed.shape[1], step):
         w1 = min(packed.shape[1], w0 + step)
         lo, hi = 64 * w0, min(shots, 64 * w1)
         if lo >= hi:
             break
-        bits = np.unpackbits(np.ascontiguousarray(packed[:, w0:w1]).view(np.uint8), axis=1, bitorder="little")
-        block = bits[:, : hi - lo].T
-        out[lo:hi] = np.packbits(block, axis=1, bitorder="little") if bit_packed else block.astype(bool)
+        block = column_bytes(packed[:, w0:w1], hi - lo).T  # [shots, row bytes]
+        out[lo:hi] = block if bit_packed else np.unpackbits(block, axis=1, count=rows, bitorder="little")
     return out

@@ -13,6 +13,7 @@ from typing import Tuple
 
 import numpy as np
 
+from .packed import column_bytes
 from .paulis import product_phase
 
 
@@ -167,22 +168,6 @@ def _subset_tables(rows: np.ndarray) -> np.ndarray:
     return (high[:, :, None, :] ^ low[:, None, :, :]).reshape(rows.shape[0], 256, rows.shape[2])
 
 
-_TRANSPOSE8 = ((7, 0x00AA00AA00AA00AA), (14, 0x0000CCCC0000CCCC), (28, 0x00000000F0F0F0F0))
-
-
-def _selection_bytes(rows: np.ndarray, n: int) -> np.ndarray:
-    """Packed rows [8C, W] -> bytes [C, n]: bit a of [c, g] is bit g of row 8c + a (each 8 x 8 bit
-    block transposed inside a word, three delta swaps)."""
-    chunks = rows.shape[0] // _CHUNK
-    as_bytes = rows.view(np.uint8).reshape(chunks, _CHUNK, -1)
-    block = np.ascontiguousarray(as_bytes.transpose(0, 2, 1)).view(np.uint64)  # byte a: row 8c+a
-    for shift, mask in _TRANSPOSE8:
-        shift, mask = np.uint64(shift), np.uint64(mask)
-        t = ((block >> shift) ^ block) & mask
-        block ^= t ^ (t << shift)
-    return block.view(np.uint8).reshape(chunks, -1)[:, :n]
-
-
 def _product_signs(inv: InverseTableau, halves: Tuple[int, ...], ys: np.ndarray) -> np.ndarray:
     """The signs of the forward generators of `halves` (0: destabilizers, 1: stabilizers); `ys`:
     where each has a Y."""
@@ -203,7 +188,7 @@ def _product_signs(inv: InverseTableau, halves: Tuple[int, ...], ys: np.ndarray)
     # s_g[i]: for a destabilizer D_p, bit p of the z part of x row i and of the x part of z row i
     # (the relabelling of `_generators`); for a stabilizer S_p, the other part.
     selectors = {0: (inv.zz, inv.xz), 1: (inv.zx, inv.xx)}
-    select = np.concatenate([_selection_bytes(rows(*selectors[h]), n) for h in halves], axis=1)
+    select = np.concatenate([column_bytes(rows(*selectors[h]), n) for h in halves], axis=1)
     chunks = select.shape[0]
     cx, cz = x_parts.reshape(chunks, _CHUNK, words), z_parts.reshape(chunks, _CHUNK, words)
 
