@@ -37,6 +37,8 @@ DETERMINISTIC = stim.Circuit("""
     OBSERVABLE_INCLUDE(2) rec[-1]
     DETECTOR rec[-1]
 """)
+# Deterministic with events: an observable and a detector fire in every shot (dets orders them as Stim)
+FIRING = stim.Circuit("X_ERROR(1) 0 1\nM 0 1\nOBSERVABLE_INCLUDE(1) rec[-1]\nDETECTOR rec[-1]\nDETECTOR rec[-2]")
 
 
 
@@ -122,9 +124,10 @@ def test_batches_do_not_change_the_bits(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("fmt", formats.FORMATS)
-def test_deterministic_circuits_are_byte_identical_to_stims(tmp_path, fmt):
+@pytest.mark.parametrize("circuit", [DETERMINISTIC, FIRING], ids=["plain", "firing"])
+def test_deterministic_circuits_are_byte_identical_to_stims(tmp_path, fmt, circuit):
     path = tmp_path / "c.stim"
-    path.write_text(str(DETERMINISTIC))
+    path.write_text(str(circuit))
     shots = "128" if fmt == "ptb64" else "70"
     runs = [["sample", "--shots", shots, "--out_format", fmt], ["detect", "--shots", shots, "--out_format", fmt]]
     if fmt != "dets":
