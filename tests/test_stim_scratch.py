@@ -97,6 +97,19 @@ def test_deterministic_records_order_and_lookbacks_are_stims_exactly(device):
                                                                                   (5, len(key.records))))
 
 
+def test_instructions_wider_than_the_scratch_pool_keep_their_record_order():
+    """Targets past the 64th reuse scratch qubits: records still in target order, Stim's exactly."""
+    bits = [(i * 7) % 3 % 2 for i in range(150)]
+    circuit = stim.Circuit("X " + " ".join(map(str, range(0, 100, 3))) + "\nMPAD " + " ".join(map(str, bits))
+                           + "\nHERALDED_PAULI_CHANNEL_1(0, 0, 0, 1) " + " ".join(map(str, range(0, 100, 2)))
+                           + "\nHERALDED_PAULI_CHANNEL_1(0, 1, 0, 0) " + " ".join(map(str, range(1, 100, 2)))
+                           + "\nM " + " ".join(map(str, range(100))))
+    program = compile_stim(circuit)
+    assert program.num_qubits <= circuit.num_qubits + 64
+    ours = QuasarqSimulator(seed=1, device="cpu").sample_measurements(circuit, 3)
+    assert (ours == circuit.compile_sampler().sample(1)).all()
+
+
 LOOKBACKS = """
 HERALDED_ERASE(0.3) 0
 MPAD(0.1) 0
