@@ -322,7 +322,8 @@ def _batch(program, columns: int) -> int:
 
 # ------------------------------------------------------------------------------------- commands
 def _validate_outputs(args: argparse.Namespace, detections: bool) -> None:
-    """The output options' rules (before any work), and `args.append` set to what is written."""
+    """The output options' rules (before any work); `args.append` set to whether the observables are
+    written with the detection events, `args.prepend` to whether before them."""
     if not detections:
         if args.append_observables or args.obs_out:
             given = "--append_observables" if args.append_observables else "--obs_out"
@@ -336,8 +337,10 @@ def _validate_outputs(args: argparse.Namespace, detections: bool) -> None:
     if args.obs_out and args.out_format == "dets" and args.command != "m2d":
         raise Failure("--obs_out cannot go with --out_format dets, which already lists the observables as "
                       "L0, L1, ... (as in Stim)")
-    # Stim's `detect` writes the observables into dets output unasked; its m2d does not
-    args.append = args.append_observables or (args.out_format == "dets" and args.command != "m2d")
+    # Stim's `detect` writes the observables into dets output unasked, before the detectors (after
+    # them with --append_observables); its m2d does not
+    args.prepend = not args.append_observables and args.out_format == "dets" and args.command != "m2d"
+    args.append = args.append_observables or args.prepend
 
 
 def _note_dropped_observables(args: argparse.Namespace, observables: int) -> None:
@@ -374,7 +377,7 @@ def sample(args: argparse.Namespace) -> None:
         raise Failure(f"{label}: the circuit declares no detectors or observables")
     engine = _engine(args.device)
     if detections:
-        shots = Shots(engine, program, "detectors", append_observables=args.append)
+        shots = Shots(engine, program, "detectors", append_observables=args.append and not args.prepend)
     else:
         shots = Shots(engine, program, "measurements", skip_reference=args.skip_reference_sample)
     key = draw_key(_seed(args))  # one key, drawn as the simulator's call draws it: the same bits
@@ -425,7 +428,8 @@ def _write(args: argparse.Namespace, kind: str, columns: int, observables: int, 
     or "detections" (`columns` detectors, `observables` observables) where the options say;
     `total`: the number of shots, when it is known before (npz and progress need it)."""
     records = kind == "records"
-    names = formats.Names([("M", columns)] if records else
+    prepend = not records and args.prepend
+    names = formats.Names([("M", columns)] if records else [("L", observables), ("D", columns)] if prepend else
                           [("D", columns)] + ([("L", observables)] if args.append else []))
     npz_arrays = [("records", columns)] if records else [("detectors", columns), ("observables", observables)]
     with contextlib.ExitStack() as stack:
@@ -441,7 +445,7 @@ def _write(args: argparse.Namespace, kind: str, columns: int, observables: int, 
             main = formats.Writer(out, args.out_format, names.count, names)
 
             def write(parts):
-                main.write(parts[0])
+                main.write(formats.joined((parts[1], observables), (parts[0], columns)) if prepend else parts[0])
                 if obs_writer is not None:
                     obs_writer.write(parts[1])
 

@@ -170,17 +170,16 @@ class _Job:
         # client's process): each of its calls makes its context current for the call.
         return self._engine
 
-    def reference(self) -> np.ndarray:
+    def reference(self, program: Program) -> np.ndarray:
         """The program's reference sample, as QuasarqSimulator.reference makes and keeps it."""
-        program = self.program
         ref = program.derived.get("reference")
         if ref is None:
             ref = program.derived["reference"] = self.engine().run_tableau(
                 program, prepared(program), _REFERENCE_KEY, reference=True).records
         return ref
 
-    def annotations(self, what: str) -> List[Annotation]:
-        dets, obs = self.program.detectors, self.program.observables
+    def annotations(self, program: Program, what: str) -> List[Annotation]:
+        dets, obs = program.detectors, program.observables
         if what == "detectors":
             return list(dets)
         if what == "detectors,observables":  # observables from a byte boundary, as sample_detectors
@@ -191,18 +190,18 @@ class _Job:
         """(program, schedule, engine, controlled?, reference, parities or None) for `what`,
         built once per worker, whichever thread comes first."""
         with self._lock:
-            sched = prepared(self.program)
-            program = self.program
+            records = what in ("records", "measurements")
+            program = self.program if records else self.program.with_pauli_readout()
+            sched = prepared(program)
             engine = self.engine()
             controlled = program.needs_branching()
-            needs_ref = what in ("records", "measurements") or bool(
-                program.conditions or program.confusions or controlled)
-            reference = self.reference() if needs_ref else np.zeros(program.num_records, dtype=np.uint8)
+            needs_ref = records or bool(program.conditions or program.confusions or controlled)
+            reference = self.reference(program) if needs_ref else np.zeros(program.num_records, dtype=np.uint8)
             parities = None
-            if what not in ("records", "measurements"):
+            if not records:
                 parities = self._parities.get(what)
                 if parities is None:
-                    parities = self._parities[what] = Parities.of(self.annotations(what), reference)
+                    parities = self._parities[what] = Parities.of(self.annotations(program, what), reference)
         return program, sched, engine, controlled, reference, parities
 
     def reduced(self, key, first_word: int, shots: int, what: str, op: str) -> np.ndarray:

@@ -50,6 +50,12 @@ def _unpack(packed: np.ndarray, columns: int) -> np.ndarray:
     return np.unpackbits(packed, axis=1, count=columns, bitorder="little")
 
 
+def joined(*parts: Tuple[np.ndarray, int]) -> np.ndarray:
+    """Bit-packed rows (uint8 [shots, ceil(columns / 8)]) of (rows, columns) parts side by side."""
+    return np.packbits(np.concatenate([_unpack(packed, columns) for packed, columns in parts], axis=1), axis=1,
+                       bitorder="little")
+
+
 class _Table:
     """Byte strings by id, gathered into one buffer by a vector of ids (no Python per item)."""
 

@@ -84,6 +84,8 @@ class Shots:
                  skip_reference: bool = False):
         if what not in WHAT:
             raise ValueError(f"what must be one of {WHAT}, got {what!r}")
+        if what == "detectors":
+            program = program.with_pauli_readout()
         self.engine, self.program, self.what = engine, program, what
         self.schedule = prepared(program)
         self.controlled = program.needs_branching()

@@ -104,10 +104,11 @@ class QuasarqStepResult:
 
 class _Replay:
     """The exact amplitudes after `start` and then each (program, schedule, key, records) run of
-    `segments` (results/phase.py), computed once, when a state vector is first asked for."""
+    `segments` (results/phase.py), computed once, when a state vector is first asked for; with
+    `shown`, those of its first `shown` qubits (the rest are scratch qubits in |0>)."""
 
-    def __init__(self, start: Callable[[], Amplitudes], segments: List[tuple]):
-        self.start, self.segments = start, segments
+    def __init__(self, start: Callable[[], Amplitudes], segments: List[tuple], shown: Optional[int] = None):
+        self.start, self.segments, self.shown = start, segments, shown
         self._result: Optional[Amplitudes] = None
 
     def __call__(self) -> Amplitudes:
@@ -115,12 +116,16 @@ class _Replay:
             amps = self.start().copy()
             for program, sched, key, records in self.segments:
                 replay(program, sched, key, records, 0, amps)
-            self._result = amps
+            self._result = amps if self.shown is None else amps.restricted(self.shown)
         return self._result
 
 
 def _zero_state(n: int, phase: complex = 1.0) -> Callable[[], Amplitudes]:
     return lambda: Amplitudes(n, [(0, 0, 1 << k) for k in range(n)], 0, phase)
+
+
+def _padded(start: Callable[[], Amplitudes], num_qubits: int) -> Callable[[], Amplitudes]:
+    return lambda: start().padded(num_qubits)
 
 
 def _is_stim(circuit: Any) -> bool:
@@ -282,7 +287,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
             raise InvalidInputError("sample_detectors: separate_observables and append_observables exclude "
                                     "each other (as in Stim)")
         repetitions = contract.repetitions(repetitions, "sample_detectors")
-        program = self.compile(circuit)
+        program = self.compile(circuit).with_pauli_readout()
         dets, obs = program.detectors, program.observables
         if separate_observables:  # observables from a byte boundary on, so both halves are whole bytes
             pad = [Annotation("pad", np.zeros(0, dtype=np.int64))] * (-len(dets) % 8)
@@ -381,15 +386,25 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
                             initial_state: Any = None) -> Iterator[QuasarqTrialResult]:
         qubits = self._qubits(program, qubit_order, initial_state)
         initial = make_initial(initial_state, qubits)
+        n = len(qubits)
         for resolver, compiled in self._programs(program, params, qubits):
             start_tableau, start, segments = self._start(initial, qubits)
+            # A Stim circuit's scratch qubits (heralds, MPAD, Pauli observables) follow its own, in
+            # |0> at the start and at the end: the state is shown without them.
+            scratch = compiled.num_qubits > n
+            if scratch:
+                start_tableau = None if start_tableau is None else start_tableau.padded(compiled.num_qubits)
+                start, segments = _padded(_Replay(start, segments), compiled.num_qubits), []
             sched = prepared(compiled)
             contract.warn_if_long(compiled, self.engine.name, tableau_runs=1)
             key = self._next_key()
             run = self.engine.run_tableau(compiled, sched, key, initial=start_tableau)
-            phase = _Replay(start, segments + [(compiled, sched, key, run.records)])
+            phase = _Replay(start, segments + [(compiled, sched, key, run.records)], n if scratch else None)
             # The final tableau is read when the state is (a GPU run's stays on the device until then).
-            state = QuasarqState(lambda run=run: run.tableau, compiled.qubits, phase, self.dtype, run=run)
+            if scratch:  # the compiler's scratch qubits are dropped: the host derives the rows
+                state = QuasarqState(lambda run=run: run.tableau.restricted(n), compiled.qubits, phase, self.dtype)
+            else:
+                state = QuasarqState(lambda run=run: run.tableau, compiled.qubits, phase, self.dtype, run=run)
             yield QuasarqTrialResult(resolver, last_measurements(compiled, run.records), state)
 
     def simulate_moment_steps(self, circuit: cirq.AbstractCircuit,

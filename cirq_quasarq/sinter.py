@@ -124,7 +124,9 @@ class _CompiledQuasarqSampler(sinter.CompiledSampler):
         self.task, self.counters = task, sampler._counters
         self.count_detection_events = sampler.count_detection_events
         self.count_observable_error_combos = sampler.count_observable_error_combos
-        dem = task.detector_error_model or task.circuit.detector_error_model(decompose_errors=True)
+        # as sinter's collection makes it (heralded channels need the disjoint errors approximated)
+        dem = task.detector_error_model or task.circuit.detector_error_model(
+            decompose_errors=True, approximate_disjoint_errors=True)
         if task.decoder is None or task.detector_error_model is None:  # a task not from sinter.collect
             task = sinter.Task(circuit=task.circuit, decoder=task.decoder or "quasarq", detector_error_model=dem,
                                postselection_mask=task.postselection_mask, json_metadata=task.json_metadata,

@@ -84,7 +84,7 @@ __device__ __forceinline__ void qq_frame_step(const QQTables* T, const int* row,
         qq_xor_pauli(fx, fz, (size_t)row[QQ_F_A] * S + j, pauli, differs);
         return;
     }
-    if (kind == QQ_KIND_UNITARY) {
+    if (kind == QQ_KIND_UNITARY || kind == QQ_KIND_FRAME) {  // FRAME: a frame parity, by its map alone
         if (op == QQ_OP_I) return;
         const int arity = qq_arity[op];
         const size_t a0 = (size_t)row[QQ_F_A] * S + j;

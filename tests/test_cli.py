@@ -37,7 +37,22 @@ DETERMINISTIC = stim.Circuit("""
     OBSERVABLE_INCLUDE(2) rec[-1]
     DETECTOR rec[-1]
 """)
-
+# Deterministic with events: an observable and a detector fire in every shot (dets orders them as Stim)
+FIRING = stim.Circuit("X_ERROR(1) 0 1\nM 0 1\nOBSERVABLE_INCLUDE(1) rec[-1]\nDETECTOR rec[-1]\nDETECTOR rec[-2]")
+# Deterministic too: MPAD, heralds that always or never fire, Pauli observable targets on eigenstates
+DETERMINISTIC_SCRATCH = stim.Circuit("""
+    X 1
+    MPAD 1 0 1
+    HERALDED_PAULI_CHANNEL_1(0, 0, 1, 0) 0 1
+    HERALDED_ERASE(0) 2
+    M 0 1 2
+    MPP X3*X3
+    DETECTOR rec[-2] rec[-5]
+    DETECTOR rec[-3] rec[-6]
+    DETECTOR rec[-4] rec[-9]
+    OBSERVABLE_INCLUDE(0) rec[-9] Z0
+    OBSERVABLE_INCLUDE(1) Z2 Z1
+""")
 
 
 def _run(args, *, stdin=None, env_extra=None):
@@ -122,9 +137,10 @@ def test_batches_do_not_change_the_bits(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("fmt", formats.FORMATS)
-def test_deterministic_circuits_are_byte_identical_to_stims(tmp_path, fmt):
+@pytest.mark.parametrize("circuit", [DETERMINISTIC, FIRING, DETERMINISTIC_SCRATCH], ids=["plain", "firing", "scratch"])
+def test_deterministic_circuits_are_byte_identical_to_stims(tmp_path, fmt, circuit):
     path = tmp_path / "c.stim"
-    path.write_text(str(DETERMINISTIC))
+    path.write_text(str(circuit))
     shots = "128" if fmt == "ptb64" else "70"
     runs = [["sample", "--shots", shots, "--out_format", fmt], ["detect", "--shots", shots, "--out_format", fmt]]
     if fmt != "dets":
@@ -174,6 +190,22 @@ def _stim_m2d(circuit, records, fmt, extra, out, obs_out):
     stim.write_shot_data_file(data=d, path=str(out), format=fmt, **counts)
     if "--obs_out" in extra:
         stim.write_shot_data_file(data=o, path=str(obs_out), format=fmt, num_observables=circuit.num_observables)
+
+
+def test_m2d_of_heralds_and_pauli_targets_is_byte_identical_to_stims(tmp_path):
+    """Heralds are records like any other; Pauli observable targets add nothing to m2d (as Stim)."""
+    circuit = stim.Circuit("H 0\nREPEAT 3 {\n HERALDED_ERASE(0.3) 0 1\n MPAD(0.2) 1\n CX 0 1\n M 1\n"
+                           " DETECTOR rec[-1] rec[-2]\n DETECTOR rec[-3]\n OBSERVABLE_INCLUDE(0) rec[-4] X0\n}\n"
+                           "OBSERVABLE_INCLUDE(1) Z1")
+    path, data = tmp_path / "c.stim", tmp_path / "m.01"
+    path.write_text(str(circuit))
+    records = QuasarqSimulator(seed=4, device="cpu").sample_measurements(circuit, 300)
+    stim.write_shot_data_file(data=records, path=str(data), format="01", num_measurements=circuit.num_measurements)
+    common = ["m2d", "--circuit", str(path), "--in", str(data), "--in_format", "01", "--out_format", "01",
+              "--append_observables"]
+    assert cli.main([*common, "--out", str(tmp_path / "ours"), "--quiet"]) == 0
+    _stim([*common, "--out", str(tmp_path / "theirs")])
+    assert (tmp_path / "ours").read_bytes() == (tmp_path / "theirs").read_bytes()
 
 
 def test_m2d_of_our_samples_gives_our_detection_events(tmp_path):
@@ -352,11 +384,11 @@ PREFIX = "\n".join(["H 0"] * 45 + ["CX 0 1"] * 45)
 @pytest.mark.parametrize("text, line", [
     ("ELSE_CORRELATED_ERROR(0.25) X1\nM 0\n", "line 1:"),
     ("R 0 1 2\nX_ERROR(0.1) 0\nE(0.2) X0\nTICK\nELSE_CORRELATED_ERROR(0.25) X1\nM 0 1 2\n", "line 5:"),
-    (PREFIX + "\nMPAD 0\n", "line 91:"),
-    ("H 0\n# a comment\n\nREPEAT 3 {\n  H 1\n  TICK\n  REPEAT 2 {\n    M 0\n    MPAD 0\n  }\n}\nM 1\n",
+    (PREFIX + "\nMPP X0*Z0\n", "line 91:"),  # an anti-Hermitian product (Stim's samplers refuse it too)
+    ("H 0\n# a comment\n\nREPEAT 3 {\n  H 1\n  TICK\n  REPEAT 2 {\n    M 0\n    MPP X0*Z0\n  }\n}\nM 1\n",
      "line 9:"),
-    ("M 0\nREPEAT 2 {\n  H 0\n}\nREPEAT 1 {\n  X 0\n  MPAD 0\n}\n", "line 7:"),
-    ("HERALDED_ERASE(0.1) 0\nHERALDED_ERASE(0.1) 1\nM 0\n", "lines 1-2:"),
+    ("M 0\nREPEAT 2 {\n  H 0\n}\nREPEAT 1 {\n  X 0\n  MPP X0*Z0\n}\n", "line 7:"),
+    ("MPP X0*Z0\nMPP X1*Z1\nM 0\n", "lines 1-2:"),
     ("H 0\nT 0\nM 0\n", "line 2:"),
     ("H 0\nREPEAT 3 {\n  H 0\n", "line 2:"),
 ])

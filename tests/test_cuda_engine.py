@@ -310,6 +310,8 @@ def test_every_opcode(cuda_engine, numpy_engine):
                 b.next_step()
                 b.confusion(first, np.array([[0.7, 0.1, 0.1, 0.1], [0.2, 0.5, 0.2, 0.1],
                                              [0.0, 0.0, 1.0, 0.0], [0.25, 0.25, 0.25, 0.25]]))
+            elif op.kind == Kind.FRAME:  # frame mode's parity into qs[1]'s X frame, read by its measurement
+                b.emit(op.code, qs[0], qs[1])
             elif op.kind == Kind.LOOP:
                 b.begin_loop(3)
                 g.layer_unitaries(0.5)

@@ -147,6 +147,10 @@ def test_sample_detectors_and_measurements_equal_unsharded(client, surface):
              (sc, {"separate_observables": True, "bit_packed": True}), (cc, {"bit_packed": True})]
     several = stim.Circuit(str(sc) + "\nOBSERVABLE_INCLUDE(3) rec[-1]\nOBSERVABLE_INCLUDE(2) rec[-2] rec[-1]")
     cases.append((several, {"separate_observables": True}))
+    # heralds, MPAD and a Pauli-target observable: records through scratch qubits, a readout for detectors
+    heralded = stim.Circuit(str(sc) + "\nHERALDED_ERASE(0.2) 0 1\nMPAD(0.1) 1\nOBSERVABLE_INCLUDE(1) X0 Z2 rec[-1]"
+                                      "\nDETECTOR rec[-2]")
+    cases += [(heralded, {"separate_observables": True}), (heralded, {"append_observables": True, "bit_packed": True})]
     for circuit, kwargs in cases:
         want = _sim(7).sample_detectors(circuit, shots, **kwargs)
         got = qd.sample_detectors(_sim(7), circuit, shots, client=client, shard_words=3, **kwargs)
@@ -154,10 +158,11 @@ def test_sample_detectors_and_measurements_equal_unsharded(client, surface):
             assert w.dtype == g.dtype and np.array_equal(w, g), kwargs
         if circuit is several:
             assert got[1].shape == (shots, 4)  # Stim's numbering: observables 0..3
-    for bit_packed in (False, True):
-        want = _sim(8).sample_measurements(sc, shots, bit_packed=bit_packed)
-        got = qd.sample_measurements(_sim(8), sc, shots, client=client, shard_words=2, bit_packed=bit_packed)
-        assert want.dtype == got.dtype and np.array_equal(want, got)
+    for circuit in (sc, heralded):
+        for bit_packed in (False, True):
+            want = _sim(8).sample_measurements(circuit, shots, bit_packed=bit_packed)
+            got = qd.sample_measurements(_sim(8), circuit, shots, client=client, shard_words=2, bit_packed=bit_packed)
+            assert want.dtype == got.dtype and np.array_equal(want, got)
 
 
 def test_reductions_on_the_workers(client, surface):

@@ -194,6 +194,52 @@ def test_sinter_counts_match_sinters_default_sampler():
     assert sum(ours.custom_counts[k] for k in keys) == ours.errors
 
 
+def heralded_repetition(d: int = 5, rounds: int = 4, erasure: float = 0.1, p: float = 0.04) -> stim.Circuit:
+    """A repetition code memory with heralded erasures of its data qubits each round (the heralds
+    are detectors), MPAD records, and its logical observable as the Pauli target Z0 at the start and
+    the end."""
+    data, ancillas = list(range(0, 2 * d, 2)), list(range(1, 2 * d - 1, 2))
+    h, k = len(data), len(ancillas)
+    qs = lambda q: " ".join(map(str, q))  # noqa: E731
+
+    def round_(first: bool):
+        lines = [f"HERALDED_ERASE({erasure}) {qs(data)}", f"DEPOLARIZE1({p}) {qs(data)}", "TICK",
+                 "CX " + " ".join(f"{q} {q + 1}" for q in data[:-1]), "TICK",
+                 "CX " + " ".join(f"{q + 2} {q + 1}" for q in data[:-1]), "TICK",
+                 f"X_ERROR({p}) {qs(ancillas)}", f"MR {qs(ancillas)}"]
+        lines += [f"DETECTOR rec[-{k + h - i}]" for i in range(h)]  # the heralds
+        lines += [f"DETECTOR rec[-{k - i}]" + ("" if first else f" rec[-{2 * k + h - i}]") for i in range(k)]
+        return lines
+
+    lines = [f"R {qs(data)} {qs(ancillas)}", "OBSERVABLE_INCLUDE(0) Z0", "MPAD 0 1"] + round_(True)
+    lines += [f"REPEAT {rounds - 1} {{"] + round_(False) + ["}", f"X_ERROR({p}) {qs(data)}",
+                                                            "OBSERVABLE_INCLUDE(0) Z0", f"M {qs(data)}"]
+    lines += [f"DETECTOR rec[-{h - i}] rec[-{h - i - 1}] rec[-{h + k - i}]" for i in range(k)]
+    return stim.Circuit("\n".join(lines))
+
+
+def test_sinter_plug_in_on_heralded_erasures_matches_sinters_default_sampler():
+    """Heralds as detectors and a Pauli-target observable, decoded by pymatching from the same
+    detector error model: error rates and detection events as sinter's own sampler gives them."""
+    sinter, QuasarqSampler = _sinter()
+    task = sinter.Task(circuit=heralded_repetition(), json_metadata={})
+    common = dict(num_workers=2, tasks=[task], max_shots=20000)
+    ours = sinter.collect(decoders=["q"], custom_decoders={"q": QuasarqSampler(
+        device="cpu", seed=5, count_detection_events=True)}, **common)[0]
+    theirs = sinter.collect(decoders=["pymatching"], count_detection_events=True, **common)[0]
+    assert ours.shots == theirs.shots == 20000 and theirs.errors > 50
+    fa = sinter.fit_binomial(num_shots=ours.shots, num_hits=ours.errors, max_likelihood_factor=1e3)
+    fb = sinter.fit_binomial(num_shots=theirs.shots, num_hits=theirs.errors, max_likelihood_factor=1e3)
+    assert fa.low <= fb.high and fb.low <= fa.high, (ours, theirs)
+    a, b = ours.custom_counts["detection_events"], theirs.custom_counts["detection_events"]
+    checked = ours.custom_counts["detectors_checked"]
+    rate = (a + b) / (2 * checked)
+    assert abs(a - b) < 8 * np.sqrt(2 * checked * rate * (1 - rate)), (a, b)
+    # a task not from sinter.collect: the plug-in makes the detector error model itself
+    compiled = QuasarqSampler(device="cpu", seed=5).compiled_sampler_for_task(sinter.Task(circuit=task.circuit))
+    assert compiled.sample(100).shots == 100
+
+
 def test_sinter_collect_command_takes_the_module_function(tmp_path):
     sinter, _ = _sinter()
     command = pathlib.Path(sys.executable).parent / "sinter"

@@ -8,6 +8,7 @@ final stabilizer groups equal).
 """
 
 import random
+import re
 import subprocess
 import sys
 import time
@@ -367,7 +368,10 @@ def random_circuit(seed, n=6, noisy=False):
                     size = r.randint(1, 3)
                     group = qs[used:used + size]
                     used += size
-                    if group:
+                    if group and r.random() < 0.1:  # +-I: a constant record
+                        letter = r.choice("XYZ")
+                        products.append(f"{inv()}{letter}{group[0]}*{letter}{group[0]}")
+                    elif group:
                         products.append("*".join(inv() + r.choice("XYZ") + str(q) for q in group))
                 arg = f"({p()})" if noisy and r.random() < 0.5 else ""
                 lines.append(f"MPP{arg} " + " ".join(products))
@@ -394,7 +398,20 @@ def random_circuit(seed, n=6, noisy=False):
             elif roll < 0.88 and state["m"]:
                 recs = " ".join(f"rec[-{k}]" for k in sorted(r.sample(range(1, state["m"] + 1), min(2, state["m"]))))
                 lines.append(r.choice([f"DETECTOR({qs[0]}, {depth}) {recs}", f"OBSERVABLE_INCLUDE({depth}) {recs}",
+                                       f"OBSERVABLE_INCLUDE({depth}) {recs} {inv()}{r.choice('XYZ')}{qs[1]}",
+                                       f"OBSERVABLE_INCLUDE({depth}) {r.choice('XYZ')}{qs[0]} {r.choice('XYZ')}{qs[1]}",
                                        "SHIFT_COORDS(1)", f"QUBIT_COORDS(1, 2) {qs[0]}"]))
+            elif roll < 0.90:
+                bits = [str(r.randint(0, 1)) for _ in range(r.randint(1, 3))]
+                arg = f"({p()})" if noisy and r.random() < 0.5 else ""
+                lines.append(f"MPAD{arg} " + " ".join(bits))
+                state["m"] += len(bits)
+            elif roll < 0.92 and noisy:
+                k = r.randint(1, 3)
+                probs = [p()] if r.random() < 0.5 else [round(r.uniform(0, 0.1), 3) for _ in range(4)]
+                name = "HERALDED_ERASE" if len(probs) == 1 else "HERALDED_PAULI_CHANNEL_1"
+                lines.append(f"{name}({', '.join(map(str, probs))}) " + " ".join(inv() + str(q) for q in qs[:k]))
+                state["m"] += k
             elif noisy:
                 lines.append(r.choice([
                     f"X_ERROR({p()}) {qs[0]} {qs[1]}", f"Y_ERROR({p()}) {qs[0]}", f"Z_ERROR({p()}) {qs[0]}",
@@ -451,7 +468,12 @@ def replay(circuit, records, coins):
     m = 0
     for inst in circuit.flattened():
         name = inst.name
-        if name in ("M", "MX", "MY", "MR", "MRX", "MRY"):
+        if name == "MPAD":  # without noise: its bits
+            for t in inst.targets_copy():
+                assert records[m] == t.value, (m, str(inst))
+                m += 1
+            sim.do(inst)
+        elif name in ("M", "MX", "MY", "MR", "MRX", "MRY"):
             for t in inst.targets_copy():
                 raw = bool(records[m] ^ t.is_inverted_result_target)
                 getattr(sim, _POSTSELECT[_BASIS[name]])(t.value, desired_value=raw)
@@ -493,7 +515,7 @@ def test_random_circuits_replay_exactly_in_stim(seed):
     for repetition in range(3):
         run = engine.run_tableau(p, sched, key, repetition=repetition)
         sim = replay(c, run.records, reset_coins(p, sched, key, repetition, False))
-        ours = as_stim_inverse(run.tableau).inverse()
+        ours = as_stim_inverse(run.tableau.restricted(c.num_qubits)).inverse()  # scratch qubits dropped
         assert ours.to_stabilizers(canonicalize=True) == sim.canonical_stabilizers(), (seed, repetition)
 
 
@@ -515,15 +537,23 @@ def test_noisy_random_circuits_sample_as_stim(seed):
     bits, _ = sample_program(p, shots, seed)
     theirs = c.compile_sampler(seed=seed).sample(shots).T.astype(np.uint8)
     assert_rates_agree(bits, theirs, f"seed {seed}")
+    # detection events and observable flips (Pauli targets included), and their pairs
+    ours = QuasarqSimulator(seed=seed, device="cpu").sample_detectors(c, shots, append_observables=True)
+    theirs = c.compile_detector_sampler(seed=seed).sample(shots, append_observables=True)
+    assert ours.shape == theirs.shape
+    if ours.shape[1]:
+        assert_rates_agree(ours.T.astype(np.uint8), theirs.T.astype(np.uint8), f"events of seed {seed}")
 
 
 def test_random_circuits_do_use_every_instruction():
-    text = "\n".join(str(random_circuit(s, noisy=True)) for s in range(100, 110))
+    text = "\n".join(str(random_circuit(s, noisy=True)) for s in range(100, 120))
     text += "\n".join(str(random_circuit(s)) for s in range(40))
     for name in ["MPP", "MXX", "MYY", "MZZ", "MX", "MY", "MRX", "MRY", "RX", "RY", "SPP", "REPEAT",
                  "rec[-1]", "!", "XCZ", "DEPOLARIZE2", "PAULI_CHANNEL_2", "E(", "M(", "MPP(", "DETECTOR",
-                 "OBSERVABLE_INCLUDE", "SHIFT_COORDS"]:
+                 "OBSERVABLE_INCLUDE", "SHIFT_COORDS", "MPAD 1", "MPAD(", "HERALDED_ERASE(",
+                 "HERALDED_PAULI_CHANNEL_1(", "X1*X1"]:
         assert name in text, name
+    assert re.search(r"OBSERVABLE_INCLUDE\(\d\) rec\[-\d\] rec\[-\d\] !?[XYZ]\d", text)  # Pauli targets
 
 
 # -- refusals ----------------------------------------------------------------------------------
@@ -531,13 +561,9 @@ def test_random_circuits_do_use_every_instruction():
 
 @pytest.mark.parametrize("text,named", [
     ("X_ERROR(0.1) 0\nELSE_CORRELATED_ERROR(0.2) Z1", "ELSE_CORRELATED_ERROR(0.2) Z1"),
-    ("H 0\nMPAD(0.1) 1", "MPAD(0.1) 1"),
-    ("MPAD 0 1", "MPAD 0 1"),
-    ("HERALDED_ERASE(0.1) 0", "HERALDED_ERASE(0.1) 0"),
-    ("HERALDED_PAULI_CHANNEL_1(0.1, 0, 0, 0) 0", "HERALDED_PAULI_CHANNEL_1"),
-    ("M 0\nOBSERVABLE_INCLUDE(0) rec[-1] X1", "OBSERVABLE_INCLUDE(0) rec[-1] X1"),
-    ("MPP X0*Z0", "MPP X0*Z0"),
-    ("MPP X1*X1", "MPP X1*X1"),
+    ("MPP X0*Z0", "MPP X0*Z0"),  # anti-Hermitian products: Stim's samplers refuse them too
+    ("H 0\nMPP(0.1) Z1 Y0*X0", "MPP(0.1) Z1 Y0*X0"),
+    ("MXX 0 1\nSPP_DAG Z2*Y2", "SPP_DAG Z2*Y2"),
 ])
 def test_unsupported_instructions_are_named(text, named):
     with pytest.raises(UnsupportedOperationError) as info:
@@ -547,7 +573,7 @@ def test_unsupported_instructions_are_named(text, named):
 
 
 def test_the_error_names_the_repeat_nesting():
-    c = stim.Circuit("H 0\nREPEAT 3 {\n  M 0\n  REPEAT 2 {\n    H 0\n    MPAD 0\n  }\n}")
+    c = stim.Circuit("H 0\nREPEAT 3 {\n  M 0\n  REPEAT 2 {\n    H 0\n    MPP X0*Z0\n  }\n}")
     where = (r"instruction 1 of the body of the REPEAT 2 block at instruction 1 of the body of the REPEAT 3 "
              r"block at instruction 1")
     with pytest.raises(UnsupportedOperationError, match=where):
@@ -642,6 +668,7 @@ def assert_programs_equal(p, q, what=""):
         assert [(a.records.tolist(), a.coords, a.index) for a in mine] == \
             [(a.records.tolist(), a.coords, a.index) for a in theirs], what
     assert np.array_equal(p.moment_rows, q.moment_rows) and np.array_equal(p.moment_records, q.moment_records), what
+    assert p.pauli_observables == q.pauli_observables, what
 
 
 def _both(circuit):

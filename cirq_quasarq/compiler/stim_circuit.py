@@ -26,6 +26,13 @@ Conventions
   enclosing loop, so a measurement inside a loop is one key with one instance per iteration (as
   stimcirq names them: `run()` gives a `cirq.ResultDict` keyed "0", "1", ...).
 - Moments (`Program.moment_rows`): the top-level TICK layers and REPEAT blocks.
+- Scratch qubits, past the circuit's: a record with no qubit of the circuit behind it (MPAD, a
+  herald, a measurement of +-I) is an MR of a scratch qubit in |0> (target i of an instruction takes
+  scratch qubit i mod `_SCRATCH`), inverted for a 1; a flip probability is an X_ERROR on it first,
+  a herald a two-qubit channel that flips it with each Pauli the channel applies to its qubit.
+  Each observable index with Pauli targets has a qubit of its own (`Program.pauli_observables`).
+  `Program.num_qubits` counts them; `Program.qubits`, the records, keys and final state never show
+  them.
 - Detectors / observables / channels come out as the Cirq compiler makes them for
   `stimcirq.stim_circuit_to_cirq_circuit(circuit)` (same records, coordinates, channel
   probabilities and Paulis); one deliberate difference: X_ERROR(1) (and Y/Z) stays a noise
@@ -40,18 +47,23 @@ CONFUSION after the record); MPP, MXX, MYY, MZZ (basis change, CX parity, M, und
 `lowerings.pauli_measurement`); X_ERROR, Y_ERROR, Z_ERROR, DEPOLARIZE1, DEPOLARIZE2,
 PAULI_CHANNEL_1, PAULI_CHANNEL_2, E / CORRELATED_ERROR, ELSE_CORRELATED_ERROR directly after E or
 another ELSE (the chain is one channel on the union of its qubits, one draw: outcome k is link k's
-product with probability p_k * prod_{i<k} (1 - p_i)), I_ERROR / II_ERROR (nothing); CX / CY / CZ
+product with probability p_k * prod_{i<k} (1 - p_i)), I_ERROR / II_ERROR (nothing); HERALDED_ERASE(p)
+(per target, with probability p a herald record of 1 and I, X, Y or Z with p/4 each, else a 0; an
+inverted target is not inverted, as in Stim), HERALDED_PAULI_CHANNEL_1(pi, px, py, pz) (a 1 with I,
+X, Y, Z by those probabilities, else a 0); MPAD (its bits, flipped with its probability); CX / CY / CZ
 / XCZ / YCZ with a ``rec[-k]`` control (a classically controlled Pauli), and with a ``sweep[k]``
 control or between two records (nothing: sweep bits are 0, as in Stim's samplers; a phase between
-classical bits changes neither); DETECTOR, OBSERVABLE_INCLUDE (records only), SHIFT_COORDS,
-QUBIT_COORDS (ignored), TICK, REPEAT.
+classical bits changes neither); DETECTOR, OBSERVABLE_INCLUDE of records and of Pauli targets (as
+Stim's samplers: the observable flips where the Pauli frame anticommutes with the target, relative
+to a noiseless 0, nothing collapses, the target's sign changes nothing; records and m2d ignore
+them; a FRAME_PARITY row each, see `_pauli_term`), SHIFT_COORDS, QUBIT_COORDS (ignored), TICK,
+REPEAT; MPP / MXX / MYY / MZZ of +-I (a constant record) and SPP of +-I (nothing).
 
 Refused with `UnsupportedOperationError` naming the instruction, its position and this list:
 ELSE_CORRELATED_ERROR anywhere but directly after E or another ELSE in the same block (Stim's
 samplers carry the chain's state across other instructions; its detector error model refuses it,
-as we do: another instruction in between could not be folded into one channel), HERALDED_ERASE,
-HERALDED_PAULI_CHANNEL_1, MPAD (a record without a qubit), measurements of the identity or of
-anti-Hermitian products, OBSERVABLE_INCLUDE with Pauli targets, and any instruction Stim adds later.
+as we do: another instruction in between could not be folded into one channel), measurements and
+SPP of anti-Hermitian products (Stim refuses them too), and any instruction Stim adds later.
 """
 
 from __future__ import annotations
@@ -75,9 +87,9 @@ SUPPORTED = (
     "supported: Stim's unitary gates with an opcode (all of core.opcodes' unitaries, under any alias), "
     "I, II, SPP, SPP_DAG; M, MX, MY, MR, MRX, MRY, R, RX, RY (inverted targets, flip probability); "
     "MPP, MXX, MYY, MZZ; X_ERROR, Y_ERROR, Z_ERROR, DEPOLARIZE1, DEPOLARIZE2, PAULI_CHANNEL_1, "
-    "PAULI_CHANNEL_2, E / CORRELATED_ERROR (ELSE_CORRELATED_ERROR directly after it), I_ERROR, II_ERROR; "
-    "CX / CY / CZ / XCZ / YCZ with a rec[-k] "
-    "control; DETECTOR, OBSERVABLE_INCLUDE (records), SHIFT_COORDS, QUBIT_COORDS, TICK, REPEAT")
+    "PAULI_CHANNEL_2, E / CORRELATED_ERROR (ELSE_CORRELATED_ERROR directly after it), I_ERROR, II_ERROR, "
+    "HERALDED_ERASE, HERALDED_PAULI_CHANNEL_1; MPAD; CX / CY / CZ / XCZ / YCZ with a rec[-k] or sweep[k] "
+    "control; DETECTOR, OBSERVABLE_INCLUDE (records, Pauli targets), SHIFT_COORDS, QUBIT_COORDS, TICK, REPEAT")
 
 _CODE = opcodes.CODE
 _TO_Z = {paulis.X: _CODE["H"], paulis.Y: _CODE["H_YZ"]}  # self-inverse basis changes to Z
@@ -97,11 +109,13 @@ _NOTHING = {"I", "II", "I_ERROR", "II_ERROR", "QUBIT_COORDS"}
 # must sit on a Z side; the other side's letter is the Pauli applied to the qubit).
 _FEEDBACK_SIDES = {"CX": ("Z", "X"), "CY": ("Z", "Y"), "CZ": ("Z", "Z"), "XCZ": ("X", "Z"),
                    "YCZ": ("Y", "Z")}
-_REFUSED = {
-    "HERALDED_ERASE": "heralded noise is not supported",
-    "HERALDED_PAULI_CHANNEL_1": "heralded noise is not supported",
-    "MPAD": "MPAD (a record written without a qubit) is not supported",
-}
+_HERALDED = {"HERALDED_ERASE", "HERALDED_PAULI_CHANNEL_1"}
+_PARITY_CODE = {paulis.X: _CODE["FRAME_PARITY_X"], paulis.Y: _CODE["FRAME_PARITY_Y"],
+                paulis.Z: _CODE["FRAME_PARITY_Z"]}
+# Scratch qubits of heralds and MPAD at most (target i of an instruction takes scratch qubit i mod
+# this): a layer of heralds takes a few positions, not two per target, while tableau mode, quadratic
+# in the qubits, grows little.
+_SCRATCH = 64
 
 _TABLE: Optional[Dict[str, Tuple[str, object]]] = None
 
@@ -227,6 +241,8 @@ class _StimCompiler:
         self.specs: Dict[Tuple, Optional[Tuple[int, int, Optional[Tuple[int, ...]]]]] = {}
         self.moment_rows: List[int] = []
         self.moment_records: List[int] = []
+        self.scratch: List[int] = []  # heralds' and MPAD's qubits past the circuit's, |0> between uses
+        self.accumulators: Dict[int, int] = {}  # observable index -> the qubit its Pauli terms go to
 
     # -- the walk ------------------------------------------------------------------------------
     def run(self, circuit) -> Program:
@@ -237,7 +253,9 @@ class _StimCompiler:
         rows, recs = self.moment_rows, self.moment_records
         if rows and rows[-1] == self.b.num_rows() and recs[-1] == self.b.num_records:
             rows.pop(), recs.pop()  # no trailing empty moment
-        return self.b.build(LineQubits(self.n), rows, recs)
+        program = self.b.build(LineQubits(self.n), rows, recs)
+        program.pauli_observables = tuple(sorted(self.accumulators.items()))
+        return program
 
     def _close(self) -> None:
         """Close the open step (if anything was placed in it)."""
@@ -548,6 +566,20 @@ class _StimCompiler:
         if pos + 1 > self.rtop:
             self.rtop = pos + 1
 
+    def _new_qubit(self) -> int:
+        """A qubit past the circuit's, for the compiler's own use (`Program.qubits` never shows it)."""
+        q = self.b.add_qubit()
+        if q >= len(self.free):
+            self.free = np.concatenate([self.free, np.zeros(len(self.free), dtype=np.int64)])
+        return q
+
+    def _scratch(self, i: int) -> int:
+        """The scratch qubit of a herald's or MPAD's target i (in |0> before and after)."""
+        k = i % _SCRATCH
+        while len(self.scratch) <= k:
+            self.scratch.append(self._new_qubit())
+        return self.scratch[k]
+
     # -- the other instructions ------------------------------------------------------------------
     def _other(self, inst, index: int, name: str) -> None:
         b = self.b
@@ -576,26 +608,27 @@ class _StimCompiler:
             b.shift_coords(inst.gate_args_copy())
         elif name in _NOTHING:
             pass
-        elif name == "MPP":
+        elif name == "MPP" or name in _PAIR_MEASURE:
             p = self._flip_probability(inst, index)
-            for group in inst.target_groups():
-                sign, support = self._product(inst, index, group)
-                self._pauli_measure(support, sign, p)
-        elif name in _PAIR_MEASURE:
-            p = self._flip_probability(inst, index)
-            letter = _PAIR_MEASURE[name]
-            for group in inst.target_groups():
+            letter = _PAIR_MEASURE.get(name)
+            for i, group in enumerate(inst.target_groups()):
                 sign, support = self._product(inst, index, group, letter)
-                self._pauli_measure(support, sign, p)
+                if support:
+                    self._pauli_measure(support, sign, p)
+                else:  # of +-I: a constant record, as Stim gives it
+                    self._constant(i, sign, self._spec(inst, index, "X_ERROR", (p,)))
         elif name == "SPP" or name == "SPP_DAG":
             for group in inst.target_groups():
                 sign, support = self._product(inst, index, group)
-                self._pauli_phase(support, sign ^ (name == "SPP_DAG"))
+                if support:  # of +-I: a global phase, dropped as SPP's lowering drops its own
+                    self._pauli_phase(support, sign ^ (name == "SPP_DAG"))
+        elif name in _HERALDED:
+            self._herald(inst, index, name)
+        elif name == "MPAD":
+            self._pad(inst, index)
         elif name == "ELSE_CORRELATED_ERROR":  # one that no chain took
             self._fail(inst, index, "ELSE_CORRELATED_ERROR must directly follow E / CORRELATED_ERROR or "
                                     "another ELSE_CORRELATED_ERROR (as Stim's detector error model requires)")
-        elif name in _REFUSED:
-            self._fail(inst, index, _REFUSED[name])
         else:
             self._fail(inst, index, f"{name} is not supported")
 
@@ -627,7 +660,7 @@ class _StimCompiler:
 
     def _product(self, inst, index: int, group, letter: Optional[int] = None) -> Tuple[bool, List[Tuple[int, int]]]:
         """A Pauli product's sign and support [(qubit, letter)], in target order (a qubit named
-        twice multiplies its letters); `letter` for MXX / MYY / MZZ's qubit targets."""
+        twice multiplies its letters; empty for +-I); `letter` for MXX / MYY / MZZ's qubit targets."""
         log_i = 0
         acc: Dict[int, int] = {}
         for t in group:
@@ -648,11 +681,7 @@ class _StimCompiler:
             acc[q] = new
         if log_i % 2:
             self._fail(inst, index, "the Pauli product is anti-Hermitian")
-        support = [(q, m) for q, m in acc.items() if m != paulis.I]
-        if not support:
-            self._fail(inst, index, "a measurement of the identity (a record without a qubit) is "
-                                    "not supported")
-        return bool(log_i % 4), support
+        return bool(log_i % 4), [(q, m) for q, m in acc.items() if m != paulis.I]
 
     def _parity(self, support: List[Tuple[int, int]]) -> List[Tuple[int, Tuple[int, ...]]]:
         """Rows that map the product onto Z of its first qubit (each row self-inverse)."""
@@ -729,6 +758,11 @@ class _StimCompiler:
                     {(paulis.X,): args[0], (paulis.Y,): args[1], (paulis.Z,): args[2]}, 1, name)
             elif name == "PAULI_CHANNEL_2":
                 spec = channels.spec_from_outcomes(dict(zip(channels.TWO_QUBIT_ORDER, args)), 2, name)
+            elif name in _HERALDED:  # on (scratch qubit, qubit): the herald's X with each Pauli
+                probs = (args[0] / 4,) * 4 if name == "HERALDED_ERASE" else args
+                spec = channels.spec_from_outcomes(
+                    {(paulis.X, letter): p for letter, p in zip((paulis.I, paulis.X, paulis.Y, paulis.Z), probs)},
+                    2, name)
             else:  # E: one Pauli product
                 spec = channels.spec_from_outcomes({letters: args[0]}, len(letters), name)
         except errors.UnsupportedOperationError as error:
@@ -767,6 +801,30 @@ class _StimCompiler:
                 p = self._free_at(q)
                 self._take(q, p + 1)
                 emit(code, q, -1, -1, b.take_rand(), channel, pos=p)
+
+    def _herald(self, inst, index: int, name: str) -> None:
+        """HERALDED_ERASE / HERALDED_PAULI_CHANNEL_1: per target, a channel on (scratch qubit,
+        qubit) whose every outcome flips the scratch qubit and applies its Pauli to the qubit, then
+        an MR of the scratch qubit: the herald, a record in target order (Stim ignores an inverted
+        target here)."""
+        found = self._spec(inst, index, name, tuple(inst.gate_args_copy()))
+        for i, t in enumerate(inst.targets_copy()):
+            s = self._scratch(i)
+            self._emit_noise(found, [s, t.value])
+            self._measure(s, "Z", True, False, 0.0)
+
+    def _pad(self, inst, index: int) -> None:
+        """MPAD: per target its bit, flipped with the flip probability."""
+        flip = self._spec(inst, index, "X_ERROR", (self._flip_probability(inst, index),))
+        for i, t in enumerate(inst.targets_copy()):
+            self._constant(i, t.value == 1, flip)
+
+    def _constant(self, i: int, value: bool, flip) -> None:
+        """A record of `value` (MPAD, a measurement of +-I): an MR of scratch qubit i, inverted for a
+        1, after `flip` (`_spec`'s X_ERROR of the flip probability, or None) on it."""
+        s = self._scratch(i)
+        self._emit_noise(flip, [s])
+        self._measure(s, "Z", True, value, 0.0)
 
     @staticmethod
     def _error_product(inst) -> Tuple[List[int], Tuple[int, ...]]:
@@ -841,19 +899,35 @@ class _StimCompiler:
     # -- annotations -----------------------------------------------------------------------------
     def _annotation(self, inst, index: int, name: str) -> None:
         b = self.b
-        records = []
+        records, terms = [], []
         for t in inst.targets_copy():
-            if not t.is_measurement_record_target:
-                self._fail(inst, index, f"{name} with Pauli targets is not supported")
-            r = b.num_records + t.value
-            if r < 0:
-                self._fail(inst, index, f"rec[{t.value}] looks back before the first measurement",
-                           errors.MeasurementKeyError)
-            records.append(r)
+            if t.is_measurement_record_target:
+                r = b.num_records + t.value
+                if r < 0:
+                    self._fail(inst, index, f"rec[{t.value}] looks back before the first measurement",
+                               errors.MeasurementKeyError)
+                records.append(r)
+            elif name == "OBSERVABLE_INCLUDE" and (t.is_x_target or t.is_y_target or t.is_z_target):
+                terms.append((t.value, _LETTER[t.pauli_type]))  # its sign changes no flip: ignored, as Stim does
+            else:
+                self._fail(inst, index, f"target {t!r} of {name} is not supported")
         args = inst.gate_args_copy()
         if name == "DETECTOR":
             offset = b.coord_offset
             coords = tuple(float(c) + (offset[i] if i < len(offset) else 0.0) for i, c in enumerate(args))
             b.add_annotation("detector", records, coords)
-        else:
-            b.add_annotation("observable", records, (), int(args[0]) if args else 0)
+            return
+        k = int(args[0]) if args else 0
+        b.add_annotation("observable", records, (), k)
+        for q, letter in terms:
+            self._pauli_term(q, letter, k)
+
+    def _pauli_term(self, q: int, letter: int, k: int) -> None:
+        """A Pauli target of OBSERVABLE_INCLUDE(k): as Stim's samplers, the observable flips where the
+        frame anticommutes with it, nothing collapses. A FRAME_PARITY row XORs that parity into the X
+        frame of the observable's own qubit, measured when detection events are sampled
+        (`Program.with_pauli_readout`)."""
+        acc = self.accumulators.get(k)
+        if acc is None:
+            acc = self.accumulators[k] = self._new_qubit()
+        self.b.emit(_PARITY_CODE[letter], q, acc, pos=self._place((q, acc)))

@@ -10,6 +10,11 @@ these opcodes only.
 
 Basis-changed measurements and resets (MX, MY, RX, ...) are not engine opcodes: the compiler lowers
 them to a basis change around M / R / MR (`LOWERED_BASIS`), exactly as Stim's tableau simulator does.
+
+The FRAME_PARITY opcodes are no gate: the identity on the state (tableau mode skips them), and in
+frame mode the map in `FRAME_MAPS` that XORs the frame's anticommutation with one Pauli on qubit A
+into the X frame of qubit B, a qubit the compiler keeps for it (Stim's OBSERVABLE_INCLUDE of Pauli
+targets, which reads the frame without collapsing anything).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class Kind(enum.IntEnum):
     NOISE = 4  # a Pauli channel (Program.channels[aux]) on the instruction's targets
     RECORD_NOISE = 5  # a classical channel on records (Program.confusions[aux])
     LOOP = 6  # REPEAT block markers (Program.loops[aux])
+    FRAME = 7  # frame mode only: its FRAME_MAPS entry (no Clifford has it); the identity on the state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +116,9 @@ _OTHERS = [
     ("END_REPEAT", 0, Kind.LOOP),
 ]
 
+# The Pauli whose anticommutation with qubit A's frame each FRAME_PARITY opcode reads.
+_FRAME_PARITIES = [("FRAME_PARITY_X", paulis.X), ("FRAME_PARITY_Y", paulis.Y), ("FRAME_PARITY_Z", paulis.Z)]
+
 
 def _build():
     table = []
@@ -117,6 +126,8 @@ def _build():
         table.append(Opcode(len(table), name, arity, Kind.UNITARY, tuple(images.split())))
     for name, arity, kind in _OTHERS:
         table.append(Opcode(len(table), name, arity, kind))
+    for name, _ in _FRAME_PARITIES:
+        table.append(Opcode(len(table), name, 2, Kind.FRAME))
     return tuple(table)
 
 
@@ -204,7 +215,18 @@ CONJUGATION: Dict[int, Tuple[np.ndarray, np.ndarray]] = {
 INVERSE_IMAGES: Dict[int, Tuple[str, ...]] = {
     c: tuple(paulis.format_signed(*im) for im in paulis.inverse_images([paulis.parse(s) for s in OPCODES[c].images]))
     for c in UNITARY_CODES}
+
+
+def _parity_map(letter: int) -> np.ndarray:
+    """x1 ^= the anticommutation of (x0, z0) with `letter`: z0 for an X part, x0 for a Z part."""
+    m = np.eye(4, dtype=np.uint8)
+    m[2, 1] = paulis.X_BIT[letter]
+    m[2, 0] = paulis.Z_BIT[letter]
+    return m
+
+
 FRAME_MAPS: Dict[int, np.ndarray] = {c: _frame_map(OPCODES[c]) for c in UNITARY_CODES}
+FRAME_MAPS.update({CODE[name]: _parity_map(letter) for name, letter in _FRAME_PARITIES})
 
 
 def image_table(images_by_code: Dict[int, Tuple[str, ...]]) -> np.ndarray:

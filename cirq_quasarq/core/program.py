@@ -211,6 +211,11 @@ class Program:
     # number of rows: moment steps run one moment's rows at a time.
     moment_rows: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     moment_records: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    # Observables with Pauli terms (Stim's OBSERVABLE_INCLUDE of Pauli targets) as (index, qubit):
+    # FRAME_PARITY rows XOR each term's frame parity into the X frame of its index's qubit, which
+    # `with_pauli_readout()` measures after everything. Here the observables hold their records
+    # alone: the terms change no record (Stim's measurement sampler and m2d ignore them too).
+    pauli_observables: Tuple[Tuple[int, int], ...] = ()
     # What is derived from the program alone (its schedule, its reference sample, its frame plan)
     # is kept here, so every simulator and seed shares it and it is freed with the program. It may
     # depend on the instructions, keys, conditions and confusions but never on the channels'
@@ -235,6 +240,34 @@ class Program:
         ins[rows, OP], ins[rows, A], ins[rows, B], ins[rows, AUX] = ops, a, b, aux
         all_phases = np.concatenate([self.phases, np.asarray(phases, dtype=np.complex128)])
         return dataclasses.replace(self, instructions=ins, channels=channels, phases=all_phases, derived={})
+
+    def with_pauli_readout(self) -> "Program":
+        """What sampling detection events and observable flips runs: this program, then an M of
+        each `pauli_observables` qubit (records after every other, no key) included in its
+        observable. The program itself when it has no Pauli terms; made once and kept with it."""
+        if not self.pauli_observables:
+            return self
+        found = self.derived.get("pauli_readout")
+        if found is None:
+            k = len(self.pauli_observables)
+            readout = {index: self.num_records + i for i, (index, _) in enumerate(self.pauli_observables)}
+            rows = np.full((k, NUM_FIELDS), -1, dtype=np.int32)
+            rows[:, OP] = opcodes.CODE["M"]
+            rows[:, A] = [q for _, q in self.pauli_observables]
+            rows[:, REC] = self.num_records + np.arange(k)
+            rows[:, RAND] = self.num_rand_slots + np.arange(k)
+            rows[:, FLAGS] = 0
+            rows[:, STEP] = int(self.instructions[:, STEP].max()) + 1 if len(self.instructions) else 0
+            observables = Annotations.of([
+                Annotation("observable", np.append(o.records, readout[o.index]) if o.index in readout else o.records,
+                           o.coords, o.index) for o in self.observables])
+            moment_rows, moment_records = self.moment_rows.copy(), self.moment_records.copy()
+            moment_rows[-1], moment_records[-1] = len(self.instructions) + k, self.num_records + k
+            found = self.derived["pauli_readout"] = dataclasses.replace(
+                self, instructions=np.concatenate([self.instructions, rows]), num_records=self.num_records + k,
+                num_rand_slots=self.num_rand_slots + k, observables=observables, pauli_observables=(),
+                moment_rows=moment_rows, moment_records=moment_records, derived={})
+        return found
 
     def needs_branching(self) -> bool:
         """True when one Pauli-frame pass cannot express the program: a classically controlled
@@ -431,6 +464,11 @@ class ProgramBuilder:
             self._pending_block()
             done += sum(int(np.count_nonzero(p[:, STEP] == self.step)) for p in self._pieces)
         return done
+
+    def add_qubit(self) -> int:
+        """One more qubit, past the others (a compiler's scratch qubit); returns its index."""
+        self.num_qubits += 1
+        return self.num_qubits - 1
 
     def take_records(self, k: int) -> int:
         start = self.num_records

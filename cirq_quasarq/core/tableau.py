@@ -61,6 +61,30 @@ class InverseTableau:
         fr = fr.astype(np.uint8)
         return cls(n, pack(fx[:n]), pack(fz[:n]), pack(fx[n:]), pack(fz[n:]), fr[:n], fr[n:])
 
+    def padded(self, num_qubits: int) -> "InverseTableau":
+        """This state with qubits up to `num_qubits` added in |0> (identity rows)."""
+        n, words = self.num_qubits, self.xx.shape[1]
+        big = InverseTableau.identity(num_qubits)
+        for mine, theirs in zip(self.restricted(n).rows(), big.rows()):
+            theirs[:n] = 0
+            theirs[:n, :words] = mine
+        big.xs[:n], big.zs[:n] = self.xs, self.zs
+        return big
+
+    def restricted(self, n: int) -> "InverseTableau":
+        """The first n qubits of a state whose others are in |0> and never enter the first n's rows
+        (a compiler's scratch qubits): `padded` undone."""
+        words = max(1, (n + 63) // 64)
+        cut = [a[:n, :words].copy() for a in self.rows()]
+        if n % 64:
+            for a in cut:
+                a[:, -1] &= np.uint64((1 << (n % 64)) - 1)
+        return InverseTableau(n, *cut, self.xs[:n].copy(), self.zs[:n].copy())
+
+    def rows(self) -> Tuple[np.ndarray, ...]:
+        """The packed (xx, xz, zx, zz)."""
+        return self.xx, self.xz, self.zx, self.zz
+
     def bits(self) -> Tuple[np.ndarray, ...]:
         """Unpacked bool matrices (xx, xz, zx, zz) of shape [n, n] (row k, generator p)."""
         n = self.num_qubits

@@ -68,6 +68,26 @@ class Amplitudes:
     def copy(self) -> "Amplitudes":
         return Amplitudes(self.n, self.gens, self.b, self.amp)
 
+    def padded(self, num_qubits: int) -> "Amplitudes":
+        """This state with qubits up to `num_qubits` added in |0>."""
+        return Amplitudes(num_qubits, self.gens + [(0, 0, 1 << k) for k in range(self.n, num_qubits)], self.b, self.amp)
+
+    def restricted(self, n: int) -> "Amplitudes":
+        """The first n qubits of this state when the others are in |0> (`padded` undone). No
+        stabilizer has an X on those (each commutes with their Z), so dropping their Z bits leaves
+        stabilizers of the rest; n independent ones of them are kept."""
+        mask = (1 << n) - 1
+        gens, leads = [], {}
+        for r, x, z in self.gens:
+            assert not x >> n, "a qubit past the first n is not in |0>"
+            v = x | (z & mask) << n  # the generator's bits, reduced against those kept
+            while v and v.bit_length() in leads:
+                v ^= leads[v.bit_length()]
+            if v:
+                leads[v.bit_length()] = v
+                gens.append((r, x, z & mask))
+        return Amplitudes(n, gens, self.b & mask, self.amp)
+
     # -- amplitudes -------------------------------------------------------------------------------
     def _basis(self) -> List[Tuple[int, Generator]]:
         """Generators combined so that their X parts have distinct leading bits (highest first)."""

@@ -26,7 +26,7 @@ from .noise import Draws, walked_inventory
 from .tableau import TableauState, layer_plan
 
 Kind = opcodes.Kind
-_UNITARY, _NOISE, _RECORD_NOISE = int(Kind.UNITARY), int(Kind.NOISE), int(Kind.RECORD_NOISE)
+_UNITARY, _NOISE, _RECORD_NOISE, _FRAME = int(Kind.UNITARY), int(Kind.NOISE), int(Kind.RECORD_NOISE), int(Kind.FRAME)
 _COLLAPSES = (int(Kind.MEASURE), int(Kind.RESET), int(Kind.MEASURE_RESET))
 _ONE = np.uint64(1)
 _M, _R, _MR, _I = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"], opcodes.CODE["I"]
@@ -209,7 +209,7 @@ class NumpyEngine(Engine):
             if rows[0, COND] >= 0:
                 controlled_pauli(program, rows[0], step.depth_rec_shifts, reference, flips, fx, fz, count)
                 continue
-            if kind == Kind.UNITARY:
+            if kind == Kind.UNITARY or kind == Kind.FRAME:
                 _frames_unitary(step.op, rows, fx, fz)
             elif kind in (Kind.MEASURE, Kind.RESET, Kind.MEASURE_RESET):
                 qs = rows[:, A]
@@ -336,6 +336,8 @@ class _TableauPass:
         program, state, records = self.program, self.state, self.records
         rows = self.schedule.instructions[step.start : step.end]
         kind = int(opcodes.KIND[step.op])
+        if kind == _FRAME:  # the identity on the state (a frame parity)
+            return
         gate = kind == _UNITARY and rows[0, COND] < 0
         if self.layers and not gate:
             self.flush_layer()  # whatever is not a gate sees every gate before it applied

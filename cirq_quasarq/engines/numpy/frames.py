@@ -29,7 +29,7 @@ from ...schedule.walk import LoopBlock, assignment_index, condition_refs, walk
 from .noise import _COLLAPSES, Inventory, NoDraws
 
 Kind = opcodes.Kind
-_UNITARY, _NOISE, _RECORD_NOISE = int(Kind.UNITARY), int(Kind.NOISE), int(Kind.RECORD_NOISE)
+_UNITARY, _NOISE, _RECORD_NOISE, _FRAME = int(Kind.UNITARY), int(Kind.NOISE), int(Kind.RECORD_NOISE), int(Kind.FRAME)
 _R = opcodes.CODE["R"]
 _M = opcodes.CODE["M"]
 _PAULI_OF_OP = {opcodes.CODE["X"]: 1, opcodes.CODE["Y"]: 2, opcodes.CODE["Z"]: 3}
@@ -267,7 +267,7 @@ def _compile(program, schedule, items, local: Optional[Dict[int, int]], fold_loo
         if rows[0, COND] >= 0:  # barrier runs hold a single instruction
             flush()
             ops.append(_Controlled(program, rows[0]))
-        elif kind == _UNITARY:
+        elif kind == _UNITARY or kind == _FRAME:
             op = _Unitary(item.op, rows[:, A], rows[:, B])
             if not op.is_identity():  # Paulis and I leave frames as they are
                 add(op, op.qubits())
