@@ -103,7 +103,13 @@ def column_bytes(rows: np.ndarray, columns: int) -> np.ndarray:
     padded = np.zeros((8 * groups, rows.shape[1]), dtype=np.uint64)
     padded[: rows.shape[0]] = rows
     block = np.ascontiguousarray(padded.view(np.uint8).reshape(groups, 8, -1).transpose(0, 2, 1)).view(np.uint64)
+    del padded  # at most two copies of the bits are held at once (parities.shot_major_bytes)
+    t = np.empty_like(block)
     for shift, mask in _TRANSPOSE8:
-        t = ((block >> shift) ^ block) & mask
-        block ^= t ^ (t << shift)
+        np.right_shift(block, shift, out=t)
+        t ^= block
+        t &= mask
+        block ^= t
+        t <<= shift
+        block ^= t
     return block.view(np.uint8).reshape(groups, -1)[:, :columns]

@@ -62,13 +62,15 @@ _CHUNK_BYTES = 1 << 26  # parities_shot_major's unpacked bits at a time
 
 
 def shot_major_bytes(rows: int, shots: int, bit_packed: bool = True) -> int:
-    """Host bytes parities_shot_major takes beside its input: the result, two chunks of unpacked
-    bits (the next is made while the last is still held; a converted block is as large) and a
-    chunk's contiguous copy of the input."""
+    """Host bytes parities_shot_major takes beside its input: the result and, for a chunk of shots,
+    its bits twice (rows padded to eights: the 8 x 8 blocks before and after their transpose) and,
+    where bit_packed is False, once more a byte a bit."""
     out = shots * ((rows + 7) // 8 if bit_packed else rows)
-    words = (shots + 63) // 64
-    chunk = rows * 64 * min(words, max(1, _CHUNK_BYTES // max(1, 64 * rows)))
-    return out + 2 * chunk + chunk // 8 if rows and shots else out
+    if not (rows and shots):
+        return out
+    chunk_words = min((shots + 63) // 64, max(1, _CHUNK_BYTES // (64 * rows)))
+    blocks = 8 * ((rows + 7) // 8) * 8 * chunk_words
+    return out + 2 * blocks + (0 if bit_packed else 64 * chunk_words * rows)
 
 
 def parities_shot_major(packed: np.ndarray, shots: int, bit_packed: bool = True) -> np.ndarray:
