@@ -225,6 +225,7 @@ class QuasarqState:
         nor the replay that would recompute them."""
         state = dict(self.__dict__)
         state["_inverse"] = self.inverse_tableau
+        state["_run"] = None  # a GPU run holds its engine; the host derives the rows of a copy
         if self._phase is not None:
             state["_phase"] = _Known(self._phase()) if self.n <= MAX_STATE_VECTOR_QUBITS else None
         return state
