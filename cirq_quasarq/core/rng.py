@@ -33,8 +33,6 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .packed import HOST_THREADS, host_pool
-
 M0 = np.uint64(0xD2511F53)
 M1 = np.uint64(0xCD9E8D57)
 W0 = 0x9E3779B9
@@ -66,7 +64,6 @@ def make_key(seed: Optional[int]) -> Tuple[int, int]:
 
 
 _BLOCK = 1 << 13  # elements per pass: keeps the ten rounds' temporaries in cache
-_PARALLEL_BLOCKS = 4  # blocks a thread takes at least, where a draw is split over threads
 
 
 _MULTIPLIERS = np.array([[M0], [M1]], dtype=np.uint64)
@@ -100,35 +97,24 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     outs = np.empty((4, total), dtype=np.uint64)
     shift = np.uint64(32)
     rounds = _round_keys(tuple(int(k) for k in key))
-
-    def blocks(start: int, stop: int) -> None:
-        for lo in range(start, stop, _BLOCK):
-            hi = min(stop, lo + _BLOCK)
-            x0, x1, x2, x3 = (f[lo:hi] for f in flat)
-            ac, other = np.empty((2, hi - lo), dtype=np.uint64), np.empty((2, hi - lo), dtype=np.uint64)
-            bd, product = np.empty_like(ac), np.empty_like(ac)
-            np.bitwise_and(x0, MASK32, out=ac[0])
-            np.bitwise_and(x2, MASK32, out=ac[1])
-            np.bitwise_and(x1, MASK32, out=bd[0])
-            np.bitwise_and(x3 | ((x0 >> shift) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1])
-            for k in rounds:
-                np.multiply(ac, _MULTIPLIERS, out=product)  # [a * M0, c * M1]
-                # (a, c) <- (hi(c * M1) ^ b ^ k0, hi(a * M0) ^ d ^ k1); (b, d) <- (lo(c * M1), lo(a * M0))
-                np.right_shift(product[::-1], shift, out=other)
-                other ^= bd
-                other ^= k
-                np.bitwise_and(product[::-1], MASK32, out=bd)
-                ac, other = other, ac
-            outs[0, lo:hi], outs[1, lo:hi], outs[2, lo:hi], outs[3, lo:hi] = ac[0], bd[0], ac[1], bd[1]
-
-    # Large draws on the host pool's threads (NumPy releases the GIL inside each operation), in
-    # whole blocks: every element is computed alone, so the split changes no bit.
-    parts = min(HOST_THREADS, total // _PARALLEL_BLOCKS // _BLOCK)
-    if parts > 1:
-        step = -(-total // parts // _BLOCK) * _BLOCK
-        list(host_pool().map(lambda lo: blocks(lo, min(total, lo + step)), range(0, total, step)))
-    else:
-        blocks(0, total)
+    for lo in range(0, total, _BLOCK):
+        hi = min(total, lo + _BLOCK)
+        x0, x1, x2, x3 = (f[lo:hi] for f in flat)
+        ac, other = np.empty((2, hi - lo), dtype=np.uint64), np.empty((2, hi - lo), dtype=np.uint64)
+        bd, product = np.empty_like(ac), np.empty_like(ac)
+        np.bitwise_and(x0, MASK32, out=ac[0])
+        np.bitwise_and(x2, MASK32, out=ac[1])
+        np.bitwise_and(x1, MASK32, out=bd[0])
+        np.bitwise_and(x3 | ((x0 >> shift) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1])
+        for k in rounds:
+            np.multiply(ac, _MULTIPLIERS, out=product)  # [a * M0, c * M1]
+            # (a, c) <- (hi(c * M1) ^ b ^ k0, hi(a * M0) ^ d ^ k1); (b, d) <- (lo(c * M1), lo(a * M0))
+            np.right_shift(product[::-1], shift, out=other)
+            other ^= bd
+            other ^= k
+            np.bitwise_and(product[::-1], MASK32, out=bd)
+            ac, other = other, ac
+        outs[0, lo:hi], outs[1, lo:hi], outs[2, lo:hi], outs[3, lo:hi] = ac[0], bd[0], ac[1], bd[1]
     return tuple(o.reshape(shape) for o in outs)
 
 
