@@ -225,3 +225,28 @@ def test_twirled_and_refused_compiles_never_share_a_cache_entry():
         QuasarqSimulator(device="cpu").run(circuit)
     with pytest.warns(TwirlWarning):
         QuasarqSimulator(device="cpu", non_pauli="twirl").run(circuit)
+
+
+def test_a_surface_code_with_amplitude_damping_idles_equals_its_twirl_written_out():
+    """A Cirq surface-code memory experiment (stimcirq's annotations) with amplitude damping on every
+    qubit after each moment: its detection events and observables under non_pauli="twirl" are the
+    bits of the same circuit with the twirled channels written out (same seed), and the detection
+    rate moves with the damping (the noise is not dropped)."""
+    stim = pytest.importorskip("stim")
+    stimcirq = pytest.importorskip("stimcirq")
+    code = stimcirq.stim_circuit_to_cirq_circuit(
+        stim.Circuit.generated("surface_code:rotated_memory_z", distance=3, rounds=3))
+    rates = {}
+    for gamma in (0.0, 0.02):
+        damped = code.with_noise(cirq.ConstantQubitNoiseModel(cirq.amplitude_damp(gamma)))
+        written = damped.map_operations(
+            lambda op: explicit(op.gate).on(*op.qubits) if isinstance(op.gate, cirq.AmplitudeDampingChannel) else op)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TwirlWarning)
+            dets, obs = QuasarqSimulator(seed=9, device="cpu", non_pauli="twirl").sample_detectors(
+                damped, 4000, separate_observables=True)
+        want_dets, want_obs = QuasarqSimulator(seed=9, device="cpu").sample_detectors(
+            written, 4000, separate_observables=True)
+        assert np.array_equal(dets, want_dets) and np.array_equal(obs, want_obs), gamma
+        rates[gamma] = dets.mean()
+    assert rates[0.0] == 0 and rates[0.02] > 0.01, rates
