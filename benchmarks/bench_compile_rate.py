@@ -1,0 +1,78 @@
+"""The Cirq compile rate: microseconds per operation of the compile a first call does.
+
+    python -m benchmarks.bench_compile_rate [--n 2000] [--depth 100] [--distance 11] [--repeats 5] [--json FILE]
+
+Circuits (benchmarks/circuits.py): `clifford_layers(n, depth)` (one-qubit Cliffords on every qubit,
+two-qubit Cliffords on random pairs, every qubit measured under its own key) and Stim's rotated
+surface-code X memory experiment (rounds = distance, every noise knob 1e-3) converted by stimcirq.
+A cold compile clears the compile caches and does what `run` does with a new circuit:
+`compile_template(circuit).resolve(None)`; the best of `--repeats` is reported. "ops" counts the
+operations the compiler walks (a CircuitOperation loop's body once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import cirq
+
+from benchmarks.circuits import clifford_layers, surface_code_cirq
+
+
+def walked_ops(circuit) -> int:
+    total = 0
+    for op in circuit.all_operations():
+        untagged = op.untagged
+        total += walked_ops(untagged.circuit) if isinstance(untagged, cirq.CircuitOperation) else 1
+    return total
+
+
+def cold_compile_s(circuit, repeats: int) -> float:
+    from cirq_quasarq.compiler import clear_cache, compile_template
+
+    best = float("inf")
+    for _ in range(repeats):
+        clear_cache()
+        t0 = time.perf_counter()
+        compile_template(circuit).resolve(None)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bench(name: str, circuit, repeats: int) -> dict:
+    ops = walked_ops(circuit)
+    seconds = cold_compile_s(circuit, repeats)
+    return {"circuit": name, "ops": ops, "compile_s": seconds, "us_per_op": 1e6 * seconds / ops,
+            "ops_per_s": ops / seconds}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--distance", type=int, default=11)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", help="append the rows to this file, one JSON object a line")
+    args = parser.parse_args(argv)
+    circuits = [(f"Clifford layers n={args.n} depth={args.depth}", clifford_layers(args.n, args.depth, args.seed)),
+                (f"stimcirq surface code d={args.distance}", surface_code_cirq(args.distance, args.distance, 1e-3, "x")[0])]
+    rows = [bench(name, circuit, args.repeats) for name, circuit in circuits]
+    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+          f"cirq {cirq.__version__}; best of {args.repeats} cold compiles")
+    print("| circuit | ops | compile (ms) | µs/op | ops/s |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['circuit']} | {r['ops']:,} | {1e3 * r['compile_s']:.1f} | {r['us_per_op']:.3f} | "
+              f"{r['ops_per_s']:,.0f} |")
+    if args.json:
+        with open(args.json, "a") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
