@@ -1,11 +1,17 @@
-"""Cirq circuits compiled as they were before moments were lowered in bulk.
+"""Moments lowered in bulk give the Programs that lowering one operation at a time gives.
 
-tests/data/cirq_program_digests.json holds a digest of every table of the Programs that a fixed
-set of circuits (`CASES`: seeded random circuits over every kind of operation the compiler takes,
-on line, grid and named qubits, with noise models, loops, classical control and parameters; wide
-uniform moments; stimcirq's surface code) compiled to with the code as it stood before; the
-compiler must still give exactly those Programs, so that every seed samples the same bits.
-Regenerate (``python -m tests.test_grouped_lowering --write``) only when a Program changes on
+The walk lowers a moment's operations in bulk (`compiler/walker.py`); `Walker.group_min = None`
+lowers every operation alone, as the walk did before, and is the oracle here: both must give equal
+Programs, table for table (rows, record and random slots, channels, confusions, conditions, keys,
+annotations), so that every seed samples the same bits. They are compared on `CASES` (seeded random
+circuits over every kind of operation the compiler takes, on line, grid and named qubits, with
+qubit orders, noise models, loops, classical control and parameters; wide uniform moments;
+stimcirq's surface code), on edge cases and on hypothesis-drawn circuits, with bulk lowering from
+runs of one operation on (`group_min = 1`) and as the compiler runs it.
+
+tests/data/cirq_program_digests.json holds a digest of every table of the Programs that `CASES`
+compiled to with the code as it stood before bulk lowering; the compiler must still give exactly
+those. Regenerate (``python -m tests.test_grouped_lowering --write``) only when a Program changes on
 purpose, and say so in the commit.
 """
 
@@ -22,11 +28,19 @@ import numpy as np
 import pytest
 import sympy
 
+from cirq_quasarq import QuasarqSimulator
 from cirq_quasarq.compiler import clear_cache
 from cirq_quasarq.compiler.compile import build_template, compile_resolved
+from cirq_quasarq.compiler.walker import Walker
+from cirq_quasarq.core.program import ProgramBuilder
 
 stim = pytest.importorskip("stim")
 stimcirq = pytest.importorskip("stimcirq")
+pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from .fuzz_strategies import circuits  # noqa: E402
+from .test_stim_circuit import assert_programs_equal  # noqa: E402
 
 DIGESTS = pathlib.Path(__file__).parent / "data" / "cirq_program_digests.json"
 
@@ -268,6 +282,130 @@ def digests():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_programs_are_as_before(name, digests):
     assert [digest(p) for p in programs(*CASES[name])] == digests[name]
+
+
+def outcome(circuit, options=None, resolver=None):
+    """The programs of `programs`, or the error it raises (type and message)."""
+    try:
+        return programs(circuit, options or {}, resolver)
+    except Exception as error:  # noqa: BLE001 - both paths must fail alike
+        return type(error), str(error)
+
+
+def assert_same_outcome(monkeypatch, circuit, options=None, resolver=None, group_min=1):
+    """Bulk lowering (from runs of `group_min` operations on) and one at a time agree."""
+    monkeypatch.setattr(Walker, "group_min", None)
+    expected = outcome(circuit, options, resolver)
+    monkeypatch.setattr(Walker, "group_min", group_min)
+    got = outcome(circuit, options, resolver)
+    if isinstance(expected, tuple) and isinstance(expected[0], type):
+        assert got == expected
+        return
+    assert not (isinstance(got, tuple) and isinstance(got[0], type)), got
+    for mine, theirs in zip(got, expected):
+        assert_programs_equal(mine, theirs, repr(circuit))
+
+
+@pytest.mark.filterwarnings("ignore::cirq_quasarq.TwirlWarning")
+@pytest.mark.parametrize("group_min", [1, 16])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bulk_equals_one_at_a_time_on_the_cases(monkeypatch, name, group_min):
+    assert_same_outcome(monkeypatch, *CASES[name], group_min=group_min)
+
+
+def _edge_cases():
+    a, b, c, d = cirq.LineQubit.range(4)
+    grid = [cirq.GridQubit(i, j) for i in range(3) for j in range(3)]
+    named = [cirq.NamedQubit(n) for n in "abcdefgh"]
+    wide = cirq.LineQubit.range(40)
+    return {
+        "empty moments": (cirq.Circuit([cirq.Moment(), cirq.Moment(cirq.H(a)), cirq.Moment()]), {}),
+        "one op per group": (cirq.Circuit(cirq.H(a), cirq.S(b), cirq.CNOT(c, d), cirq.measure(a, key="m")), {}),
+        "groupable and not in one moment": (cirq.Circuit(
+            cirq.measure(a, key="m"),
+            cirq.Moment(cirq.H(a), cirq.X(b).with_classical_controls("m"), cirq.CZ(c, d)),
+            cirq.Moment(cirq.measure(a, key="m2"), cirq.depolarize(0.1).on(b), cirq.reset(c),
+                        cirq.measure(d, key="m3", confusion_map={(0,): np.array([[0.9, 0.1], [0.2, 0.8]])}))), {}),
+        "gate objects new on each read": (cirq.Circuit(  # ControlledOperation.gate: a new gate each time
+            cirq.Moment(cirq.X(q).controlled_by(p) for p, q in zip(wide[::2], wide[1::2]))), {}),
+        "tagged": (cirq.Circuit(cirq.Moment(cirq.H(q).with_tags("t") for q in wide)), {}),
+        "grid, explicit order": (cirq.Circuit(cirq.H.on_each(*grid), cirq.CZ(grid[0], grid[4]),
+                                              cirq.measure(*grid, key="g")), {"qubit_order": grid[::-1]}),
+        "named, order with extra qubits": (cirq.Circuit(cirq.H.on_each(*named[:5]), cirq.measure_each(*named[:5])),
+                                           {"qubit_order": named[::-1]}),
+        "very wide": (cirq.Circuit(cirq.H.on_each(*cirq.LineQubit.range(5000)),
+                                   cirq.measure(*cirq.LineQubit.range(5000), key="all")), {}),
+        "resets and stim measurements": (cirq.Circuit(
+            cirq.Moment(cirq.reset(q) for q in wide),
+            cirq.Moment(stimcirq.MeasureAndOrResetGate(measure=True, reset=i % 2 == 0, basis="XYZ"[i % 3],
+                                                       invert_measure=i % 5 == 0, key=f"s{i}",
+                                                       measure_flip_probability=0.01 * (i % 2)).on(q)
+                        for i, q in enumerate(wide)),
+            cirq.Moment(stimcirq.MeasureAndOrResetGate(measure=True, reset=False, basis="X", invert_measure=True,
+                                                       key=f"t{i}", measure_flip_probability=0.02).on(q)
+                        for i, q in enumerate(wide))), {}),
+        "noise on qubits outside the circuit": (cirq.Circuit(cirq.H.on_each(*wide)), {"noise": _Elsewhere()}),
+        "inside a loop with repetition ids": (cirq.Circuit(cirq.CircuitOperation(cirq.FrozenCircuit(
+            cirq.H.on_each(*wide), cirq.measure_each(*wide), cirq.Moment(cirq.X(q).with_classical_controls(f"q({i})")
+                                                                         for i, q in enumerate(wide))),
+            repetitions=3, use_repetition_ids=True)), {}),
+    }
+
+
+class _Elsewhere(cirq.NoiseModel):
+    """Noise on a qubit the circuit does not have."""
+
+    def noisy_moment(self, moment, system_qubits):
+        return [moment, cirq.Moment(cirq.bit_flip(0.1).on(cirq.LineQubit(1000 + i)) for i in range(20))]
+
+
+EDGE_CASES = _edge_cases()
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+def test_bulk_equals_one_at_a_time_on_edge_cases(monkeypatch, name):
+    circuit, options = EDGE_CASES[name]
+    assert_same_outcome(monkeypatch, circuit, options)
+    assert_same_outcome(monkeypatch, circuit, options, group_min=16)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                                 HealthCheck.function_scoped_fixture])
+@given(circuits(max_qubits=10, max_moments=6))
+def test_bulk_equals_one_at_a_time_on_drawn_circuits(monkeypatch, drawn):
+    circuit, _ = drawn
+    assert_same_outcome(monkeypatch, circuit)
+
+
+def test_wide_moments_go_in_bulk(monkeypatch):
+    """A wide moment of gates, of measurements, of resets and of stimcirq's measurements is one block
+    of rows each: the bulk path runs (not one operation at a time)."""
+    blocks = []
+    emit_rows = ProgramBuilder.emit_rows
+    monkeypatch.setattr(ProgramBuilder, "emit_rows", lambda self, rows, pos: (blocks.append(len(rows)),
+                                                                                emit_rows(self, rows, pos)))
+    q = cirq.LineQubit.range(100)
+    circuit = cirq.Circuit(cirq.H.on_each(*q), cirq.Moment(cirq.CNOT(a, b) for a, b in zip(q[::2], q[1::2])),
+                           cirq.depolarize(0.01).on_each(*q), cirq.Moment(cirq.reset(x) for x in q),
+                           cirq.measure_each(*q),
+                           cirq.Moment(stimcirq.MeasureAndOrResetGate(measure=True, reset=True, basis="Z",
+                                                                      invert_measure=False, key=f"s{i}").on(x)
+                                       for i, x in enumerate(q)))
+    clear_cache()
+    build_template(circuit)
+    assert blocks == [100, 50, 100, 100, 100, 100]
+
+
+def test_same_bits_for_the_same_seed(monkeypatch):
+    circuit = CASES["surface-x-5"][0]
+    records = []
+    for group_min in (None, Walker.group_min):
+        monkeypatch.setattr(Walker, "group_min", group_min)
+        clear_cache()
+        result = QuasarqSimulator(seed=7).run(circuit, repetitions=200)
+        records.append({k: v.tolist() for k, v in result.records.items()})
+    assert records[0] == records[1]
 
 
 if __name__ == "__main__" and "--write" in sys.argv:

@@ -19,6 +19,7 @@ a closed loop's body instances standing for one instance per iteration (`Run`, n
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import cirq
@@ -26,6 +27,7 @@ import numpy as np
 
 from .. import errors
 
+_QUBITS = operator.attrgetter("qubits")
 
 class RepVar:
     """The repetition-id path component of a loop while its body is walked."""
@@ -41,13 +43,13 @@ class RepVar:
 
 
 def render(key: Tuple) -> str:
-    return ":".join(str(c) for c in key)
+    return ":".join(map(str, key))
 
 
 class Scope:
     """Where a (sub)circuit is walked: its qubit indices, key path, key maps and resolvers."""
 
-    __slots__ = ("qidx", "path", "kmaps", "resolvers", "starts")
+    __slots__ = ("qidx", "path", "kmaps", "resolvers", "starts", "_by_id", "_held")
 
     def __init__(self, qidx: Dict, path: Tuple = (), kmaps: Tuple = (), resolvers: Tuple = (),
                  starts: Tuple[int, ...] = ()):
@@ -56,6 +58,25 @@ class Scope:
         self.kmaps = kmaps  # innermost first
         self.resolvers = resolvers  # innermost first
         self.starts = starts  # starts[i]: serial from which keys with an (i+1)-long path bind
+        self._by_id: Optional[Dict[int, int]] = None  # id(qubit object) -> index, see `indices`
+        self._held: List = []  # qubit objects met that are not keys of qidx (their ids stay valid)
+
+    def indices(self, ops) -> np.ndarray:
+        """The indices of the operations' qubits, one operation after another (int64; KeyError for
+        a qubit outside the scope). Looked up by object identity: no qubit's hash is called, nor its
+        memory read (a known object is the same qubit); an object met first is looked up by value."""
+        by_id = self._by_id
+        if by_id is None:
+            by_id = self._by_id = {id(q): i for q, i in self.qidx.items()}
+        try:
+            return np.fromiter(map(by_id.__getitem__, map(id, itertools.chain.from_iterable(map(_QUBITS, ops)))),
+                               np.int64)
+        except KeyError:
+            for q in itertools.chain.from_iterable(map(_QUBITS, ops)):
+                if id(q) not in by_id:
+                    by_id[id(q)] = self.qidx[q]
+                    self._held.append(q)
+            return self.indices(ops)
 
     def key_of(self, mkey: cirq.MeasurementKey, mapped: bool = True) -> Tuple:
         name = mkey.name
@@ -159,7 +180,7 @@ class KeyTable:
 
     def names(self, key: Tuple) -> Optional[List[str]]:
         """Per-iteration names of a key with repetition components (None if it has none)."""
-        if not any(type(c) is RepVar for c in key):
+        if RepVar not in map(type, key):
             return None
         position = {f.var: i for i, f in enumerate(self.frames) if f.var is not None}
         out = []
