@@ -344,6 +344,14 @@ def _edge_cases():
             cirq.Moment(stimcirq.MeasureAndOrResetGate(measure=True, reset=False, basis="X", invert_measure=True,
                                                        key=f"t{i}", measure_flip_probability=0.02).on(q)
                         for i, q in enumerate(wide))), {}),
+        "a classically controlled subcircuit": (cirq.Circuit(
+            cirq.measure(a, key="c"),
+            cirq.CircuitOperation(cirq.FrozenCircuit(cirq.H.on_each(*wide), cirq.depolarize(0.1).on_each(*wide),
+                                                     cirq.Moment(cirq.X(q) ** 0.5 for q in wide))).with_classical_controls("c")),
+            {}),
+        "parameters on many qubits": (cirq.Circuit(cirq.Moment(cirq.X(q) ** T for q in wide), cirq.H.on_each(*wide),
+                                                   cirq.Moment(cirq.Z(q) ** U for q in wide[::2]),
+                                                   cirq.measure_each(*wide)), {}),
         "noise on qubits outside the circuit": (cirq.Circuit(cirq.H.on_each(*wide)), {"noise": _Elsewhere()}),
         "inside a loop with repetition ids": (cirq.Circuit(cirq.CircuitOperation(cirq.FrozenCircuit(
             cirq.H.on_each(*wide), cirq.measure_each(*wide), cirq.Moment(cirq.X(q).with_classical_controls(f"q({i})")
@@ -365,8 +373,9 @@ EDGE_CASES = _edge_cases()
 @pytest.mark.parametrize("name", sorted(EDGE_CASES))
 def test_bulk_equals_one_at_a_time_on_edge_cases(monkeypatch, name):
     circuit, options = EDGE_CASES[name]
-    assert_same_outcome(monkeypatch, circuit, options)
-    assert_same_outcome(monkeypatch, circuit, options, group_min=16)
+    resolver = {"t": 0.5, "u": -0.5}
+    assert_same_outcome(monkeypatch, circuit, options, resolver)
+    assert_same_outcome(monkeypatch, circuit, options, resolver, group_min=16)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, database=None,
@@ -385,7 +394,8 @@ def test_wide_moments_go_in_bulk(monkeypatch):
     emit_rows = ProgramBuilder.emit_rows
     monkeypatch.setattr(ProgramBuilder, "emit_rows", lambda self, rows, pos: (blocks.append(len(rows)),
                                                                                 emit_rows(self, rows, pos)))
-    q = cirq.LineQubit.range(100)
+    n = 2 * Walker.group_min
+    q = cirq.LineQubit.range(n)
     circuit = cirq.Circuit(cirq.H.on_each(*q), cirq.Moment(cirq.CNOT(a, b) for a, b in zip(q[::2], q[1::2])),
                            cirq.depolarize(0.01).on_each(*q), cirq.Moment(cirq.reset(x) for x in q),
                            cirq.measure_each(*q),
@@ -394,7 +404,7 @@ def test_wide_moments_go_in_bulk(monkeypatch):
                                        for i, x in enumerate(q)))
     clear_cache()
     build_template(circuit)
-    assert blocks == [100, 50, 100, 100, 100, 100]
+    assert blocks == [n, n // 2, n, n, n, n]
 
 
 def test_same_bits_for_the_same_seed(monkeypatch):

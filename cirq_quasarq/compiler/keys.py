@@ -168,7 +168,7 @@ class KeyTable:
 
     # -- measurements -------------------------------------------------------------------------
     def nest(self) -> Tuple[int, ...]:
-        return tuple(f.loop_id for f in self.frames)
+        return tuple(f.loop_id for f in self.frames) if self.frames else ()
 
     def measured(self, key: Tuple, slots: np.ndarray) -> None:
         self.serial += 1

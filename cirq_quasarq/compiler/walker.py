@@ -34,7 +34,7 @@ import sympy
 
 from .. import errors
 from ..core import memory, opcodes
-from ..core.program import A, AUX, B, COND, FLAGS, NUM_FIELDS, OP, RAND, REC, Program
+from ..core.program import A, AUX, B, COND, FLAGS, NUM_FIELDS, OP, RAND, Program
 from ..core.ranges import expand_ranges
 from . import channels
 from .conditions import condition_table
@@ -55,6 +55,7 @@ _TAGGED = cirq.TaggedOperation
 _CIRCUIT_OP = cirq.CircuitOperation
 _CONTROLLED = cirq.ClassicallyControlledOperation
 _GATE = operator.attrgetter("gate")
+_ROWS, _ALONE = 0, -1  # how a gate's operations go in bulk (see Walker._kinds)
 
 
 def _unsupported(error: Exception, op) -> str:
@@ -100,6 +101,7 @@ class RowPlans:
         self._rows: List[Tuple] = []  # every plan's rows, plan after plan
         self._spans: List[Tuple[int, int, int]] = []  # per plan: first row, rows, qubits
         self._table = None  # the arrays of `_rows` and `_spans`, made when first needed
+        self._sorted = None  # `number` as arrays (ids sorted), made when first needed
 
     def add(self, gate_id: int, plan: Tuple, num_qubits: int) -> None:
         key = (plan, num_qubits)
@@ -110,47 +112,72 @@ class RowPlans:
             self._rows.extend(plan)
             self._table = None
         self.number[gate_id] = number
+        self._sorted = None
+
+    def numbers_of(self, gate_ids: np.ndarray) -> np.ndarray:
+        """The plan number of each gate id (uint64), -1 where it has no row plan: a sorted search,
+        cheaper than a dict lookup per operation."""
+        if self._sorted is None:
+            ids = np.fromiter(self.number, np.uint64, len(self.number))
+            order = np.argsort(ids)
+            self._sorted = (ids[order], np.fromiter(self.number.values(), np.int64, len(ids))[order])
+        ids, numbers = self._sorted
+        if not len(ids):
+            return np.full(len(gate_ids), -1, dtype=np.int64)
+        at = np.searchsorted(ids, gate_ids)
+        np.minimum(at, len(ids) - 1, out=at)
+        return np.where(ids[at] == gate_ids, numbers[at], -1)
 
     def _arrays(self):
         if self._table is None:
             rows = np.array(self._rows, dtype=np.int64).reshape(-1, 6)
             template = np.full((len(rows), NUM_FIELDS), -1, dtype=np.int32)
             template[:, OP], template[:, AUX], template[:, FLAGS] = rows[:, 0], rows[:, 4], 0
+            local = rows[:, [1, 2, 3, 5]].copy()  # local a, local b, position, random
             spans = np.array(self._spans, dtype=np.int64).reshape(-1, 3)
-            self._table = (template, rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 5].astype(bool), spans.T.copy())
+            self._table = (template, local, spans.T.copy(), bool(local[:, 3].any()))
         return self._table
 
     def block(self, numbers: np.ndarray, qubits: np.ndarray, b) -> Tuple[np.ndarray, np.ndarray]:
         """(rows, positions) of operations with plans `numbers` on `qubits` (program indices, the
         operations' qubits one after another), taking their random slots from the builder `b`."""
-        template, local_a, local_b, position, random, (first, count, width) = self._arrays()
-        widths = width[numbers]
-        base = np.cumsum(widths) - widths  # each operation's first qubit in `qubits`
-        counts = count[numbers]
-        if (counts == 1).all():
-            index = first[numbers]
+        template, local, (first, count, width), noisy = self._arrays()
+        counts, widths = count[numbers], width[numbers]
+        if counts.max() <= 1:  # at most a row each (none: an identity), at position 0
+            owner = None if counts.min() else np.flatnonzero(counts)  # the operation of each row
+            index = first[numbers] if owner is None else first[numbers[owner]]
+            position = np.zeros(len(index), dtype=np.int64)
         else:
             owner, index = expand_ranges(first[numbers], counts)
-            base = base[owner]
+            position = local[index, 2]
         rows = template[index]
-        rows[:, A] = qubits[base + local_a[index]]
-        lb = local_b[index]
-        rows[:, B] = np.where(lb >= 0, qubits[base + lb], -1)
-        drawn = random[index]
-        k = int(np.count_nonzero(drawn))
-        if k:
-            start = b.take_rand(k)
-            rows[drawn, RAND] = np.arange(start, start + k, dtype=np.int32)
-        rows[:, COND] = b.cond
-        return rows, position[index]
+        if len(qubits) == len(numbers) and widths.min() == 1:  # a qubit each: the rows' target
+            rows[:, A] = qubits if owner is None else qubits[owner]
+        else:
+            base = np.cumsum(widths) - widths  # each operation's first qubit in `qubits`
+            if owner is not None:
+                base = base[owner]
+            local_a, local_b = local[index, :2].T
+            rows[:, A] = qubits[base + local_a]
+            rows[:, B] = np.where(local_b >= 0, qubits[base + local_b], -1)
+        if noisy:
+            drawn = local[index, 3].astype(bool)
+            k = int(np.count_nonzero(drawn))
+            if k:
+                start = b.take_rand(k)
+                rows[drawn, RAND] = np.arange(start, start + k, dtype=np.int32)
+        if b.cond >= 0:
+            rows[:, COND] = b.cond
+        return rows, position
 
 
 class Walker(Emitter):
     """One compilation (see `Emitter` for the state lowerings use)."""
 
-    # The fewest consecutive operations of a moment lowered in bulk (fewer go faster one by one);
-    # None lowers every operation alone, as the tests' oracle.
-    group_min: Optional[int] = 16
+    # The fewest consecutive operations of a moment lowered in bulk: a block costs about as much as
+    # a hundred operations one by one (measured on two CPU cores); None lowers every operation
+    # alone, as the tests' oracle.
+    group_min: Optional[int] = 96
 
     def __init__(self, qubits: Tuple, mode: str = "template", resolver=None, non_pauli: str = "error"):
         super().__init__(qubits, mode, resolver)
@@ -161,7 +188,11 @@ class Walker(Emitter):
         self._keep: List[Any] = []
         self._plan_by_lowering: Dict[int, Any] = {}  # id(lowering) -> plan
         self._rows = RowPlans()
-        self._many: Dict[int, Any] = {}  # id(gate) -> its lowering's `many`, where it has one
+        # id(gate) -> how its operations go in bulk: _ROWS, or k for the `many` lowering _bulk[k]
+        # (absent: one at a time).
+        self._kinds: Dict[int, int] = {}
+        self._bulk: List[Any] = [None]
+        self._bulk_kind: Dict[Any, int] = {}  # `many` lowering -> k
         self._warned: set = set()  # the twirled channels named in a warning
 
     def run(self, moments, indices: Optional[List[int]] = None, num_moments: Optional[int] = None) -> Program:
@@ -197,14 +228,13 @@ class Walker(Emitter):
             if group_min is not None and len(ops) >= group_min:
                 self._grouped(ops, scope)
             else:
-                self._one_by_one(ops, list(map(_GATE, ops)), scope)
+                self._one_by_one(ops, map(_GATE, ops), scope)
             b.end_moment()
         loc.pop()
 
     def _grouped(self, ops, scope: Scope) -> None:
         """A moment's operations (see the module's docstring)."""
-        numbers = np.fromiter(map(self._rows.number.get, map(id, map(_GATE, ops)), itertools.repeat(-1)),
-                              np.int64, len(ops))
+        numbers = self._rows.numbers_of(np.fromiter(map(id, map(_GATE, ops)), np.uint64, len(ops)))
         if numbers.min() >= 0:  # row plans only (made before: no new object's id is among them)
             return self._row_run(ops, None, numbers, scope)
         gates = list(map(_GATE, ops))
@@ -213,47 +243,36 @@ class Walker(Emitter):
         if None not in map(plans.get, ids):
             return self._lower_span(ops, gates, ids, scope)
         # New plans take phase and channel ids (the builder's tables) in the order the operations
-        # one by one would take them: made ahead of earlier operations only where those write
-        # nothing but rows, records and keys (row plans and `many` lowerings).
-        start = 0
-        while start < len(ops):
-            end = start
-            while end < len(ops):
-                plan = plans.get(ids[end])
-                if plan is None:
-                    plan = self._plan(gates[end])
-                end += 1
-                if plan.__class__ is not tuple and ids[end - 1] not in self._many:
-                    break
-            self._lower_span(ops[start:end], gates[start:end], ids[start:end], scope)
-            start = end
+        # one by one would take them: made ahead of earlier operations except where one of those
+        # might take such ids itself (one lowered alone), which is written first.
+        start, alone = 0, -1
+        for i, gate_id in enumerate(ids):
+            if gate_id not in plans:
+                if alone >= start:
+                    self._lower_span(ops[start:alone + 1], gates[start:alone + 1], ids[start:alone + 1], scope)
+                    start = alone + 1
+                self._plan(gates[i])
+            if gate_id not in self._kinds:
+                alone = i
+        self._lower_span(ops[start:], gates[start:], ids[start:], scope)
 
     def _lower_span(self, ops, gates, ids, scope: Scope) -> None:
-        """Operations of a moment whose plans are made: runs of row plans as blocks, runs of one
-        `many` lowering in one call, the rest one by one, in order."""
+        """Operations of a moment whose plans are made, in runs of one kind: row plans as a block,
+        one `many` lowering in one call, the rest (and short runs) one by one."""
         group_min = self.group_min
         if len(ops) < group_min:
             return self._one_by_one(ops, gates, scope)
-        numbers = np.fromiter(map(self._rows.number.get, ids, itertools.repeat(-1)), np.int64, len(ids))
-        others = np.flatnonzero(numbers < 0).tolist()
-        done = i = 0
-        while i < len(others):
-            j = others[i]
-            if j > done:
-                self._row_run(ops[done:j], gates[done:j], numbers[done:j], scope)
-            many = self._many.get(ids[j])
-            k = i + 1
-            if many is not None:  # the run of operations sharing this `many`
-                while k < len(others) and others[k] == others[k - 1] + 1 and self._many.get(ids[others[k]]) is many:
-                    k += 1
-            end = others[k - 1] + 1
-            if many is not None and end - j >= group_min:
-                many(self, ops[j:end], gates[j:end], scope)
+        kinds = np.fromiter(map(self._kinds.get, ids, itertools.repeat(_ALONE)), np.int64, len(ids))
+        starts = (np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist()
+        for start, end in zip([0] + starts, starts + [len(ops)]):
+            kind = int(kinds[start])
+            if kind == _ALONE or end - start < group_min:
+                self._one_by_one(ops[start:end], gates[start:end], scope)
+            elif kind == _ROWS:
+                numbers = np.fromiter(map(self._rows.number.__getitem__, ids[start:end]), np.int64, end - start)
+                self._row_run(ops[start:end], gates[start:end], numbers, scope)
             else:
-                self._one_by_one(ops[j:end], gates[j:end], scope)
-            done, i = end, k
-        if done < len(ops):
-            self._row_run(ops[done:], gates[done:], numbers[done:], scope)
+                self._bulk[kind](self, ops[start:end], gates[start:end], scope)
 
     def _row_run(self, ops, gates, numbers: np.ndarray, scope: Scope) -> None:
         """Consecutive operations of a moment with row plans (`numbers`; `gates`: None for the
@@ -265,11 +284,11 @@ class Walker(Emitter):
                 pass
             else:
                 return self.b.emit_rows(*self._rows.block(numbers, qubits, self.b))
-        self._one_by_one(ops, list(map(_GATE, ops)) if gates is None else gates, scope)
+        self._one_by_one(ops, map(_GATE, ops) if gates is None else gates, scope)
 
     def _one_by_one(self, ops, gates, scope: Scope) -> None:
-        """Operations of a moment one at a time, with their `gates` (`op.gate` may be a new object
-        each time), planning those met first."""
+        """Operations of a moment one at a time, with their `gates` (an iterable: `op.gate` may be a
+        new object each time), planning those met first."""
         plans, lowered, qidx = self._plans, self.b.lowered, scope.qidx
         for op, gate in zip(ops, gates):
             plan = plans.get(id(gate))
@@ -341,8 +360,13 @@ class Walker(Emitter):
         self._keep.append(gate)
         if plan.__class__ is tuple:
             self._rows.add(id(gate), plan, n)
+            self._kinds[id(gate)] = _ROWS
         elif lowering.many is not None:
-            self._many[id(gate)] = lowering.many
+            kind = self._bulk_kind.get(lowering.many)
+            if kind is None:
+                kind = self._bulk_kind[lowering.many] = len(self._bulk)
+                self._bulk.append(lowering.many)
+            self._kinds[id(gate)] = kind
         return plan
 
     def _plan_of(self, lowering: Lowering, gate):

@@ -340,7 +340,7 @@ class ProgramBuilder:
                 else np.zeros((0, NUM_FIELDS), dtype=np.int32))
         if len(rows):
             pos = rows[:, STEP] - self.step
-            if not (pos[1:] >= pos[:-1]).all():  # by position, rows of one position in the order written
+            if self._top and not (pos[1:] >= pos[:-1]).all():  # by position, rows of one position in the order written
                 order = np.argsort(pos.astype(np.int16) if self._top < 1 << 15 else pos, kind="stable")
                 whole = rows.view(np.dtype((np.void, rows.itemsize * NUM_FIELDS))).ravel()  # a row one element
                 rows = np.take(whole, order).view(np.int32).reshape(-1, NUM_FIELDS)
@@ -587,7 +587,7 @@ class ProgramBuilder:
         self.next_step()
 
     def _open_ids(self) -> Tuple[int, ...]:
-        return tuple(loop_id for loop_id, _, _ in self._open_loops)
+        return tuple(loop_id for loop_id, _, _ in self._open_loops) if self._open_loops else ()
 
     def add_key(self, key: str, records: Sequence[int], names: Optional[Sequence[str]] = None) -> None:
         """One measurement of a Cirq key on len(records) qubits (iteration-0 record slots).
