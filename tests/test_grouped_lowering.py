@@ -205,7 +205,8 @@ def _surface_code(d: int, basis: str = "x") -> cirq.Circuit:
 def _wide() -> cirq.Circuit:
     q = cirq.LineQubit.range(3000)
     return cirq.Circuit(cirq.H.on_each(*q), cirq.CNOT.on_each(*zip(q[::2], q[1::2])),
-                        cirq.depolarize(0.01).on_each(*q), cirq.Moment(cirq.measure(x, key=f"m{i}") for i, x in enumerate(q)),
+                        cirq.depolarize(0.01).on_each(*q),
+                        cirq.Moment(cirq.measure(x, key=f"m{i}") for i, x in enumerate(q)),
                         cirq.measure(*q[:7], key="all", invert_mask=(True, False, True)))
 
 
@@ -346,9 +347,9 @@ def _edge_cases():
                         for i, q in enumerate(wide))), {}),
         "a classically controlled subcircuit": (cirq.Circuit(
             cirq.measure(a, key="c"),
-            cirq.CircuitOperation(cirq.FrozenCircuit(cirq.H.on_each(*wide), cirq.depolarize(0.1).on_each(*wide),
-                                                     cirq.Moment(cirq.X(q) ** 0.5 for q in wide))).with_classical_controls("c")),
-            {}),
+            cirq.CircuitOperation(cirq.FrozenCircuit(
+                cirq.H.on_each(*wide), cirq.depolarize(0.1).on_each(*wide),
+                cirq.Moment(cirq.X(q) ** 0.5 for q in wide))).with_classical_controls("c")), {}),
         "parameters on many qubits": (cirq.Circuit(cirq.Moment(cirq.X(q) ** T for q in wide), cirq.H.on_each(*wide),
                                                    cirq.Moment(cirq.Z(q) ** U for q in wide[::2]),
                                                    cirq.measure_each(*wide)), {}),

@@ -26,8 +26,10 @@ import cirq
 import numpy as np
 
 from .. import errors
+from .identity import IdTable
 
 _QUBITS = operator.attrgetter("qubits")
+
 
 class RepVar:
     """The repetition-id path component of a loop while its body is walked."""
@@ -58,25 +60,27 @@ class Scope:
         self.kmaps = kmaps  # innermost first
         self.resolvers = resolvers  # innermost first
         self.starts = starts  # starts[i]: serial from which keys with an (i+1)-long path bind
-        self._by_id: Optional[Dict[int, int]] = None  # id(qubit object) -> index, see `indices`
+        self._by_id: Optional[IdTable] = None  # id(qubit object) -> index, see `indices`
         self._held: List = []  # qubit objects met that are not keys of qidx (their ids stay valid)
 
     def indices(self, ops) -> np.ndarray:
         """The indices of the operations' qubits, one operation after another (int64; KeyError for
-        a qubit outside the scope). Looked up by object identity: no qubit's hash is called, nor its
-        memory read (a known object is the same qubit); an object met first is looked up by value."""
+        a qubit outside the scope), by the qubits' identity (`identity.py`): a qubit object met
+        first is looked up by value once."""
         by_id = self._by_id
         if by_id is None:
-            by_id = self._by_id = {id(q): i for q, i in self.qidx.items()}
-        try:
-            return np.fromiter(map(by_id.__getitem__, map(id, itertools.chain.from_iterable(map(_QUBITS, ops)))),
-                               np.int64)
-        except KeyError:
+            by_id = self._by_id = IdTable()
+            for q, i in self.qidx.items():
+                by_id[id(q)] = i
+        ids = np.fromiter(map(id, itertools.chain.from_iterable(map(_QUBITS, ops))), np.uint64)
+        found = by_id.numbers(ids)
+        if len(found) and found.min() < 0:
             for q in itertools.chain.from_iterable(map(_QUBITS, ops)):
                 if id(q) not in by_id:
                     by_id[id(q)] = self.qidx[q]
                     self._held.append(q)
-            return self.indices(ops)
+            found = by_id.numbers(ids)
+        return found
 
     def key_of(self, mkey: cirq.MeasurementKey, mapped: bool = True) -> Tuple:
         name = mkey.name

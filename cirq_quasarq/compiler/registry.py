@@ -19,8 +19,8 @@ first step that answers decides:
                   what was tried.
 
 Answers are cached per gate value (per type where the entry says all of its gates lower alike).
-Adding a gate is one entry: a value in `EXACT`, a type in
-`BY_TYPE` (`unitary(...)`, `noise(...)` or `emit(...)`), or, for your own gate class, a method
+Adding a gate is one entry: a value in `EXACT`, a type in `BY_TYPE` (`unitary(...)`, `noise(...)`
+or `emit(...)`), or, for your own gate class, a method
 
     def _quasarq_lowering_(self):
         return [("H", (0,)), ("CX", (0, 1))]   # opcode names of core.opcodes, local qubits

@@ -39,6 +39,7 @@ from ..core.ranges import expand_ranges
 from . import channels
 from .conditions import condition_table
 from .emitter import Cursor, Emitter
+from .identity import IdTable
 from .keys import Scope
 from .lowerings import noise_on_many
 from .params import resolve_chain
@@ -96,12 +97,11 @@ class RowPlans:
     gates, becomes its block of rows by array operations (`block`)."""
 
     def __init__(self):
-        self.number: Dict[int, int] = {}  # id(gate) -> its plan's number (equal plans share one)
+        self.number = IdTable()  # id(gate) -> its plan's number (equal plans share one)
         self._numbers: Dict[Tuple, int] = {}  # (plan, qubits) -> number
         self._rows: List[Tuple] = []  # every plan's rows, plan after plan
         self._spans: List[Tuple[int, int, int]] = []  # per plan: first row, rows, qubits
         self._table = None  # the arrays of `_rows` and `_spans`, made when first needed
-        self._sorted = None  # `number` as arrays (ids sorted), made when first needed
 
     def add(self, gate_id: int, plan: Tuple, num_qubits: int) -> None:
         key = (plan, num_qubits)
@@ -112,36 +112,22 @@ class RowPlans:
             self._rows.extend(plan)
             self._table = None
         self.number[gate_id] = number
-        self._sorted = None
-
-    def numbers_of(self, gate_ids: np.ndarray) -> np.ndarray:
-        """The plan number of each gate id (uint64), -1 where it has no row plan: a sorted search,
-        cheaper than a dict lookup per operation."""
-        if self._sorted is None:
-            ids = np.fromiter(self.number, np.uint64, len(self.number))
-            order = np.argsort(ids)
-            self._sorted = (ids[order], np.fromiter(self.number.values(), np.int64, len(ids))[order])
-        ids, numbers = self._sorted
-        if not len(ids):
-            return np.full(len(gate_ids), -1, dtype=np.int64)
-        at = np.searchsorted(ids, gate_ids)
-        np.minimum(at, len(ids) - 1, out=at)
-        return np.where(ids[at] == gate_ids, numbers[at], -1)
 
     def _arrays(self):
         if self._table is None:
             rows = np.array(self._rows, dtype=np.int64).reshape(-1, 6)
             template = np.full((len(rows), NUM_FIELDS), -1, dtype=np.int32)
             template[:, OP], template[:, AUX], template[:, FLAGS] = rows[:, 0], rows[:, 4], 0
-            local = rows[:, [1, 2, 3, 5]].copy()  # local a, local b, position, random
+            local = tuple(rows[:, j].copy() for j in (1, 2, 3))  # local a, local b, position
+            random = rows[:, 5].astype(bool)
             spans = np.array(self._spans, dtype=np.int64).reshape(-1, 3)
-            self._table = (template, local, spans.T.copy(), bool(local[:, 3].any()))
+            self._table = (template, local, random, spans.T.copy(), bool(random.any()))
         return self._table
 
     def block(self, numbers: np.ndarray, qubits: np.ndarray, b) -> Tuple[np.ndarray, np.ndarray]:
         """(rows, positions) of operations with plans `numbers` on `qubits` (program indices, the
         operations' qubits one after another), taking their random slots from the builder `b`."""
-        template, local, (first, count, width), noisy = self._arrays()
+        template, (local_a, local_b, local_position), random, (first, count, width), noisy = self._arrays()
         counts, widths = count[numbers], width[numbers]
         if counts.max() <= 1:  # at most a row each (none: an identity), at position 0
             owner = None if counts.min() else np.flatnonzero(counts)  # the operation of each row
@@ -149,19 +135,19 @@ class RowPlans:
             position = np.zeros(len(index), dtype=np.int64)
         else:
             owner, index = expand_ranges(first[numbers], counts)
-            position = local[index, 2]
-        rows = template[index]
+            position = local_position[index]
+        rows = template.take(index, axis=0)  # whole rows: take is several times faster than indexing
         if len(qubits) == len(numbers) and widths.min() == 1:  # a qubit each: the rows' target
             rows[:, A] = qubits if owner is None else qubits[owner]
         else:
             base = np.cumsum(widths) - widths  # each operation's first qubit in `qubits`
             if owner is not None:
                 base = base[owner]
-            local_a, local_b = local[index, :2].T
-            rows[:, A] = qubits[base + local_a]
-            rows[:, B] = np.where(local_b >= 0, qubits[base + local_b], -1)
+            rows[:, A] = qubits[base + local_a[index]]
+            second = local_b[index]  # each row's second local target (-1: none)
+            rows[:, B] = np.where(second >= 0, qubits[base + second], -1)
         if noisy:
-            drawn = local[index, 3].astype(bool)
+            drawn = random[index]
             k = int(np.count_nonzero(drawn))
             if k:
                 start = b.take_rand(k)
@@ -234,7 +220,7 @@ class Walker(Emitter):
 
     def _grouped(self, ops, scope: Scope) -> None:
         """A moment's operations (see the module's docstring)."""
-        numbers = self._rows.numbers_of(np.fromiter(map(id, map(_GATE, ops)), np.uint64, len(ops)))
+        numbers = self._rows.number.numbers(np.fromiter(map(id, map(_GATE, ops)), np.uint64, len(ops)))
         if numbers.min() >= 0:  # row plans only (made before: no new object's id is among them)
             return self._row_run(ops, None, numbers, scope)
         gates = list(map(_GATE, ops))

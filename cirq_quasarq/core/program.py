@@ -340,7 +340,8 @@ class ProgramBuilder:
                 else np.zeros((0, NUM_FIELDS), dtype=np.int32))
         if len(rows):
             pos = rows[:, STEP] - self.step
-            if self._top and not (pos[1:] >= pos[:-1]).all():  # by position, rows of one position in the order written
+            # By position, rows of one position in the order written (all at position 0: as they are).
+            if self._top and not (pos[1:] >= pos[:-1]).all():
                 order = np.argsort(pos.astype(np.int16) if self._top < 1 << 15 else pos, kind="stable")
                 whole = rows.view(np.dtype((np.void, rows.itemsize * NUM_FIELDS))).ravel()  # a row one element
                 rows = np.take(whole, order).view(np.int32).reshape(-1, NUM_FIELDS)
@@ -662,7 +663,7 @@ class ProgramBuilder:
                 for r in records.tolist():
                     grouped.setdefault(str(r), []).append(shifts + r)
                 continue
-            block = shifts + records[None, :]
+            block = shifts + records[None, :] if loop_ids else records[None, :]
             names = self._key_names.get(index)
             if names is None:
                 grouped.setdefault(key, []).append(block)
