@@ -175,12 +175,17 @@ class KeyTable:
         return tuple(f.loop_id for f in self.frames) if self.frames else ()
 
     def measured(self, key: Tuple, slots: np.ndarray) -> None:
-        self.serial += 1
+        self.measured_many((key,), (slots,))
+
+    def measured_many(self, keys: Sequence[Tuple], slots: Sequence[np.ndarray]) -> None:
+        """Each key measured in turn, with its slots."""
         nest = self.nest()
-        self.entries[key] = Entry(slots, nest, self.serial)
-        self.instances.setdefault(key, []).append((slots, nest))
+        for key, arr in zip(keys, slots):
+            self.serial += 1
+            self.entries[key] = Entry(arr, nest, self.serial)
+            self.instances.setdefault(key, []).append((arr, nest))
         if self.frames:
-            self.frames[-1].measured.append(key)
+            self.frames[-1].measured.extend(keys)
 
     def names(self, key: Tuple) -> Optional[List[str]]:
         """Per-iteration names of a key with repetition components (None if it has none)."""

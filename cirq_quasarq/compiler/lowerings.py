@@ -128,10 +128,7 @@ def measurements(em: "Emitter", ops, gates, scope: "Scope") -> None:
     records = b.take_records(k) + count
     b.emit_rows(b.block(CODE["M"], qubits, rec=records, rand=b.take_rand(k) + count, flags=flags),
                 np.zeros(k, dtype=np.int64))
-    start = 0
-    for end, gate in zip(ends, gates):
-        em.register_key(scope.key_of(gate.mkey), records[start:end])
-        start = end
+    em.register_keys([scope.key_of(gate.mkey) for gate in gates], np.split(records, ends[:-1]))
 
 
 def pauli_measurement(em: "Emitter", op, gate: cirq.PauliMeasurementGate, scope: "Scope", at: "Cursor") -> None:
@@ -183,12 +180,16 @@ def measure_reset(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None
         p = float(gate.measure_flip_probability or 0)
         if p > 0:
             b.confusion(rec, np.array([[1 - p, p], [p, 1 - p]]), pos=at.place((q,)))
-        key = gate.key if isinstance(gate.key, cirq.MeasurementKey) else \
-            cirq.MeasurementKey.parse_serialized(str(gate.key))
         # Cirq does not see this gate's key (it has no measurement-key protocol), so a
         # CircuitOperation neither prefixes it (parent path, repetition ids) nor maps it: it
         # stays as written, one instance per iteration, as stimcirq.StimSampler records it.
-        em.register_key(scope.key_as_written(key), [rec])
+        em.register_key(scope.key_as_written(_key_of(gate)), [rec])
+
+
+def _key_of(gate) -> cirq.MeasurementKey:
+    """stimcirq.MeasureAndOrResetGate's key."""
+    key = gate.key
+    return key if isinstance(key, cirq.MeasurementKey) else cirq.MeasurementKey.parse_serialized(str(key))
 
 
 def _flip_probability(gate) -> float:
@@ -235,10 +236,7 @@ def measure_resets(em: "Emitter", ops, gates, scope: "Scope") -> None:
     rows = np.stack(parts, axis=1)  # [k, rows per operation, fields]: the operations' rows in turn
     b.emit_rows(rows.reshape(-1, rows.shape[2]), np.tile(np.arange(len(parts)), k))
     if measure:
-        for gate, record in zip(gates, records.tolist()):
-            key = gate.key if isinstance(gate.key, cirq.MeasurementKey) else \
-                cirq.MeasurementKey.parse_serialized(str(gate.key))
-            em.register_key(scope.key_as_written(key), [record])
+        em.register_keys([scope.key_as_written(_key_of(gate)) for gate in gates], records.reshape(-1, 1))
 
 
 def reset(em: "Emitter", op, gate: cirq.ResetChannel, scope: "Scope", at: "Cursor") -> None:

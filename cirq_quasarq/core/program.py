@@ -339,9 +339,8 @@ class ProgramBuilder:
         rows = (pieces[0] if len(pieces) == 1 else np.concatenate(pieces) if pieces
                 else np.zeros((0, NUM_FIELDS), dtype=np.int32))
         if len(rows):
-            pos = rows[:, STEP] - self.step
-            # By position, rows of one position in the order written (all at position 0: as they are).
-            if self._top and not (pos[1:] >= pos[:-1]).all():
+            pos = rows[:, STEP] - self.step if self._top else None  # None: all at position 0, in order
+            if pos is not None and not (pos[1:] >= pos[:-1]).all():  # by position, each in the order written
                 order = np.argsort(pos.astype(np.int16) if self._top < 1 << 15 else pos, kind="stable")
                 whole = rows.view(np.dtype((np.void, rows.itemsize * NUM_FIELDS))).ravel()  # a row one element
                 rows = np.take(whole, order).view(np.int32).reshape(-1, NUM_FIELDS)
@@ -598,6 +597,11 @@ class ProgramBuilder:
         self._key_entries.append((key, np.asarray(records, dtype=np.int64), self._open_ids()))
         if names is not None:
             self._key_names[len(self._key_entries) - 1] = list(names)
+
+    def add_keys(self, keys: Sequence[str], records: Sequence[np.ndarray]) -> None:
+        """`add_key` of each key in turn, with its int64 records (no per-iteration names)."""
+        opened = self._open_ids()
+        self._key_entries.extend((key, r, opened) for key, r in zip(keys, records))
 
     def add_record_keys(self, first: int, count: int) -> None:
         """Keys str(r) for the single records r in [first, first + count) (iteration-0 slots): what
