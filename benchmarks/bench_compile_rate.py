@@ -3,8 +3,10 @@
     python -m benchmarks.bench_compile_rate [--n 2000] [--depth 100] [--distance 11] [--repeats 5] [--json FILE]
 
 Circuits (benchmarks/circuits.py): `clifford_layers(n, depth)` (one-qubit Cliffords on every qubit,
-two-qubit Cliffords on random pairs, every qubit measured under its own key) and Stim's rotated
-surface-code X memory experiment (rounds = distance, every noise knob 1e-3) converted by stimcirq.
+two-qubit Cliffords on random pairs, every qubit measured under its own key), the same with a new
+gate object for every operation (each is planned on its own: the walk's slow path), and Stim's
+rotated surface-code X memory experiment (rounds = distance, every noise knob 1e-3) converted by
+stimcirq.
 A cold compile clears the compile caches and does what `run` does with a new circuit:
 `compile_template(circuit).resolve(None)`. Each repeat compiles with moments lowered in bulk (as
 the compiler runs) and one operation at a time (`Walker.group_min = None`, the tests' oracle),
@@ -70,7 +72,9 @@ def main(argv=None) -> None:
     parser.add_argument("--json", help="append the rows to this file, one JSON object a line")
     args = parser.parse_args(argv)
     d = args.distance
-    circuits = [(f"Clifford layers n={args.n} depth={args.depth}", clifford_layers(args.n, args.depth, args.seed)),
+    layers = f"Clifford layers n={args.n} depth={args.depth}"
+    circuits = [(layers, clifford_layers(args.n, args.depth, args.seed)),
+                (f"{layers}, a gate object per operation", clifford_layers(args.n, args.depth, args.seed, True)),
                 (f"stimcirq surface code d={d}", surface_code_cirq(d, d, 1e-3, "x")[0])]
     rows = [bench(name, circuit, args.repeats) for name, circuit in circuits]
     print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Tuple
 
 import cirq
@@ -65,20 +66,22 @@ _LAYER_ONE_QUBIT = (cirq.H, cirq.S, cirq.X, cirq.Y, cirq.Z, cirq.S**-1,
 _LAYER_TWO_QUBIT = (cirq.CZ, cirq.CNOT, cirq.SWAP, cirq.ISWAP, cirq.ISWAP**-1)
 
 
-def clifford_layers(n: int, depth: int, seed: int = 0) -> cirq.Circuit:
+def clifford_layers(n: int, depth: int, seed: int = 0, fresh_gates: bool = False) -> cirq.Circuit:
     """`depth` layers on `n` line qubits, each two moments: a one-qubit Clifford on every qubit (H,
     S, X, Y, Z, S†, or one of the 24 SingleQubitCliffordGates), then a two-qubit Clifford (CZ, CNOT,
     SWAP, ISWAP, ISWAP†) on each of n // 2 random disjoint pairs; then every qubit measured, qubit i
-    under key f"m{i}". 1.5 * n * depth + n operations."""
+    under key f"m{i}". 1.5 * n * depth + n operations. `fresh_gates`: each operation's gate a new
+    object (equal to the shared one), as code that makes its gates in a loop gives them."""
     rng = np.random.default_rng(seed)
     qubits = cirq.LineQubit.range(n)
+    instance = copy.copy if fresh_gates else (lambda g: g)
     moments = []
     for _ in range(depth):
         ones = rng.integers(0, len(_LAYER_ONE_QUBIT), size=n)
-        moments.append(cirq.Moment(_LAYER_ONE_QUBIT[g](q) for g, q in zip(ones, qubits)))
+        moments.append(cirq.Moment(instance(_LAYER_ONE_QUBIT[g])(q) for g, q in zip(ones, qubits)))
         pairs = rng.permutation(n)[: 2 * (n // 2)].reshape(-1, 2)
         twos = rng.integers(0, len(_LAYER_TWO_QUBIT), size=len(pairs))
-        moments.append(cirq.Moment(_LAYER_TWO_QUBIT[g](qubits[a], qubits[b]) for g, (a, b) in zip(twos, pairs)))
+        moments.append(cirq.Moment(instance(_LAYER_TWO_QUBIT[g])(qubits[a], qubits[b]) for g, (a, b) in zip(twos, pairs)))
     moments.append(cirq.Moment(cirq.measure(q, key=f"m{i}") for i, q in enumerate(qubits)))
     return cirq.Circuit(moments)
 

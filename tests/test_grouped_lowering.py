@@ -17,6 +17,7 @@ purpose, and say so in the commit.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import pathlib
@@ -329,6 +330,10 @@ def _edge_cases():
                         cirq.measure(d, key="m3", confusion_map={(0,): np.array([[0.9, 0.1], [0.2, 0.8]])}))), {}),
         "gate objects new on each read": (cirq.Circuit(  # ControlledOperation.gate: a new gate each time
             cirq.Moment(cirq.X(q).controlled_by(p) for p, q in zip(wide[::2], wide[1::2]))), {}),
+        "a gate object per operation": (cirq.Circuit(
+            cirq.Moment(copy.copy(ONE[i % len(ONE)]).on(q) for i, q in enumerate(wide)),
+            cirq.Moment(copy.copy(TWO[i % 9]).on(p, q) for i, (p, q) in enumerate(zip(wide[::2], wide[1::2]))),
+            cirq.Moment(cirq.depolarize(0.01 * (i % 3)).on(q) for i, q in enumerate(wide))), {}),
         "tagged": (cirq.Circuit(cirq.Moment(cirq.H(q).with_tags("t") for q in wide)), {}),
         "grid, explicit order": (cirq.Circuit(cirq.H.on_each(*grid), cirq.CZ(grid[0], grid[4]),
                                               cirq.measure(*grid, key="g")), {"qubit_order": grid[::-1]}),

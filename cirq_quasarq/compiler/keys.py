@@ -26,7 +26,6 @@ import cirq
 import numpy as np
 
 from .. import errors
-from .identity import IdTable
 
 _QUBITS = operator.attrgetter("qubits")
 
@@ -60,27 +59,25 @@ class Scope:
         self.kmaps = kmaps  # innermost first
         self.resolvers = resolvers  # innermost first
         self.starts = starts  # starts[i]: serial from which keys with an (i+1)-long path bind
-        self._by_id: Optional[IdTable] = None  # id(qubit object) -> index, see `indices`
+        self._by_id: Optional[Dict[int, int]] = None  # id(qubit object) -> index, see `indices`
         self._held: List = []  # qubit objects met that are not keys of qidx (their ids stay valid)
 
     def indices(self, ops) -> np.ndarray:
         """The indices of the operations' qubits, one operation after another (int64; KeyError for
-        a qubit outside the scope), by the qubits' identity (`identity.py`): a qubit object met
-        first is looked up by value once."""
+        a qubit outside the scope). Looked up by object identity: no qubit's hash (a Python method)
+        is called, nor its memory read; a qubit object met first is looked up by value once."""
         by_id = self._by_id
         if by_id is None:
-            by_id = self._by_id = IdTable()
-            for q, i in self.qidx.items():
-                by_id[id(q)] = i
-        ids = np.fromiter(map(id, itertools.chain.from_iterable(map(_QUBITS, ops))), np.uint64)
-        found = by_id.numbers(ids)
-        if len(found) and found.min() < 0:
+            by_id = self._by_id = {id(q): i for q, i in self.qidx.items()}
+        try:
+            return np.fromiter(map(by_id.__getitem__, map(id, itertools.chain.from_iterable(map(_QUBITS, ops)))),
+                               np.int64)
+        except KeyError:
             for q in itertools.chain.from_iterable(map(_QUBITS, ops)):
                 if id(q) not in by_id:
                     by_id[id(q)] = self.qidx[q]
                     self._held.append(q)
-            found = by_id.numbers(ids)
-        return found
+            return self.indices(ops)
 
     def key_of(self, mkey: cirq.MeasurementKey, mapped: bool = True) -> Tuple:
         name = mkey.name

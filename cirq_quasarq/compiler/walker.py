@@ -39,7 +39,6 @@ from ..core.ranges import expand_ranges
 from . import channels
 from .conditions import condition_table
 from .emitter import Cursor, Emitter
-from .identity import IdTable
 from .keys import Scope
 from .lowerings import noise_on_many
 from .params import resolve_chain
@@ -97,7 +96,7 @@ class RowPlans:
     gates, becomes its block of rows by array operations (`block`)."""
 
     def __init__(self):
-        self.number = IdTable()  # id(gate) -> its plan's number (equal plans share one)
+        self.number: Dict[int, int] = {}  # id(gate) -> its plan's number (equal plans share one)
         self._numbers: Dict[Tuple, int] = {}  # (plan, qubits) -> number
         self._rows: List[Tuple] = []  # every plan's rows, plan after plan
         self._spans: List[Tuple[int, int, int]] = []  # per plan: first row, rows, qubits
@@ -220,7 +219,8 @@ class Walker(Emitter):
 
     def _grouped(self, ops, scope: Scope) -> None:
         """A moment's operations (see the module's docstring)."""
-        numbers = self._rows.number.numbers(np.fromiter(map(id, map(_GATE, ops)), np.uint64, len(ops)))
+        numbers = np.fromiter(map(self._rows.number.get, map(id, map(_GATE, ops)), itertools.repeat(-1)),
+                              np.int64, len(ops))
         if numbers.min() >= 0:  # row plans only (made before: no new object's id is among them)
             return self._row_run(ops, None, numbers, scope)
         gates = list(map(_GATE, ops))
