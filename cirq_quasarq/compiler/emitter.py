@@ -149,6 +149,15 @@ class Emitter:
         self.b.add_key(render(key), arr, names=names)
         self.keys.measured(key, arr)
 
+    def register_keys(self, keys: Sequence[Tuple], slots: Sequence[np.ndarray]) -> None:
+        """`register_key` of each key in turn, with its int64 array of slots."""
+        if self.keys.frames:  # in a loop a key may name each iteration: one by one
+            for key, arr in zip(keys, slots):
+                self.register_key(key, arr)
+            return
+        self.b.add_keys(list(map(render, keys)), slots)
+        self.keys.measured_many(keys, slots)
+
     def read_key(self, scope: Scope, mkey: cirq.MeasurementKey, op, mapped: bool, finish, all_levels: bool,
                  index: int = -1):
         """(slots, depth) of an instance of a key (the latest for index -1) as seen from `scope`."""

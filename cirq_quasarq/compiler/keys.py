@@ -19,12 +19,15 @@ a closed loop's body instances standing for one instance per iteration (`Run`, n
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import cirq
 import numpy as np
 
 from .. import errors
+
+_QUBITS = operator.attrgetter("qubits")
 
 
 class RepVar:
@@ -41,13 +44,13 @@ class RepVar:
 
 
 def render(key: Tuple) -> str:
-    return ":".join(str(c) for c in key)
+    return ":".join(map(str, key))
 
 
 class Scope:
     """Where a (sub)circuit is walked: its qubit indices, key path, key maps and resolvers."""
 
-    __slots__ = ("qidx", "path", "kmaps", "resolvers", "starts")
+    __slots__ = ("qidx", "path", "kmaps", "resolvers", "starts", "_by_id", "_held")
 
     def __init__(self, qidx: Dict, path: Tuple = (), kmaps: Tuple = (), resolvers: Tuple = (),
                  starts: Tuple[int, ...] = ()):
@@ -56,6 +59,25 @@ class Scope:
         self.kmaps = kmaps  # innermost first
         self.resolvers = resolvers  # innermost first
         self.starts = starts  # starts[i]: serial from which keys with an (i+1)-long path bind
+        self._by_id: Optional[Dict[int, int]] = None  # id(qubit object) -> index, see `indices`
+        self._held: List = []  # qubit objects met that are not keys of qidx (their ids stay valid)
+
+    def indices(self, ops) -> np.ndarray:
+        """The indices of the operations' qubits, one operation after another (int64; KeyError for
+        a qubit outside the scope). Looked up by object identity: no qubit's hash (a Python method)
+        is called, nor its memory read; a qubit object met first is looked up by value once."""
+        by_id = self._by_id
+        if by_id is None:
+            by_id = self._by_id = {id(q): i for q, i in self.qidx.items()}
+        try:
+            return np.fromiter(map(by_id.__getitem__, map(id, itertools.chain.from_iterable(map(_QUBITS, ops)))),
+                               np.int64)
+        except KeyError:
+            for q in itertools.chain.from_iterable(map(_QUBITS, ops)):
+                if id(q) not in by_id:
+                    by_id[id(q)] = self.qidx[q]
+                    self._held.append(q)
+            return self.indices(ops)
 
     def key_of(self, mkey: cirq.MeasurementKey, mapped: bool = True) -> Tuple:
         name = mkey.name
@@ -147,19 +169,24 @@ class KeyTable:
 
     # -- measurements -------------------------------------------------------------------------
     def nest(self) -> Tuple[int, ...]:
-        return tuple(f.loop_id for f in self.frames)
+        return tuple(f.loop_id for f in self.frames) if self.frames else ()
 
     def measured(self, key: Tuple, slots: np.ndarray) -> None:
-        self.serial += 1
+        self.measured_many((key,), (slots,))
+
+    def measured_many(self, keys: Sequence[Tuple], slots: Sequence[np.ndarray]) -> None:
+        """Each key measured in turn, with its slots."""
         nest = self.nest()
-        self.entries[key] = Entry(slots, nest, self.serial)
-        self.instances.setdefault(key, []).append((slots, nest))
+        for key, arr in zip(keys, slots):
+            self.serial += 1
+            self.entries[key] = Entry(arr, nest, self.serial)
+            self.instances.setdefault(key, []).append((arr, nest))
         if self.frames:
-            self.frames[-1].measured.append(key)
+            self.frames[-1].measured.extend(keys)
 
     def names(self, key: Tuple) -> Optional[List[str]]:
         """Per-iteration names of a key with repetition components (None if it has none)."""
-        if not any(type(c) is RepVar for c in key):
+        if RepVar not in map(type, key):
             return None
         position = {f.var: i for i, f in enumerate(self.frames) if f.var is not None}
         out = []

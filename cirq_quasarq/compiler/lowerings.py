@@ -4,7 +4,10 @@ feedback, sweep bits and annotations.
 Each is a registry entry (`registry.py`), called as ``lowering(em, op, gate, scope, at)`` with the
 `emitter.Emitter` of the compilation, the operation's `keys.Scope` and its `emitter.Cursor`; gate-
 less operations (stimcirq's annotations) get ``gate=None``. They write rows only through `em.b`
-(the ProgramBuilder) and keys only through `em.register_key` / `em.read_key`.
+(the ProgramBuilder) and keys only through `em.register_key` / `em.read_key`. Some have a bulk
+form (`Lowering.many`: measurements, resets) called as ``many(em, ops, gates, scope)`` on a run of
+a moment's operations, writing what the lowering on each in turn writes: rows, records,
+confusions and keys (never phase or channel ids: the walk relies on it).
 """
 
 from __future__ import annotations
@@ -16,10 +19,14 @@ import numpy as np
 
 from .. import errors
 from ..core import opcodes, paulis
+from ..core.program import FLAG_INVERT
+from .emitter import Cursor
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .emitter import Cursor, Emitter
+    from .emitter import Emitter
     from .keys import Scope
+
+CODE = opcodes.CODE
 
 _BASIS_TO_Z = {paulis.X: "H", paulis.Y: "H_YZ"}  # self-inverse basis changes to Z
 PAULI_NAMES = {cirq.X: "X", cirq.Y: "Y", cirq.Z: "Z"}
@@ -94,6 +101,36 @@ def measurement(em: "Emitter", op, gate: cirq.MeasurementGate, scope: "Scope", a
     em.register_key(scope.key_of(gate.mkey), slots)
 
 
+def measurements(em: "Emitter", ops, gates, scope: "Scope") -> None:
+    """`measurement` of many operations at once: each qubit's M row at position 0, records and
+    random slots in the operations' qubit order, a key per operation."""
+    if any(gate.confusion_map for gate in gates):  # confusion rows follow their records: one by one
+        for op, gate in zip(ops, gates):
+            measurement(em, op, gate, scope, Cursor())
+        return
+    _no_control(em, ops[0], "measurement")
+    shapes = list(map(cirq.qid_shape, gates))
+    for op, shape in zip(ops, shapes):
+        if shape.count(2) != len(shape):
+            em.fail(errors.UnsupportedOperationError, op, "measurement of qudits")
+    qubits = scope.indices(ops)
+    k = len(qubits)
+    ends = np.cumsum(list(map(len, shapes))).tolist()
+    flags = 0
+    if any(gate.invert_mask for gate in gates):
+        flags = np.zeros(k, dtype=np.int32)
+        for end, shape, gate in zip(ends, shapes, gates):
+            mask = gate.invert_mask
+            flags[end - len(shape):end - len(shape) + len(mask)] = mask
+        flags *= FLAG_INVERT
+    b = em.b
+    count = np.arange(k, dtype=np.int64)
+    records = b.take_records(k) + count
+    b.emit_rows(b.block(CODE["M"], qubits, rec=records, rand=b.take_rand(k) + count, flags=flags),
+                np.zeros(k, dtype=np.int64))
+    em.register_keys([scope.key_of(gate.mkey) for gate in gates], np.split(records, ends[:-1]))
+
+
 def pauli_measurement(em: "Emitter", op, gate: cirq.PauliMeasurementGate, scope: "Scope", at: "Cursor") -> None:
     """A Pauli-string measurement: basis change to Z, CX parity onto the first qubit, M, undo."""
     _no_control(em, op, "measurement")
@@ -143,12 +180,63 @@ def measure_reset(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None
         p = float(gate.measure_flip_probability or 0)
         if p > 0:
             b.confusion(rec, np.array([[1 - p, p], [p, 1 - p]]), pos=at.place((q,)))
-        key = gate.key if isinstance(gate.key, cirq.MeasurementKey) else \
-            cirq.MeasurementKey.parse_serialized(str(gate.key))
         # Cirq does not see this gate's key (it has no measurement-key protocol), so a
         # CircuitOperation neither prefixes it (parent path, repetition ids) nor maps it: it
         # stays as written, one instance per iteration, as stimcirq.StimSampler records it.
-        em.register_key(scope.key_as_written(key), [rec])
+        em.register_key(scope.key_as_written(_key_of(gate)), [rec])
+
+
+def _key_of(gate) -> cirq.MeasurementKey:
+    """stimcirq.MeasureAndOrResetGate's key."""
+    key = gate.key
+    return key if isinstance(key, cirq.MeasurementKey) else cirq.MeasurementKey.parse_serialized(str(key))
+
+
+def _flip_probability(gate) -> float:
+    return float(gate.measure_flip_probability or 0)
+
+
+def measure_resets(em: "Emitter", ops, gates, scope: "Scope") -> None:
+    """`measure_reset` of many operations at once; operations that differ in what they do (measure,
+    reset, basis, a flip chance or none) one by one. Per operation its rows at positions 0, 1, ...:
+    the basis change, the collapse, the change back, the confusion."""
+    first = gates[0]
+    kind = (first.measure, first.reset, first.basis, _flip_probability(first) > 0)
+    if any((g.measure, g.reset, g.basis, _flip_probability(g) > 0) != kind for g in gates):
+        for op, gate in zip(ops, gates):
+            measure_reset(em, op, gate, scope, Cursor())
+        return
+    measure, reset_, basis, flips = kind
+    if measure:
+        _no_control(em, ops[0], "measurement")
+    if basis not in ("X", "Y", "Z"):
+        em.fail(errors.UnsupportedOperationError, ops[0], f"unknown basis {basis!r}")
+    core = ("MR" if reset_ else "M") if measure else "R"
+    before, core, after = (None, core, None) if basis == "Z" else opcodes.LOWERED_BASIS[core + basis]
+    qubits = scope.indices(ops)
+    b = em.b
+    k = len(qubits)
+    count = np.arange(k, dtype=np.int64)
+    draws = 1 + (measure and flips)  # random slots per operation: the collapse's, the confusion's
+    rand = b.take_rand(draws * k) + draws * count
+    parts = []
+    if before is not None:
+        parts.append(b.block(CODE[before], qubits))
+    if measure:
+        records = b.take_records(k) + count
+        inverted = np.fromiter((bool(g.invert_measure) for g in gates), bool, k) * FLAG_INVERT
+        parts.append(b.block(CODE[core], qubits, rec=records, rand=rand, flags=inverted))
+    else:
+        parts.append(b.block(CODE[core], qubits, rand=rand))
+    if after is not None:
+        parts.append(b.block(CODE[after], qubits))
+    if measure and flips:
+        confusions = b.flip_confusions([_flip_probability(g) for g in gates]) + count
+        parts.append(b.block(CODE["CONFUSION"], records, 1, rec=records, rand=rand + 1, aux=confusions))
+    rows = np.stack(parts, axis=1)  # [k, rows per operation, fields]: the operations' rows in turn
+    b.emit_rows(rows.reshape(-1, rows.shape[2]), np.tile(np.arange(len(parts)), k))
+    if measure:
+        em.register_keys([scope.key_as_written(_key_of(gate)) for gate in gates], records.reshape(-1, 1))
 
 
 def reset(em: "Emitter", op, gate: cirq.ResetChannel, scope: "Scope", at: "Cursor") -> None:
@@ -157,6 +245,17 @@ def reset(em: "Emitter", op, gate: cirq.ResetChannel, scope: "Scope", at: "Curso
     for q in op.qubits:
         i = scope.qidx[q]
         em.b.reset(i, pos=at.place((i,)))
+
+
+def resets(em: "Emitter", ops, gates, scope: "Scope") -> None:
+    """`reset` of many operations at once: an R row per qubit at position 0."""
+    for op, gate in zip(ops, gates):
+        if gate.dimension != 2:
+            em.fail(errors.UnsupportedOperationError, op, "reset of a qudit")
+    qubits = scope.indices(ops)
+    b = em.b
+    k = len(qubits)
+    b.emit_rows(b.block(CODE["R"], qubits, rand=b.take_rand(k) + np.arange(k)), np.zeros(k, dtype=np.int64))
 
 
 def noise_on_many(name: str, channel: int, ext_paulis=None):

@@ -18,8 +18,9 @@ first step that answers decides:
 8. error:         when decomposition gives nothing, the walk names the operation, its moment and
                   what was tried.
 
-Answers are cached per gate value. Adding a gate is one entry: a value in `EXACT`, a type in
-`BY_TYPE` (`unitary(...)`, `noise(...)` or `emit(...)`), or, for your own gate class, a method
+Answers are cached per gate value (per type where the entry says all of its gates lower alike).
+Adding a gate is one entry: a value in `EXACT`, a type in `BY_TYPE` (`unitary(...)`, `noise(...)`
+or `emit(...)`), or, for your own gate class, a method
 
     def _quasarq_lowering_(self):
         return [("H", (0,)), ("CX", (0, 1))]   # opcode names of core.opcodes, local qubits
@@ -51,14 +52,20 @@ class Lowering:
     kind PARAMETRIZED: unresolved symbols: a template slot, or resolved on the way.
     kind DECOMPOSE:    compile `cirq.decompose_once(op)` instead.
     kind ERROR:        `error_for(gate)` is the exception, raised with the operation's moment.
+
+    What may be lowered in bulk (many operations of a moment at once, `walker.py`): OPS and NOISE
+    lowerings are the same rows for every operation of their gate, so any run of them is one
+    block; an EMIT lowering with `many` takes a run of operations of its kind in one call,
+    ``many(em, ops, gates, scope)``, writing what `emit` on each in turn writes.
     """
 
     OPS, NOISE, EMIT, PARAMETRIZED, DECOMPOSE, ERROR = "ops", "noise", "emit", "parametrized", "decompose", "error"
-    __slots__ = ("kind", "ops", "spec", "emit", "_error", "_phase", "twirled")
+    __slots__ = ("kind", "ops", "spec", "emit", "many", "_error", "_phase", "twirled")
 
     def __init__(self, kind: str, ops: OpSeq = (), spec=None, emit: Optional[Callable] = None, error=None,
-                 twirled: bool = False):
+                 twirled: bool = False, many: Optional[Callable] = None):
         self.kind, self.ops, self.spec, self.emit, self._error = kind, ops, spec, emit, error
+        self.many = many
         self._phase = None
         self.twirled = twirled  # NOISE: the spec is a non-Pauli channel's twirl (an approximation)
 
@@ -89,12 +96,15 @@ _DECOMPOSE = Lowering(Lowering.DECOMPOSE)
 
 class Entry:
     """A BY_TYPE entry: `lower(gate, n) -> Lowering or None` (None: go on to the next step).
-    `symbolic`: the entry itself handles gates that carry symbols (stimcirq.SweepPauli)."""
+    `symbolic`: the entry itself handles gates that carry symbols (stimcirq.SweepPauli).
+    `by_type`: every gate of its types lowers alike (they carry no symbols, nor values that change
+    the lowering): the answer is cached per type, so a gate new to the walk costs no lookup by
+    value (measurements: each key is another gate)."""
 
-    __slots__ = ("lower", "symbolic")
+    __slots__ = ("lower", "symbolic", "by_type")
 
-    def __init__(self, lower: Callable, symbolic: bool = False):
-        self.lower, self.symbolic = lower, symbolic
+    def __init__(self, lower: Callable, symbolic: bool = False, by_type: bool = False):
+        self.lower, self.symbolic, self.by_type = lower, symbolic, by_type
 
 
 def unitary(family: Callable[[cirq.Gate, int], Optional[OpSeq]]) -> Entry:
@@ -122,10 +132,11 @@ def noise(reader: Callable) -> Entry:
     return Entry(lower)
 
 
-def emit(handler: Callable, symbolic: bool = False) -> Entry:
-    """An operation that writes its own rows (records, keys, conditions): lowerings.py."""
-    lowering = Lowering(Lowering.EMIT, emit=handler)
-    return Entry(lambda gate, n: lowering, symbolic)
+def emit(handler: Callable, symbolic: bool = False, many: Optional[Callable] = None, by_type: bool = False) -> Entry:
+    """An operation that writes its own rows (records, keys, conditions): lowerings.py; `many`,
+    where given, writes a run of them at once (see `Lowering`); `by_type`: see `Entry`."""
+    lowering = Lowering(Lowering.EMIT, emit=handler, many=many)
+    return Entry(lambda gate, n: lowering, symbolic, by_type)
 
 
 def _exact() -> Dict[cirq.Gate, Lowering]:
@@ -147,9 +158,9 @@ _generic_channel = noise(channels.from_channel)
 
 BY_TYPE: Dict[type, Entry] = {
     # measurements and resets
-    cirq.MeasurementGate: emit(lowerings.measurement),
+    cirq.MeasurementGate: emit(lowerings.measurement, many=lowerings.measurements, by_type=True),
     cirq.PauliMeasurementGate: emit(lowerings.pauli_measurement),
-    cirq.ResetChannel: emit(lowerings.reset),
+    cirq.ResetChannel: emit(lowerings.reset, many=lowerings.resets, by_type=True),
     # unitary gate families
     cirq.IdentityGate: unitary(cliffords.lower_identity),
     cirq.GlobalPhaseGate: unitary(cliffords.lower_identity),
@@ -201,7 +212,7 @@ def _stimcirq_entries(stimcirq) -> Dict[type, Entry]:
         stimcirq.CXSwapGate: unitary(lambda gate, n: (("SWAPCX" if gate.inverted else "CXSWAP", (0, 1)),)),
         stimcirq.CZSwapGate: unitary(lambda gate, n: (("CZSWAP", (0, 1)),)),
         stimcirq.IIGate: unitary(cliffords.lower_identity),
-        stimcirq.MeasureAndOrResetGate: emit(lowerings.measure_reset),
+        stimcirq.MeasureAndOrResetGate: emit(lowerings.measure_reset, many=lowerings.measure_resets, by_type=True),
         stimcirq.SweepPauli: emit(lowerings.sweep_pauli, symbolic=True),
         stimcirq.FeedbackPauli: emit(lowerings.feedback_pauli),
         stimcirq.TwoQubitAsymmetricDepolarizingChannel: noise(channels.two_qubit_asymmetric_depolarize),
@@ -257,6 +268,8 @@ def _lower_after_exact(gate, num_qubits: int) -> Lowering:
     if entry is not None and (entry.symbolic or not parametrized):
         found = entry.lower(gate, num_qubits)
         if found is not None:
+            if entry.by_type:  # found after the protocol step, which the type does not answer
+                _BY_TYPE_CACHE[type(gate)] = found
             return found
     if parametrized:
         return _PARAMETRIZED
@@ -287,6 +300,7 @@ def _measures(gate) -> bool:
 
 
 _CACHE: Dict[object, Lowering] = {}
+_BY_TYPE_CACHE: Dict[type, Lowering] = {}  # the answers of `by_type` entries
 
 
 NON_PAULI = ("error", "twirl")
@@ -319,6 +333,9 @@ def lower(gate: cirq.Gate, num_qubits: int, non_pauli: str = "error") -> Lowerin
 
 
 def _lower(gate: cirq.Gate, num_qubits: int) -> Lowering:
+    hit = _BY_TYPE_CACHE.get(type(gate))
+    if hit is not None:
+        return hit
     key = (type(gate), gate)
     try:
         hit = _EXACT.get(key)

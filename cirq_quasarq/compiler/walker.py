@@ -10,21 +10,32 @@ and what was tried.
 Rows: every moment opens a new step of the ProgramBuilder; an instruction at position p of its
 operation's lowering (as soon as possible per qubit, `emitter.Cursor`) gets step `moment step +
 p`, so instructions of one step touch disjoint qubits. Each gate's lowering is turned once per walk
-into a plan: a tuple of ready rows for unitaries and one- or two-qubit channels (the common case:
-one builder call per operation), or a callable for the rest.
+into a plan: a tuple of ready rows for unitaries and one- or two-qubit channels (the common case),
+or a callable for the rest.
+
+Moments are lowered in bulk: the operations of a moment whose plans are rows become one block of
+rows (`RowPlans`: a few array operations for the whole run, whatever its gates), and a run of
+operations whose lowering takes many at once (`Lowering.many`: measurements, resets) is one call.
+Everything else, and runs shorter than `Walker.group_min`, goes one operation at a time. The block
+holds the rows, record and random slots that the operations one by one would write, in the same
+order (operations in moment order, then rows by position), so the Program is the same.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 from typing import Any, Dict, List, Optional, Tuple
 
 import cirq
+import numpy as np
 import sympy
 
 from .. import errors
 from ..core import memory, opcodes
-from ..core.program import Program
+from ..core.program import A, AUX, B, COND, FLAGS, NUM_FIELDS, OP, RAND, Program
+from ..core.ranges import expand_ranges
 from . import channels
 from .conditions import condition_table
 from .emitter import Cursor, Emitter
@@ -43,6 +54,8 @@ _BYTES_PER_NAME = 120
 _TAGGED = cirq.TaggedOperation
 _CIRCUIT_OP = cirq.CircuitOperation
 _CONTROLLED = cirq.ClassicallyControlledOperation
+_GATE = operator.attrgetter("gate")
+_ROWS, _ALONE = 0, -1  # how a gate's operations go in bulk (see Walker._kinds)
 
 
 def _unsupported(error: Exception, op) -> str:
@@ -78,14 +91,93 @@ def unitary_plan(ops, phase: int = -1) -> Tuple:
     return tuple(rows)
 
 
+class RowPlans:
+    """The row plans of one walk as one table: a run of operations with row plans, whatever their
+    gates, becomes its block of rows by array operations (`block`)."""
+
+    def __init__(self):
+        self.number: Dict[int, int] = {}  # id(gate) -> its plan's number (equal plans share one)
+        self._numbers: Dict[Tuple, int] = {}  # (plan, qubits) -> number
+        self._rows: List[Tuple] = []  # every plan's rows, plan after plan
+        self._spans: List[Tuple[int, int, int]] = []  # per plan: first row, rows, qubits
+        self._table = None  # the arrays of `_rows` and `_spans`, made when first needed
+
+    def add(self, gate_id: int, plan: Tuple, num_qubits: int) -> None:
+        key = (plan, num_qubits)
+        number = self._numbers.get(key)
+        if number is None:
+            number = self._numbers[key] = len(self._spans)
+            self._spans.append((len(self._rows), len(plan), num_qubits))
+            self._rows.extend(plan)
+            self._table = None
+        self.number[gate_id] = number
+
+    def _arrays(self):
+        if self._table is None:
+            rows = np.array(self._rows, dtype=np.int64).reshape(-1, 6)
+            template = np.full((len(rows), NUM_FIELDS), -1, dtype=np.int32)
+            template[:, OP], template[:, AUX], template[:, FLAGS] = rows[:, 0], rows[:, 4], 0
+            local = tuple(rows[:, j].copy() for j in (1, 2, 3))  # local a, local b, position
+            random = rows[:, 5].astype(bool)
+            spans = np.array(self._spans, dtype=np.int64).reshape(-1, 3)
+            self._table = (template, local, random, spans.T.copy(), bool(random.any()))
+        return self._table
+
+    def block(self, numbers: np.ndarray, qubits: np.ndarray, b) -> Tuple[np.ndarray, np.ndarray]:
+        """(rows, positions) of operations with plans `numbers` on `qubits` (program indices, the
+        operations' qubits one after another), taking their random slots from the builder `b`."""
+        template, (local_a, local_b, local_position), random, (first, count, width), noisy = self._arrays()
+        counts, widths = count[numbers], width[numbers]
+        if counts.max() <= 1:  # at most a row each (none: an identity), at position 0
+            owner = None if counts.min() else np.flatnonzero(counts)  # the operation of each row
+            index = first[numbers] if owner is None else first[numbers[owner]]
+            position = np.zeros(len(index), dtype=np.int64)
+        else:
+            owner, index = expand_ranges(first[numbers], counts)
+            position = local_position[index]
+        rows = template.take(index, axis=0)  # whole rows: take is several times faster than indexing
+        if len(qubits) == len(numbers) and widths.min() == 1:  # a qubit each: the rows' target
+            rows[:, A] = qubits if owner is None else qubits[owner]
+        else:
+            base = np.cumsum(widths) - widths  # each operation's first qubit in `qubits`
+            if owner is not None:
+                base = base[owner]
+            rows[:, A] = qubits[base + local_a[index]]
+            second = local_b[index]  # each row's second local target (-1: none)
+            rows[:, B] = np.where(second >= 0, qubits[base + second], -1)
+        if noisy:
+            drawn = random[index]
+            k = int(np.count_nonzero(drawn))
+            if k:
+                start = b.take_rand(k)
+                rows[drawn, RAND] = np.arange(start, start + k, dtype=np.int32)
+        if b.cond >= 0:
+            rows[:, COND] = b.cond
+        return rows, position
+
+
 class Walker(Emitter):
     """One compilation (see `Emitter` for the state lowerings use)."""
+
+    # The fewest consecutive operations of a moment lowered in bulk: a block costs about as much as
+    # a hundred operations one by one (measured on two CPU cores); None lowers every operation
+    # alone, as the tests' oracle.
+    group_min: Optional[int] = 96
 
     def __init__(self, qubits: Tuple, mode: str = "template", resolver=None, non_pauli: str = "error"):
         super().__init__(qubits, mode, resolver)
         self.non_pauli = non_pauli  # registry.lower's option: refuse or twirl non-Pauli channels
-        self._plans: Dict[int, Any] = {}  # id(gate) -> plan; `_keep` keeps the ids valid
+        # id(gate) -> plan; `_keep` keeps the ids valid. A gate-less operation (id(None)) goes
+        # through emit_op.
+        self._plans: Dict[int, Any] = {id(None): lambda op, gate, scope, at: self.emit_op(op, scope, at)}
         self._keep: List[Any] = []
+        self._plan_by_lowering: Dict[int, Any] = {}  # id(lowering) -> plan
+        self._rows = RowPlans()
+        # id(gate) -> how its operations go in bulk: _ROWS, or k for the `many` lowering _bulk[k]
+        # (absent: one at a time).
+        self._kinds: Dict[int, int] = {}
+        self._bulk: List[Any] = [None]
+        self._bulk_kind: Dict[Any, int] = {}  # `many` lowering -> k
         self._warned: set = set()  # the twirled channels named in a warning
 
     def run(self, moments, indices: Optional[List[int]] = None, num_moments: Optional[int] = None) -> Program:
@@ -102,10 +194,8 @@ class Walker(Emitter):
 
     # -- the walk -------------------------------------------------------------------------------
     def _walk(self, moments, scope: Scope, indices: Optional[List[int]] = None) -> None:
-        plans = self._plans
-        plan_of = self._plan
         b = self.b
-        lowered = b.lowered
+        group_min = self.group_min
         loc = self.loc
         top = not loc
         loc.append(0)
@@ -120,21 +210,80 @@ class Walker(Emitter):
                 continue
             loc[-1] = mi if indices is None else indices[mi]
             b.begin_moment()
-            qidx = scope.qidx
-            for op in ops:
-                gate = op.gate
-                if gate is not None:
-                    plan = plans.get(id(gate))
-                    if plan is None:
-                        plan = plan_of(gate)
-                    if plan.__class__ is tuple:
-                        lowered(plan, op.qubits, qidx)
-                    else:
-                        plan(op, gate, scope, Cursor())
-                else:
-                    self.emit_op(op, scope, Cursor())
+            if group_min is not None and len(ops) >= group_min:
+                self._grouped(ops, scope)
+            else:
+                self._one_by_one(ops, map(_GATE, ops), scope)
             b.end_moment()
         loc.pop()
+
+    def _grouped(self, ops, scope: Scope) -> None:
+        """A moment's operations (see the module's docstring)."""
+        numbers = np.fromiter(map(self._rows.number.get, map(id, map(_GATE, ops)), itertools.repeat(-1)),
+                              np.int64, len(ops))
+        if numbers.min() >= 0:  # row plans only (made before: no new object's id is among them)
+            return self._row_run(ops, None, numbers, scope)
+        gates = list(map(_GATE, ops))
+        ids = list(map(id, gates))
+        plans = self._plans
+        if None not in map(plans.get, ids):
+            return self._lower_span(ops, gates, ids, scope)
+        # New plans take phase and channel ids (the builder's tables) in the order the operations
+        # one by one would take them: made ahead of earlier operations except where one of those
+        # might take such ids itself (one lowered alone), which is written first.
+        start, alone = 0, -1
+        for i, gate_id in enumerate(ids):
+            if gate_id not in plans:
+                if alone >= start:
+                    self._lower_span(ops[start:alone + 1], gates[start:alone + 1], ids[start:alone + 1], scope)
+                    start = alone + 1
+                self._plan(gates[i])
+            if gate_id not in self._kinds:
+                alone = i
+        self._lower_span(ops[start:], gates[start:], ids[start:], scope)
+
+    def _lower_span(self, ops, gates, ids, scope: Scope) -> None:
+        """Operations of a moment whose plans are made, in runs of one kind: row plans as a block,
+        one `many` lowering in one call, the rest (and short runs) one by one."""
+        group_min = self.group_min
+        if len(ops) < group_min:
+            return self._one_by_one(ops, gates, scope)
+        kinds = np.fromiter(map(self._kinds.get, ids, itertools.repeat(_ALONE)), np.int64, len(ids))
+        starts = (np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist()
+        for start, end in zip([0] + starts, starts + [len(ops)]):
+            kind = int(kinds[start])
+            if kind == _ALONE or end - start < group_min:
+                self._one_by_one(ops[start:end], gates[start:end], scope)
+            elif kind == _ROWS:
+                numbers = np.fromiter(map(self._rows.number.__getitem__, ids[start:end]), np.int64, end - start)
+                self._row_run(ops[start:end], gates[start:end], numbers, scope)
+            else:
+                self._bulk[kind](self, ops[start:end], gates[start:end], scope)
+
+    def _row_run(self, ops, gates, numbers: np.ndarray, scope: Scope) -> None:
+        """Consecutive operations of a moment with row plans (`numbers`; `gates`: None for the
+        operations' own): one block."""
+        if len(ops) >= self.group_min:
+            try:
+                qubits = scope.indices(ops)
+            except KeyError:  # a qubit outside the circuit: one by one, as ever
+                pass
+            else:
+                return self.b.emit_rows(*self._rows.block(numbers, qubits, self.b))
+        self._one_by_one(ops, map(_GATE, ops) if gates is None else gates, scope)
+
+    def _one_by_one(self, ops, gates, scope: Scope) -> None:
+        """Operations of a moment one at a time, with their `gates` (an iterable: `op.gate` may be a
+        new object each time), planning those met first."""
+        plans, lowered, qidx = self._plans, self.b.lowered, scope.qidx
+        for op, gate in zip(ops, gates):
+            plan = plans.get(id(gate))
+            if plan is None:
+                plan = self._plan(gate)
+            if plan.__class__ is tuple:
+                lowered(plan, op.qubits, qidx)
+            else:
+                plan(op, gate, scope, Cursor())
 
     def emit_op(self, op, scope: Scope, at: Cursor) -> None:
         """Any operation, placed by `at` after earlier instructions of the same operation."""
@@ -184,12 +333,26 @@ class Walker(Emitter):
 
     # -- plans per gate object ------------------------------------------------------------------
     def _plan(self, gate):
-        lowering = lower(gate, cirq.num_qubits(gate), self.non_pauli)
+        n = cirq.num_qubits(gate)
+        lowering = lower(gate, n, self.non_pauli)
         if lowering.twirled:
             channels.warn_twirled(gate, self._warned)
-        plan = self._plan_of(lowering, gate)
+        # Equal gates share a lowering (the registry's cache), and so a plan.
+        plan = self._plan_by_lowering.get(id(lowering))
+        if plan is None:
+            plan = self._plan_by_lowering[id(lowering)] = self._plan_of(lowering, gate)
+            self._keep.append(lowering)
         self._plans[id(gate)] = plan
         self._keep.append(gate)
+        if plan.__class__ is tuple:
+            self._rows.add(id(gate), plan, n)
+            self._kinds[id(gate)] = _ROWS
+        elif lowering.many is not None:
+            kind = self._bulk_kind.get(lowering.many)
+            if kind is None:
+                kind = self._bulk_kind[lowering.many] = len(self._bulk)
+                self._bulk.append(lowering.many)
+            self._kinds[id(gate)] = kind
         return plan
 
     def _plan_of(self, lowering: Lowering, gate):

@@ -309,6 +309,7 @@ class ProgramBuilder:
         self._pending: List[int] = []
         self._top = 0  # the highest position written in the open moment, while it keeps blocks
         self._blocks: List[np.ndarray] = []  # finished [k, NUM_FIELDS] blocks, in order
+        self._block_rows = 0  # rows in `_blocks`
         self.step = 0  # STEP of the open moment's position 0
         self.cond = -1
         self.phases: List[complex] = []
@@ -367,14 +368,16 @@ class ProgramBuilder:
 
     def _close_blocks(self) -> None:
         self._pending_block()
-        rows = np.concatenate(self._pieces) if self._pieces else np.zeros((0, NUM_FIELDS), dtype=np.int32)
+        pieces = self._pieces
+        rows = (pieces[0] if len(pieces) == 1 else np.concatenate(pieces) if pieces
+                else np.zeros((0, NUM_FIELDS), dtype=np.int32))
         if len(rows):
-            pos = rows[:, STEP] - self.step
-            if not (pos[1:] >= pos[:-1]).all():  # by position, rows of one position in the order written
+            pos = rows[:, STEP] - self.step if self._top else None  # None: all at position 0, in order
+            if pos is not None and not (pos[1:] >= pos[:-1]).all():  # by position, each in the order written
                 order = np.argsort(pos.astype(np.int16) if self._top < 1 << 15 else pos, kind="stable")
                 whole = rows.view(np.dtype((np.void, rows.itemsize * NUM_FIELDS))).ravel()  # a row one element
                 rows = np.take(whole, order).view(np.int32).reshape(-1, NUM_FIELDS)
-            self._blocks.append(rows)
+            self._append_block(rows)
         self.step += self._top
         self._pieces, self._top = None, 0
 
@@ -449,17 +452,30 @@ class ProgramBuilder:
         block[:, OP], block[:, A], block[:, B] = codes, a, b
         block[:, FLAGS], block[:, STEP] = 0, step
         self._flush()
-        self._blocks.append(block)
+        self._append_block(block)
+
+    def block(self, op, a, b=-1, rec=-1, rand=-1, aux=-1, flags=0) -> np.ndarray:
+        """Rows (int32 [k, NUM_FIELDS], k = len(a)) for `emit_rows`, each field a value for all rows
+        or an array of k; their condition is the builder's `cond`."""
+        rows = np.empty((len(a), NUM_FIELDS), dtype=np.int32)
+        rows[:, COND] = self.cond
+        for field, value in ((OP, op), (A, a), (B, b), (REC, rec), (RAND, rand), (AUX, aux), (FLAGS, flags)):
+            rows[:, field] = value
+        return rows
+
+    def _append_block(self, rows: np.ndarray) -> None:
+        self._blocks.append(rows)
+        self._block_rows += len(rows)
 
     def _flush(self) -> None:
         if self._flat:
             flat = self._flat
-            self._blocks.append(np.fromiter(flat, dtype=np.int32, count=len(flat)).reshape(-1, NUM_FIELDS))
+            self._append_block(np.fromiter(flat, dtype=np.int32, count=len(flat)).reshape(-1, NUM_FIELDS))
             self._flat = []
 
     def num_rows(self) -> int:
         """Rows written so far (the open moment's later positions not counted)."""
-        done = sum(len(block) for block in self._blocks) + len(self._flat) // NUM_FIELDS
+        done = self._block_rows + len(self._flat) // NUM_FIELDS
         if self._pieces is not None:
             self._pending_block()
             done += sum(int(np.count_nonzero(p[:, STEP] == self.step)) for p in self._pieces)
@@ -561,6 +577,13 @@ class ProgramBuilder:
         self.emit(opcodes.CODE["CONFUSION"], first_record, k, first_record, self.take_rand(),
                   len(self.confusions) - 1, pos=pos)
 
+    def flip_confusions(self, probabilities: Sequence[float]) -> int:
+        """Confusions of one record each, flipping it with each probability in turn (their
+        CONFUSION rows written by the caller); returns the first one's id."""
+        first = len(self.confusions)
+        self.confusions.extend(Confusion(1, np.array([[1 - p, p], [p, 1 - p]])) for p in probabilities)
+        return first
+
     def condition(self, refs: Sequence[Tuple[int, int]], table: Sequence[bool]) -> int:
         self.conditions.append(Condition(np.asarray(refs, dtype=np.int64).reshape(-1, 2),
                                          np.asarray(table, dtype=bool)))
@@ -602,7 +625,7 @@ class ProgramBuilder:
         self.next_step()
 
     def _open_ids(self) -> Tuple[int, ...]:
-        return tuple(loop_id for loop_id, _, _ in self._open_loops)
+        return tuple(loop_id for loop_id, _, _ in self._open_loops) if self._open_loops else ()
 
     def add_key(self, key: str, records: Sequence[int], names: Optional[Sequence[str]] = None) -> None:
         """One measurement of a Cirq key on len(records) qubits (iteration-0 record slots).
@@ -612,6 +635,11 @@ class ProgramBuilder:
         self._key_entries.append((key, np.asarray(records, dtype=np.int64), self._open_ids()))
         if names is not None:
             self._key_names[len(self._key_entries) - 1] = list(names)
+
+    def add_keys(self, keys: Sequence[str], records: Sequence[np.ndarray]) -> None:
+        """`add_key` of each key in turn, with its int64 records (no per-iteration names)."""
+        opened = self._open_ids()
+        self._key_entries.extend((key, r, opened) for key, r in zip(keys, records))
 
     def add_record_keys(self, first: int, count: int) -> None:
         """Keys str(r) for the single records r in [first, first + count) (iteration-0 slots): what
@@ -668,13 +696,16 @@ class ProgramBuilder:
 
     def _expand_keys(self) -> List[MeasurementKey]:
         grouped: Dict[str, List[np.ndarray]] = {}
+        nests: Dict[Tuple[int, ...], np.ndarray] = {}  # loop ids -> their record shifts, as a column
         for index, (key, records, loop_ids) in enumerate(self._key_entries):
+            shifts = nests.get(loop_ids)
+            if shifts is None:
+                shifts = nests[loop_ids] = self._shifts(loop_ids)[:, None]
             if key is None:  # add_record_keys: a key of its own per record
-                shifts = self._shifts(loop_ids)[:, None]
                 for r in records.tolist():
                     grouped.setdefault(str(r), []).append(shifts + r)
                 continue
-            block = self._shifts(loop_ids)[:, None] + records[None, :]
+            block = shifts + records[None, :] if loop_ids else records[None, :]
             names = self._key_names.get(index)
             if names is None:
                 grouped.setdefault(key, []).append(block)
