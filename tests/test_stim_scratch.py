@@ -271,6 +271,40 @@ def test_pauli_observables_sample_as_stims(device, text):
     assert_samples_as_stim(stim.Circuit(text), device)
 
 
+@pytest.mark.parametrize("text", PAULI_OBSERVABLES)
+def test_pauli_keys_of_cirq_circuits_sample_as_stims(device, text):
+    """The same circuits through the Cirq front end: stimcirq writes a Pauli target as a
+    CumulativeObservableAnnotation's pauli_keys ("X3", read after its moment's operations); the
+    detection events and observable flips are Stim's for stimcirq's Stim circuit of it."""
+    stimcirq = pytest.importorskip("stimcirq")
+    circuit = stim.Circuit(text)
+    try:
+        cirq_circuit = stimcirq.stim_circuit_to_cirq_circuit(circuit)
+        # stimcirq's own Stim circuit of it is the oracle (it writes X_ERROR(1) as a gate: no flip then)
+        oracle = stimcirq.cirq_circuit_to_stim_circuit(cirq_circuit)
+    except (TypeError, ValueError, NotImplementedError, KeyError) as exc:
+        pytest.skip(f"stimcirq cannot convert it: {exc}")
+    ours = QuasarqSimulator(seed=5, device=device).sample_detectors(cirq_circuit, OUR_SHOTS, append_observables=True)
+    theirs = oracle.compile_detector_sampler(seed=5).sample(STIM_SHOTS, append_observables=True)
+    assert_same_columns(ours, theirs, f"detection events and observable flips of\n{cirq_circuit}")
+    if 0 < ours.shape[1] <= 8:
+        assert_same_columns(patterns(ours), patterns(theirs), f"event patterns of\n{cirq_circuit}")
+
+
+def test_pauli_keys_naming_no_qubit_are_refused():
+    stimcirq = pytest.importorskip("stimcirq")
+    import cirq
+
+    from cirq_quasarq import errors
+
+    q = cirq.LineQubit.range(2)
+    for key in ("X2", "W0", "X"):
+        circuit = cirq.Circuit(cirq.H(q[0]), cirq.CNOT(*q), stimcirq.CumulativeObservableAnnotation(
+            pauli_keys=[key], observable_index=0), cirq.measure(*q, key="m"))
+        with pytest.raises(errors.UnsupportedOperationError, match="pauli key"):
+            QuasarqSimulator(device="cpu").sample_detectors(circuit, 10)
+
+
 def test_pauli_targets_read_the_frame_exactly():
     """Stim's rule (observable ^= the frame's anticommutation with the Pauli, relative to a noiseless
     0) where it is exact: after a layer of single-qubit noise the flip of Z0 X1 Y2 is the parity of

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import cirq
 import numpy as np
 import sympy
 
 from .. import errors
+from ..core import opcodes
 from ..core.program import ProgramBuilder
 from .keys import KeyTable, Scope, render
 from .params import resolve_chain
@@ -83,6 +84,8 @@ class Emitter:
         self.top_circuit = None  # for cirq_samples_terminally
         self.noisy = False
         self._terminal: Optional[bool] = None
+        self.accumulators: Dict[int, int] = {}  # observable index -> the qubit its Pauli terms go to
+        self._pauli_terms: List[Tuple[int, int, int, int]] = []  # the open moment's (code, qubit, index, cond)
 
     # -- where, and errors naming it --------------------------------------------------------------
     def where(self) -> str:
@@ -124,6 +127,27 @@ class Emitter:
             self._terminal = (not self.noisy and self.top_circuit is not None
                               and samples_terminally(self.top_circuit))
         return self._terminal
+
+    # -- Pauli terms of observables ---------------------------------------------------------------
+    def pauli_term(self, q: int, letter: str, index: int) -> None:
+        """A Pauli target of observable `index` on qubit `q`: as Stim's samplers, the observable
+        flips where the frame anticommutes with it, nothing collapses. A FRAME_PARITY row XORs that
+        parity into the X frame of the observable's own qubit (past the circuit's; measured where
+        detection events are sampled, `Program.with_pauli_readout`), after the moment's other rows
+        (`end_moment`), as stimcirq writes the annotation after its moment's operations."""
+        self._pauli_terms.append((opcodes.CODE["FRAME_PARITY_" + letter], q, index, self.b.cond))
+
+    def end_moment(self) -> None:
+        """Close the open moment, its Pauli terms last."""
+        if self._pauli_terms:
+            at = Cursor(self.b.max_pos() + 1)
+            for code, q, index, cond in self._pauli_terms:
+                acc = self.accumulators.get(index)
+                if acc is None:
+                    acc = self.accumulators[index] = self.b.add_qubit()
+                self.b.emit(code, q, acc, cond=cond, pos=at.place((q, acc)))
+            self._pauli_terms = []
+        self.b.end_moment()
 
     # -- parameters -------------------------------------------------------------------------------
     def resolve_symbol(self, symbol, scope: Scope, op):

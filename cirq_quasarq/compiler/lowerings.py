@@ -329,7 +329,14 @@ def detector(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
 
 
 def observable(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
-    """stimcirq.CumulativeObservableAnnotation."""
-    if getattr(op, "pauli_keys", None):
-        em.fail(errors.UnsupportedOperationError, op, "observables with pauli_keys")
-    em.b.add_annotation("observable", _annotation_records(em, op, scope), (), int(op.observable_index))
+    """stimcirq.CumulativeObservableAnnotation. Its `pauli_keys` ("X3": a letter and a qubit's
+    index in the circuit's qubit order, as stimcirq's conversion to Stim numbers them) are Pauli
+    targets of Stim's OBSERVABLE_INCLUDE, read at the end of the moment (`Emitter.pauli_term`)."""
+    index = int(op.observable_index)
+    em.b.add_annotation("observable", _annotation_records(em, op, scope), (), index)
+    for key in sorted(getattr(op, "pauli_keys", ())):
+        letter, number = str(key)[:1], str(key)[1:]
+        if letter not in ("X", "Y", "Z") or not number.isdigit() or int(number) >= len(em.qubits):
+            em.fail(errors.UnsupportedOperationError, op,
+                    f"pauli key {key!r} is not a Pauli letter and a qubit index below {len(em.qubits)}")
+        em.pauli_term(int(number), letter, index)

@@ -190,7 +190,9 @@ class Walker(Emitter):
         count = len(moments) if num_moments is None else num_moments
         rows = self._moment_rows + [self.b.num_rows()] * (count - len(self._moment_rows))
         records = self._moment_records + [self.b.num_records] * (count - len(self._moment_records))
-        return self.b.build(self.qubits, rows[:count], records[:count])
+        program = self.b.build(self.qubits, rows[:count], records[:count])
+        program.pauli_observables = tuple(sorted(self.accumulators.items()))
+        return program
 
     # -- the walk -------------------------------------------------------------------------------
     def _walk(self, moments, scope: Scope, indices: Optional[List[int]] = None) -> None:
@@ -214,7 +216,7 @@ class Walker(Emitter):
                 self._grouped(ops, scope)
             else:
                 self._one_by_one(ops, map(_GATE, ops), scope)
-            b.end_moment()
+            self.end_moment()
         loc.pop()
 
     def _grouped(self, ops, scope: Scope) -> None:
