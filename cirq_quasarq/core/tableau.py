@@ -175,7 +175,8 @@ _CHUNK = 8
 _HALVES = {"all": (0, 1), "destabilizers": (0,), "stabilizers": (1,)}
 _SUBSETS = ((np.arange(1 << _CHUNK)[:, None] >> np.arange(_CHUNK)) & 1).astype(np.int64)  # [v, a]
 _TABLE_CHUNKS = 64  # chunks whose subset tables are built at once (2 x 64 x 256 rows)
-_WORKING_BYTES = 1 << 20  # each of a block's three working arrays (a core's L2 holds them)
+_WORKING_BYTES = 1 << 20  # each of a block's three working arrays: cache-sized at large n
+_PAIR_CHUNKS = 256  # chunks whose in-chunk pair parities are found at once (64 words a row each)
 
 
 def _subset_tables(rows: np.ndarray) -> np.ndarray:
@@ -219,7 +220,11 @@ def _product_signs(inv: InverseTableau, halves: Tuple[int, ...], ys: np.ndarray)
     # The terms inside a chunk, as tables over the 256 selections: the linear one (mod 4) and
     # the pairs a < b of the quadratic one.
     linear = np.bitwise_count(cx & cz).sum(-1, dtype=np.int64) + 2 * signs.reshape(chunks, _CHUNK)
-    pairs = np.bitwise_count(cz[:, :, None, :] & cx[:, None, :, :]).sum(-1, dtype=np.int64) & 1
+    def pair_parities(c):  # m_ab = z_a · x_b (mod 2) of the chunks from c on
+        z, x = cz[c : c + _PAIR_CHUNKS, :, None, :], cx[c : c + _PAIR_CHUNKS, None, :, :]
+        return np.bitwise_count(z & x).sum(-1, dtype=np.int64) & 1
+
+    pairs = np.concatenate([pair_parities(c) for c in range(0, chunks, _PAIR_CHUNKS)])
     pairs *= np.triu(np.ones((_CHUNK, _CHUNK), dtype=np.int64), 1)
     at = np.arange(chunks)[:, None]
     log_i = (linear @ _SUBSETS.T)[at, select].sum(0)
