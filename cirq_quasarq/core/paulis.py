@@ -39,6 +39,13 @@ def letter_of(x, z):
     return _LETTER_OF_XZ[np.asarray(x, dtype=np.int64) + 2 * np.asarray(z, dtype=np.int64)]
 
 
+def letters_of_bits(xs: np.ndarray, zs: np.ndarray) -> np.ndarray:
+    """uint8 letters of bool X and Z bit arrays: `letter_of`'s values, without its int64 index
+    arrays (a forward tableau's n x n bits)."""
+    x, z = xs.view(np.uint8), zs.view(np.uint8)
+    return (z << 1) | (x ^ z)
+
+
 def parse(image: str) -> Signed:
     """'+XZ' / '-Y_' -> (sign bit, letters)."""
     return (1 if image[0] == "-" else 0), tuple(LETTERS.index("I" if c == "_" else c) for c in image[1:])

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.packed import REDUCTIONS, reduce_rows
 from ..core.parities import Parities
+from ..core.paulis import letters_of_bits
 from ..core.program import Program
 from ..core.tableau import InverseTableau
 from ..schedule import Schedule
@@ -36,8 +37,7 @@ class TableauRun:
         (True: -1). Here from the host tableau; an engine whose tableau stays on its device derives
         them there."""
         xs, zs, rs = self.tableau.forward(half)
-        x, z = xs.view(np.uint8), zs.view(np.uint8)
-        return (z << 1) | (x ^ z), rs
+        return letters_of_bits(xs, zs), rs
 
 
 class Engine(abc.ABC):

@@ -119,12 +119,14 @@ class QuasarqState:
         if "_forward" in self.__dict__:
             lo = 0 if half == "destabilizers" else n
             xs, zs, rs = (a[lo : lo + n] for a in self._forward)
-            x, z = xs.view(np.uint8), zs.view(np.uint8)
-            letters = (z << 1) | (x ^ z)  # core.paulis letters: 2z + (x xor z)
+            letters = paulis.letters_of_bits(xs, zs)
         else:
             require_host_memory(f"{half}() of {n} qubits", 2 * n * n + 8 * n * max(1, (n + 63) // 64))
-            run = self._run if self._run is not None else TableauRun(np.zeros(0, np.uint8), self.inverse_tableau)
-            letters, rs = run.forward_rows(half)
+            if self._run is not None:
+                letters, rs = self._run.forward_rows(half)
+            else:
+                xs, zs, rs = self.inverse_tableau.forward(half)
+                letters = paulis.letters_of_bits(xs, zs)
         signs = np.where(rs, -1, 1)
         return [cirq.DensePauliString(letters[i], coefficient=int(signs[i])) for i in range(n)]
 
