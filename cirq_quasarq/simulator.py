@@ -289,11 +289,15 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         repetitions = contract.repetitions(repetitions, "sample_detectors")
         program = self.compile(circuit).with_pauli_readout()
         dets, obs = program.detectors, program.observables
-        if separate_observables:  # observables from a byte boundary on, so both halves are whole bytes
-            pad = [Annotation("pad", np.zeros(0, dtype=np.int64))] * (-len(dets) % 8)
-            chosen = dets + pad + obs
-        else:
-            chosen = dets + obs if append_observables else dets
+        mode = "separate" if separate_observables else "append" if append_observables else "detectors"
+        chosen = program.derived.get("columns:" + mode)  # made once a program: the same object each call
+        if chosen is None:
+            if separate_observables:  # observables from a byte boundary on, so both halves are whole bytes
+                pad = [Annotation("pad", np.zeros(0, dtype=np.int64))] * (-len(dets) % 8)
+                chosen = dets + pad + obs
+            else:
+                chosen = dets + obs if append_observables else dets
+            program.derived["columns:" + mode] = chosen
         columns = len(dets) + len(obs) if separate_observables else len(chosen)
         require_host_memory(
             f"sample_detectors() of {repetitions:,} shots of {columns:,} detectors and observables"
@@ -321,9 +325,15 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         sched = prepared(program)
         if program.conditions or program.confusions or program.needs_branching():
             reference = self.reference(program)
+            parities = Parities.of(annotations, reference)
         else:  # the frames are the flips themselves: no tableau run for a reference
             reference = np.zeros(program.num_records, dtype=np.uint8)
-        parities = Parities.of(annotations, reference)
+            # the parities of the last annotations sampled, kept with the program: the same object
+            # each call of a sampling loop (an engine may keep its device copy)
+            kept = program.derived.get("zero_reference_parities")
+            if kept is None or kept[0] is not annotations:
+                kept = program.derived["zero_reference_parities"] = (annotations, Parities.of(annotations, reference))
+            parities = kept[1]
         key = self._next_key()
         if program.needs_branching():
             packed = parities.reduce(self.engine.sample_controlled(program, sched, key, repetitions))

@@ -271,11 +271,14 @@ class Program:
 
     def needs_branching(self) -> bool:
         """True when one Pauli-frame pass cannot express the program: a classically controlled
-        instruction that is not a Pauli (or identity) gate (engines/branching.py)."""
-        ins = self.instructions
-        controlled = ins[ins[:, COND] >= 0, OP]
-        pauli = {opcodes.CODE[n] for n in ("I", "X", "Y", "Z")}
-        return any(int(op) not in pauli for op in controlled)
+        instruction that is not a Pauli (or identity) gate (engines/branching.py). Found once a
+        program (a sampling call asks up to three times)."""
+        found = self.derived.get("needs_branching")
+        if found is None:
+            controlled = self.instructions[self.instructions[:, COND] >= 0, OP]
+            pauli = [opcodes.CODE[n] for n in ("I", "X", "Y", "Z")]
+            found = self.derived["needs_branching"] = bool((~np.isin(controlled, pauli)).any())
+        return found
 
 
 def _coord_add(a: Tuple[float, ...], b: Tuple[float, ...]) -> Tuple[float, ...]:

@@ -46,6 +46,7 @@ class FrameMode:
     def __init__(self, engine):
         self.engine = engine
         self._buffers = {}
+        self.parity_tables = None  # (Parities, its device tables, bytes): `_parities_on_device`
         self._pinned: List[np.ndarray] = []  # page-locked result buffers (`_host_records`)
         self._pinned_missed = False
         self._streams: list = []
@@ -124,9 +125,7 @@ class FrameMode:
         copied = out_dev
         if parities is not None:
             copied = self._scratch("parities_out", 8 * rows * chunk)
-            offsets = cuda.to_device(_pad(parities.offsets, np.int32))
-            flat = cuda.to_device(_pad(parities.records, np.int32))
-            flip = cuda.to_device(_pad(parities.flip, np.uint8))
+            offsets, flat, flip = self._parities_on_device(parities)
         if shot_major:
             by_shot = self._scratch("shot_major", 64 * row_bytes * chunk)
         if reduce is not None:
@@ -247,29 +246,43 @@ class FrameMode:
     def _host_records(self, count: int) -> np.ndarray:
         """Host memory for the records. Page-locked memory takes the device's copy at full link
         speed but costs far more to make than to use (locking its pages, about 0.8 ms a MB on an
-        H100 host): a kept buffer that no result holds any more is reused; when none is free, the
-        call copies into ordinary memory, and a page-locked buffer for the calls after it is made
-        only when the call before found none either (a loop that keeps the previous result while it
-        samples the next settles on two buffers)."""
+        H100 host), so at most `_PINNED_KEPT` such buffers are kept and reused whenever no result
+        holds them. A call that finds none free copies into ordinary memory the first time; from
+        the engine's second such call on, it makes one more buffer while fewer than `_PINNED_KEPT`
+        exist. So a loop that keeps the previous result while it samples the next settles on two
+        buffers used in turn (each of its calls a hit, where a miss had been forgotten at every hit
+        before, and every other call of such a loop went to ordinary memory), and a loop that keeps
+        every result stops making buffers once both are held."""
         for buf in self._pinned:
             # 3 references when no result holds it: the list, `buf` and getrefcount's argument
             if buf.size >= count and sys.getrefcount(buf) <= 3:
-                self._pinned_missed = False
                 return buf[:count]
-        if not self._pinned_missed:
+        held = [b for b in self._pinned if sys.getrefcount(b) > 3]  # (the free ones are too small)
+        if not self._pinned_missed or len(held) >= _PINNED_KEPT:
             self._pinned_missed = True
             return np.empty(max(count, 1), dtype=np.uint64)[:count]
-        self._pinned_missed = False
-        # the free ones are too small: they go (a held one stays with its result until that goes)
-        self._pinned = [b for b in self._pinned if sys.getrefcount(b) > 3][-(_PINNED_KEPT - 1):]
         buf = self.engine.pinned(max(count, 1), np.uint64, "frame mode's results")
-        self._pinned.append(buf)
+        self._pinned = held + [buf]  # a free buffer too small for this call goes
         return buf[:count]
 
     def _static_shared(self, kernel: str) -> int:
         """Bytes of shared memory `kernel` declares statically (a block's dynamic share comes on top)."""
         cuda = self.engine.cuda
         return int(self.engine.launcher.functions[kernel].get_attribute(cuda.function_attribute.SHARED_SIZE_BYTES))
+
+    def _parities_on_device(self, parities: Parities) -> tuple:
+        """The device copy of `parities`' tables (offsets, records, flips), kept for the last
+        Parities object uploaded: a sampling loop passes the same one each call (the simulator keeps
+        it with its program), and at d = 51 its three tables (1.7 MB) had been uploaded every call."""
+        kept = self.parity_tables
+        if kept is None or kept[0] is not parities:
+            self.parity_tables = None  # the old copy goes first
+            cuda = self.engine.cuda
+            tables = tuple(cuda.to_device(_pad(a, t)) for a, t in
+                           ((parities.offsets, np.int32), (parities.records, np.int32), (parities.flip, np.uint8)))
+            nbytes = 4 * (len(parities.offsets) + len(parities.records)) + len(parities.flip)
+            kept = self.parity_tables = (parities, tables, nbytes)
+        return kept[1]
 
     def _scratch(self, name: str, nbytes: int):
         """A device buffer reused across calls (grown when too small: the old one is freed first)."""

@@ -1,0 +1,94 @@
+"""Repeat calls on a compiled circuit, records against detection events (GPU).
+
+    python -m benchmarks.bench_repeat_calls
+
+Surface codes d = 51 (10k shots) and d = 25 (100k shots), `sample_measurements` and
+`sample_detectors(separate_observables=True)`, bit-packed, a new simulator a call: five calls whose
+result is dropped at once and six in a loop that keeps the previous result (`r = sample(...)`), the
+wall time of each; the device time per kernel over the five (pieces on several streams overlap, so
+these sums exceed the wall time); the host profile of one call; then what a result in ordinary
+memory costs against a kept page-locked buffer (169 MB: fresh pages, pageable and page-locked copies,
+locking).
+"""
+import cProfile
+import io
+import pstats
+import time
+
+import numpy as np
+import stim
+
+import cirq_quasarq as cq
+from cirq_quasarq.engines import select_engine
+
+
+def call(c, shots, det):
+    sim = cq.QuasarqSimulator(seed=1, device="gpu")
+    if det:
+        return sim.sample_detectors(c, shots, separate_observables=True, bit_packed=True)
+    return sim.sample_measurements(c, shots, bit_packed=True)
+
+
+def main():
+    eng = select_engine("gpu")
+    L = eng.launcher
+    warm = stim.Circuit("H 0\nCX 0 1\nX_ERROR(0.1) 1\nM 0 1\nDETECTOR rec[-1] rec[-2]")
+    cq.QuasarqSimulator(seed=0, device="gpu").sample_detectors(warm, 64, bit_packed=True)
+
+    named = []  # (kernel, its events) of every launch since the last `kernels()`
+    orig = L.launch
+
+    def launch(stage, name, *a, **k):
+        ev = orig(stage, name, *a, timed=True, **{x: y for x, y in k.items() if x != "timed"})
+        named.append((name, ev))
+        return ev
+
+    L.launch = launch
+
+    def kernels():
+        L.synchronize()
+        per = {}
+        for name, (s, e) in named:
+            per[name] = per.get(name, 0.0) + e.time_since(s)
+        named.clear()
+        return {k: round(v, 3) for k, v in per.items()}
+
+    for d, shots in ((51, 10_000), (25, 100_000)):
+        c = stim.Circuit.generated("surface_code:rotated_memory_z", distance=d, rounds=d,
+                                   after_clifford_depolarization=1e-3, before_round_data_depolarization=1e-3,
+                                   before_measure_flip_probability=1e-3, after_reset_flip_probability=1e-3)
+        print(f"d={d} shots={shots} qubits={c.num_qubits} records={c.num_measurements} dets={c.num_detectors}", flush=True)
+        for det in (False, True):
+            call(c, shots, det); call(c, shots, det); kernels()
+            tag = "det" if det else "rec"
+            drop = []
+            for _ in range(5):
+                t = time.perf_counter(); call(c, shots, det); drop.append((time.perf_counter() - t) * 1e3)
+            print(f"  {tag} result dropped: " + " ".join(f"{x:.1f}" for x in drop) + " ms; kernels (ms, 5 calls):", kernels(), flush=True)
+            keep = None; kp = []
+            for _ in range(6):
+                t = time.perf_counter(); keep = call(c, shots, det); kp.append((time.perf_counter() - t) * 1e3)
+            print(f"  {tag} previous kept: " + " ".join(f"{x:.1f}" for x in kp) + " ms", flush=True)
+            keep = None; kernels()
+            pr = cProfile.Profile(); pr.enable(); call(c, shots, det); pr.disable()
+            s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(12); print(s.getvalue()[-3500:])
+        kernels()
+
+    # the host memory behind a miss
+    import pycuda.driver as cuda
+    nbytes = 169_000_000
+    dev = cuda.mem_alloc(nbytes)
+    for _ in range(2):
+        t = time.perf_counter(); a = np.empty(nbytes // 8, np.uint64); a[::512] = 0; t1 = time.perf_counter() - t
+        t = time.perf_counter(); cuda.memcpy_dtoh(a, dev); t2 = time.perf_counter() - t
+        t = time.perf_counter(); b = np.empty(nbytes // 8, np.uint64); cuda.memcpy_dtoh(b, dev); t3 = time.perf_counter() - t
+        t = time.perf_counter(); p = cuda.pagelocked_empty(nbytes // 8, np.uint64); t4 = time.perf_counter() - t
+        t = time.perf_counter(); cuda.memcpy_dtoh(p, dev); t5 = time.perf_counter() - t
+        t = time.perf_counter(); q = np.empty_like(a); np.copyto(q, p); t6 = time.perf_counter() - t
+        print(f"169 MB: fresh+touch {t1*1e3:.1f}, pageable copy into touched {t2*1e3:.1f}, into fresh {t3*1e3:.1f}, "
+              f"pinned alloc {t4*1e3:.1f}, pinned copy {t5*1e3:.1f}, host copy pinned->fresh {t6*1e3:.1f} ms", flush=True)
+        del a, b, p, q
+
+
+if __name__ == "__main__":
+    main()
