@@ -491,9 +491,9 @@ def test_frames_independent_of_chunks_and_slab(numpy_engine):
 
 def test_results_held_across_calls_keep_their_bits(numpy_engine):
     """Results land in ordinary memory or in kept page-locked buffers (reused only when no result
-    holds them): five calls whose results are all kept, then one after each is dropped, each
-    still equal to the NumPy engine's; page-locked buffers are made from the engine's second call
-    that found none free, and no more are kept than two."""
+    holds them): six calls whose results are all kept, then one after each is dropped, each
+    still equal to the NumPy engine's; page-locked buffers are made from the engine's fifth call
+    that found none free of its size, and no more are kept than two."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
@@ -501,34 +501,40 @@ def test_results_held_across_calls_keep_their_bits(numpy_engine):
     engine = CudaEngine()
     program = rich_program(20, 10, 5, frames=True)
     shots = 64 * 9 + 3
-    kept = [(seed, frames_of(engine, program, seed, shots)) for seed in range(5)]
+    kept = [(seed, frames_of(engine, program, seed, shots)) for seed in range(6)]
     assert engine.held_bytes()["pinned"] > 0
     assert len(engine._frames._pinned) <= 2
-    for seed in range(5, 9):
+    for seed in range(6, 10):
         kept.append((seed, frames_of(engine, program, seed, shots)))
         kept.pop(0)
     for seed, got in kept:
         assert_same_frames(got, frames_of(numpy_engine, program, seed, shots), shots, ctx=f"seed={seed}")
 
 
-def test_a_loop_keeping_the_previous_result_settles_on_two_page_locked_buffers(numpy_engine):
+@pytest.mark.parametrize("prefault_min", [None, 1])
+def test_a_loop_keeping_the_previous_result_settles_on_two_page_locked_buffers(numpy_engine, monkeypatch,
+                                                                               prefault_min):
     """`r = sample(...)` in a loop holds one result while the next is sampled: after the first
     calls, every result lands in one of two kept page-locked buffers, in turn (before, a hit
     reset the miss count, so every other call of such a loop copied into ordinary memory), with
-    the NumPy engine's bits; a loop keeping every result stops at two buffers."""
+    the NumPy engine's bits; a loop keeping every result stops at two buffers. With
+    `prefault_min` = 1 every result in ordinary memory has its pages touched on threads first."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.engines.cuda import frames as frame_mode
 
+    if prefault_min is not None:
+        monkeypatch.setattr(frame_mode, "_PREFAULT_MIN_BYTES", prefault_min)
     engine = CudaEngine()
     program = rich_program(20, 10, 5, frames=True)
     shots = 64 * 9 + 3
     previous = None
-    for seed in range(8):
+    for seed in range(9):
         got = frames_of(engine, program, seed, shots)
         pinned = engine._frames._pinned
         in_pinned = any(np.shares_memory(got, buf) for buf in pinned)
-        if seed >= 3:
+        if seed >= 5:
             assert in_pinned and len(pinned) == 2, f"call {seed}: a kept page-locked buffer"
             assert not np.shares_memory(got, previous)
         assert_same_frames(got, frames_of(numpy_engine, program, seed, shots), shots, ctx=f"seed={seed}")

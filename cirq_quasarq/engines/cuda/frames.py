@@ -14,7 +14,10 @@ pieces' kernels.
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import sys
+import threading
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -38,6 +41,12 @@ PIPELINE_MIN_BYTES = 8 << 20  # below this a copy is too short to be worth overl
 
 
 _PINNED_KEPT = 2  # page-locked result buffers kept for reuse (`_host_records`)
+# A page-locked buffer is made once this many earlier calls missed one as large: making it costs
+# about as much as five calls' copies into touched ordinary memory save (169 MB: 65-90 ms against
+# 12-18 ms a call; H100 host), so a first call and its repeat never lock, a loop does from its fifth
+_PINNED_AFTER = 4
+_PREFAULT_MIN_BYTES = 8 << 20  # ordinary result memory at least this large is touched on threads
+_PAGE = 4096
 
 
 class FrameMode:
@@ -48,7 +57,8 @@ class FrameMode:
         self._buffers = {}
         self.parity_tables = None  # (Parities, its device tables, bytes): `_parities_on_device`
         self._pinned: List[np.ndarray] = []  # page-locked result buffers (`_host_records`)
-        self._pinned_missed = False
+        self._misses: List[int] = []  # sizes of the last calls that found no page-locked buffer free
+        self._prefault: list = []  # futures touching the pages of this call's ordinary result memory
         self._streams: list = []
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
@@ -159,6 +169,7 @@ class FrameMode:
                     launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
                            (PARITY_BLOCK, 1, 1), int(out_dev) + 8 * at, chunk, int(offsets), int(flat), int(flip),
                            int(copied) + 8 * at, chunk, rows, part, stream=stream)
+                self._await_prefault()
                 if reduce is not None:  # the call's last word keeps only its shots' bits
                     tail_word = count - 1 if start + count == words else -1
                     launch("parities", "rows_reduce", (-(-rows // ROWS_PER_BLOCK), 1), (PARITY_BLOCK, 1, 1),
@@ -244,26 +255,47 @@ class FrameMode:
         return self._streams[:count]
 
     def _host_records(self, count: int) -> np.ndarray:
-        """Host memory for the records. Page-locked memory takes the device's copy at full link
-        speed but costs far more to make than to use (locking its pages, about 0.8 ms a MB on an
-        H100 host), so at most `_PINNED_KEPT` such buffers are kept and reused whenever no result
-        holds them. A call that finds none free copies into ordinary memory the first time; from
-        the engine's second such call on, it makes one more buffer while fewer than `_PINNED_KEPT`
-        exist. So a loop that keeps the previous result while it samples the next settles on two
-        buffers used in turn (each of its calls a hit, where a miss had been forgotten at every hit
-        before, and every other call of such a loop went to ordinary memory), and a loop that keeps
-        every result stops making buffers once both are held."""
+        """Host memory for the records (`count` words). Page-locked memory takes the device's copy
+        at full link speed (169 MB: 3.1 ms on an H100 host) but costs far more to make than to use
+        (65-90 ms), so at most `_PINNED_KEPT` such buffers are kept and reused whenever no result
+        holds them. A call that finds none free takes ordinary memory (169 MB: a 12-18 ms copy once
+        its pages are touched, `_start_prefault`); one is made only when `_PINNED_AFTER` earlier
+        calls found none free at this size, and while fewer than `_PINNED_KEPT` exist. So one-off
+        calls (a first call on a new circuit, its repeat) never pay for locking, a loop that keeps
+        the previous result while it samples the next settles on two buffers used in turn, and a
+        loop that keeps every result stops making buffers once both are held."""
         for buf in self._pinned:
             # 3 references when no result holds it: the list, `buf` and getrefcount's argument
             if buf.size >= count and sys.getrefcount(buf) <= 3:
                 return buf[:count]
         held = [b for b in self._pinned if sys.getrefcount(b) > 3]  # (the free ones are too small)
-        if not self._pinned_missed or len(held) >= _PINNED_KEPT:
-            self._pinned_missed = True
-            return np.empty(max(count, 1), dtype=np.uint64)[:count]
+        earlier = sum(1 for size in self._misses if size >= count)
+        self._misses = self._misses[-7:] + [count]
+        if earlier < _PINNED_AFTER or len(held) >= _PINNED_KEPT:
+            out = np.empty(max(count, 1), dtype=np.uint64)[:count]
+            self._start_prefault(out)
+            return out
         buf = self.engine.pinned(max(count, 1), np.uint64, "frame mode's results")
         self._pinned = held + [buf]  # a free buffer too small for this call goes
         return buf[:count]
+
+    def _start_prefault(self, out: np.ndarray) -> None:
+        """Touch a byte of each page of fresh ordinary memory on several threads while the kernels
+        run: a pageable copy into untouched memory faults its pages in one at a time on the copying
+        thread (169 MB on an H100 host: 56 ms against 12-18 ms once touched, which eight threads do
+        in 6 ms)."""
+        raw = out.view(np.uint8)
+        if raw.nbytes < _PREFAULT_MIN_BYTES:
+            return
+        pool, workers = _touch_pool()
+        step = -(-raw.nbytes // workers // _PAGE) * _PAGE
+        self._prefault = [pool.submit(raw[i:i + step][::_PAGE].fill, 0) for i in range(0, raw.nbytes, step)]
+
+    def _await_prefault(self) -> None:
+        """Before the first copy into the call's result memory: its pages are touched."""
+        touching, self._prefault = self._prefault, []
+        for future in touching:
+            future.result()
 
     def _static_shared(self, kernel: str) -> int:
         """Bytes of shared memory `kernel` declares statically (a block's dynamic share comes on top)."""
@@ -292,3 +324,20 @@ class FrameMode:
             buf = None
             buf = self._buffers[name] = (self.engine.alloc(nbytes, f"frame mode's {name} buffer"), int(nbytes))
         return buf[0]
+
+
+_TOUCH_POOL: Optional[Tuple[concurrent.futures.ThreadPoolExecutor, int]] = None
+_TOUCH_LOCK = threading.Lock()
+
+
+def _touch_pool() -> Tuple[concurrent.futures.ThreadPoolExecutor, int]:
+    """The threads that touch fresh result memory (one per core the process may use, up to 8),
+    and their number."""
+    global _TOUCH_POOL
+    with _TOUCH_LOCK:
+        if _TOUCH_POOL is None:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            workers = max(1, min(8, cores))
+            _TOUCH_POOL = (concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="quasarq-prefault"),
+                           workers)
+        return _TOUCH_POOL
