@@ -48,3 +48,26 @@ def test_plan_of_codes_and_paper_circuits():
                                   before_measure_flip_probability=0.01)
     _assert_same_plan(QuasarqSimulator().compile(code.flattened()))  # the loops unrolled
     _assert_same_plan(QuasarqSimulator().compile(code))  # with loops: the walk itself
+
+
+@pytest.mark.parametrize("text", [
+    # loops: nested, with records, confusions, feedback and resets inside, a loop of one round
+    "H 0\nREPEAT 3 {\n  CX 0 1\n  M(0.1) 1\n  REPEAT 2 {\n    H 1\n    MR 1\n    CX rec[-1] 2\n  }\n  DETECTOR rec[-1]\n}\nM 0 1 2",
+    "REPEAT 4 {\n  R 0\n  X_ERROR(0.2) 0\n  I 1\n  M 0\n  TICK\n}\nREPEAT 1 {\n  H 0\n}\nM 0",
+    "REPEAT 2 {\n  REPEAT 2 {\n    REPEAT 2 {\n      H 0\n      M 0\n    }\n  }\n}",
+])
+def test_walked_plan_equals_its_reference(text):
+    """The walked plan (per step only list and dict lookups) against the walk it replaced, on
+    programs with loops: stim texts and the surface, repetition and color codes' memory experiments."""
+    from .plan_oracle import walked_plan_reference
+
+    programs = [QuasarqSimulator().compile(stim.Circuit(text))]
+    if text.startswith("H 0"):
+        for name in ("surface_code:rotated_memory_x", "repetition_code:memory", "color_code:memory_xyz"):
+            programs.append(QuasarqSimulator().compile(stim.Circuit.generated(
+                name, distance=5, rounds=4, after_clifford_depolarization=0.01, before_measure_flip_probability=0.01)))
+    for program in programs:
+        sched = schedule(program)
+        got, want = _walked_plan(program, sched), walked_plan_reference(program, sched)
+        assert got.actions == want.actions and got.max_collapses == want.max_collapses
+        np.testing.assert_array_equal(got.ctx, want.ctx)

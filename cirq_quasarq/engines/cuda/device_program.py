@@ -206,26 +206,35 @@ def _build_plan(program: Program, schedule: Schedule) -> _Plan:
     return _Plan(actions, np.zeros((1, CTX_STRIDE), dtype=np.int32), max_collapses)
 
 
+# Each opcode's part in a window's launches: a collapse, a CONFUSION ('F'), a gate, or nothing.
+_PART_OTHER, _PART_COLLAPSE, _PART_CONFUSION, _PART_GATE = range(4)
+_PART = [_PART_COLLAPSE if kind in _COLLAPSE else _PART_CONFUSION if kind == Kind.RECORD_NOISE
+         else _PART_GATE if kind in (Kind.UNITARY, Kind.NOISE) else _PART_OTHER for kind in opcodes.KIND.tolist()]
+
+
 def _walked_plan(program: Program, schedule: Schedule) -> _Plan:
-    """Walk the schedule once (loops expanded on the host, as launches are) into window launches."""
+    """Walk the schedule once (loops expanded on the host, as launches are) into window launches.
+    Per step only list and dict lookups (a distance-51 surface code's 50 rounds are 10k steps)."""
     runs = schedule.runs
     ins = schedule.instructions
-    run_of = {int(s): r for r, s in enumerate(runs[:, RUN_START])} if len(runs) else {}
+    run_of = {s: r for r, s in enumerate(runs[:, RUN_START].tolist())}
+    window_of = runs[:, RUN_WINDOW].tolist()
+    part_of, identity = _PART, opcodes.CODE["I"]
     ctx_ids = {}
     ctx_rows: List[List[int]] = []
     groups: List[Tuple[int, int, List[Tuple[int, int, int]]]] = []  # (window, ctx, [(start, end, op)])
     last_run = -1
     for step in walk(program, schedule):
         r = run_of[step.start]
-        depth_rec = list(step.depth_rec_shifts)
-        if len(depth_rec) > MAX_DEPTH + 1:
-            raise UnsupportedOperationError(f"loops nested deeper than {MAX_DEPTH}")
-        key = (step.rec_shift, step.rand_shift, tuple(depth_rec))
+        key = (step.rec_shift, step.rand_shift, step.depth_rec_shifts)
         ctx = ctx_ids.get(key)
         if ctx is None:
+            depth_rec = list(step.depth_rec_shifts)
+            if len(depth_rec) > MAX_DEPTH + 1:
+                raise UnsupportedOperationError(f"loops nested deeper than {MAX_DEPTH}")
             ctx = ctx_ids[key] = len(ctx_rows)
             ctx_rows.append([step.rec_shift, step.rand_shift] + depth_rec + [0] * (MAX_DEPTH + 1 - len(depth_rec)))
-        window = int(runs[r, RUN_WINDOW])
+        window = window_of[r]
         if groups and groups[-1][0] == window and groups[-1][1] == ctx and r > last_run:
             groups[-1][2].append((step.start, step.end, step.op))
         else:
@@ -236,15 +245,15 @@ def _walked_plan(program: Program, schedule: Schedule) -> _Plan:
     for _, ctx, parts in groups:
         gate_lo = gate_hi = col_lo = col_hi = -1
         for start, end, op in parts:
-            kind = opcodes.KIND[op]
-            if kind in _COLLAPSE:
+            part = part_of[op]
+            if part == _PART_COLLAPSE:
                 col_lo = start if col_lo < 0 else col_lo
                 col_hi = end
-            elif kind == Kind.RECORD_NOISE:
+            elif part == _PART_CONFUSION:
                 for i in range(start, end):
                     actions.append(("F", i, i + 1, ctx))
-            elif kind in (Kind.UNITARY, Kind.NOISE):
-                if op == opcodes.CODE["I"] and ins[start, COND] < 0:
+            elif part == _PART_GATE:
+                if op == identity and ins[start, COND] < 0:
                     continue
                 gate_lo = start if gate_lo < 0 else gate_lo
                 gate_hi = end

@@ -49,6 +49,7 @@ from ...core.program import COND, OP
 from . import loader
 
 _M = opcodes.CODE["M"]
+_UNITARY = int(opcodes.Kind.UNITARY)
 
 SCAN_BLOCK = loader.source_define("measure_scan.cu", "QQ_SCAN_BLOCK")  # one warp per collapse
 PIVOT_BLOCK = loader.source_define("measure_pivot.cu", "QQ_PIVOT_BLOCK")
@@ -223,10 +224,25 @@ def lowrank_part_words(n: int, W: int) -> int:
 def foldable_gates(ins: np.ndarray, start: int, end: int) -> Optional[int]:
     """The two-qubit gates of gate window [start, end) when a collapse window's pass can take it
     (unitaries without classical control: no noise, whose coins the gate kernel draws), else None."""
-    block = ins[start:end]
-    if len(block) == 0 or (block[:, COND] >= 0).any() or (opcodes.KIND[block[:, OP]] != opcodes.Kind.UNITARY).any():
-        return None
-    return int(np.count_nonzero(opcodes.ARITY[block[:, OP]] == 2))
+    return foldable_windows(ins, [(start, end)])[start, end]
+
+
+def foldable_windows(ins: np.ndarray, windows) -> dict:
+    """{(start, end): `foldable_gates(ins, start, end)`} for every gate window given, from two
+    running counts over the rows (a distance-51 surface code has 700 gate windows)."""
+    windows = list(dict.fromkeys((int(s), int(e)) for s, e in windows))
+    if not windows:
+        return {}
+    bounds = np.array(windows, dtype=np.int64)
+    lo, hi = int(bounds.min()), int(bounds.max())
+    block = ins[lo:hi]
+    ops = block[:, OP]
+    bad = np.concatenate([[0], np.cumsum((block[:, COND] >= 0) | (opcodes.KIND[ops] != _UNITARY))])
+    two = np.concatenate([[0], np.cumsum(opcodes.ARITY[ops] == 2)])
+    starts, ends = bounds[:, 0] - lo, bounds[:, 1] - lo
+    unfit = ((ends <= starts) | (bad[ends] != bad[starts])).tolist()
+    pairs = (two[ends] - two[starts]).tolist()
+    return {w: None if u else int(k) for w, u, k in zip(windows, unfit, pairs)}
 
 
 def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold: Optional[Fold] = None) -> None:
