@@ -151,3 +151,60 @@ def test_the_vectorised_schedule_equals_its_definition():
         assert np.array_equal(got.instructions, want)
         starts = got.runs[:, RUN_START]
         assert np.array_equal(np.unique(np.asarray(layers), return_inverse=True)[1][starts], got.runs[:, RUN_WINDOW])
+
+
+def assert_same_schedule(program):
+    from .schedule_oracle import schedule_reference
+
+    got, want = schedule(program), schedule_reference(program)
+    for field in ("instructions", "runs", "loop_runs"):
+        mine, theirs = getattr(got, field), getattr(want, field)
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape and np.array_equal(mine, theirs), field
+
+
+def _restep(program, steps):
+    import dataclasses
+
+    from cirq_quasarq.core.program import STEP
+
+    ins = program.instructions.copy()
+    ins[:, STEP] = steps
+    return dataclasses.replace(program, instructions=ins)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops, st.integers(1, 6), st.booleans())
+def test_the_schedule_equals_the_previous_scheduler(op_list, group, steps_per_op):
+    """Against the scheduler before its rewrite, bit for bit, also where STEP groups reuse a qubit."""
+    program, _ = build(op_list)
+    assert_same_schedule(program)
+    rows = len(program.instructions)
+    assert_same_schedule(_restep(program, np.arange(rows) // group if steps_per_op else np.zeros(rows)))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_compiled_circuits_schedule_as_the_previous_scheduler(seed):
+    from cirq_quasarq.compiler import compile_stim
+
+    from .programs import random_program
+    from .test_stim_circuit import random_circuit
+
+    program = compile_stim(random_circuit(seed, n=4 + seed % 9, noisy=seed % 2 == 0))
+    assert_same_schedule(program)
+    rng_ = np.random.default_rng(seed)
+    rows = len(program.instructions)
+    assert_same_schedule(_restep(program, np.sort(rng_.integers(0, max(1, rows // 3), rows))))
+    assert_same_schedule(_restep(program, rng_.integers(0, 3, rows)))  # STEP going back and forth
+    assert_same_schedule(random_program(5 + seed, 6, seed, collapse=0.8, noise=seed % 3 == 0)[0])
+
+
+def test_int64_keys_schedule_alike(monkeypatch):
+    """Programs of over 2**31 / 63 rows sort an int64 key: the same schedule."""
+    from cirq_quasarq.compiler import compile_stim
+    from cirq_quasarq.schedule import windows
+
+    from .test_stim_circuit import random_circuit
+
+    monkeypatch.setattr(windows, "_INT32_ROWS", 0)
+    for seed in range(6):
+        assert_same_schedule(compile_stim(random_circuit(seed, n=8, noisy=True)))

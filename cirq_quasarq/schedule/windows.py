@@ -47,73 +47,108 @@ _RANK = np.where(np.isin(np.arange(opcodes.NUM_OPCODES), list(_COLLAPSE)), opcod
                  np.arange(opcodes.NUM_OPCODES))
 
 
+_ARITY0 = opcodes.ARITY == 0
+_SPECIAL_OP = _BARRIER_OP | _ARITY0  # rows that are barriers whatever their COND, and E
+_BLOCK = 1 << 16  # rows a block: a block's rows stay in cache while each of its columns is read
+_INT32_ROWS = 2**31 // (opcodes.NUM_OPCODES + 1)  # up to this many rows a key fits int32 (layer <= rows)
+
+
+def _scan(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
+    """One pass over the rows, a block at a time (a strided column read touches every cache line
+    of the table, so whole columns would read it once each; and large temporaries cost their page
+    faults): fills `key` with each row's rank and `op8` with its opcode; returns the barrier rows,
+    the rows where STEP changes, and the rows of arity-0 opcodes that are no barrier (E)."""
+    specials, cuts = [], []
+    previous, rank = None, _RANK.astype(key.dtype)
+    for lo in range(0, len(ins), _BLOCK):
+        block = ins[lo : lo + _BLOCK]
+        ops = block[:, OP].astype(np.intp)  # once: a lookup converts its indices to intp
+        np.take(rank, ops, out=key[lo : lo + len(block)])
+        op8[lo : lo + len(block)] = ops
+        specials.append(np.flatnonzero((block[:, COND] >= 0) | np.take(_SPECIAL_OP, ops)) + lo)
+        step = block[:, STEP]
+        cuts.append(np.flatnonzero(step[1:] != step[:-1]) + (lo + 1))
+        if previous is not None and step[0] != previous:
+            cuts.append(np.array([lo]))
+        previous = step[-1]
+    special = np.concatenate(specials) if specials else np.zeros(0, dtype=np.int64)
+    barrier = (ins[special, COND] >= 0) | _BARRIER_OP[ins[special, OP]]
+    bars, ranged = special[barrier], special[~barrier]
+    return bars, np.concatenate(cuts) if cuts else np.zeros(0, dtype=np.int64), ranged
+
+
 def schedule(program: Program) -> Schedule:
     ins = program.instructions
     n_ins = len(ins)
-    layer = np.zeros(n_ins, dtype=np.int64)
-    ops = ins[:, OP]
-    barrier = (ins[:, COND] >= 0) | _BARRIER_OP[ops]
-    arity = opcodes.ARITY[ops]
-    last = np.zeros(program.num_qubits + 1, dtype=np.int64)  # +1: index -1 lands on a dummy
-    col_a, col_b = ins[:, A].astype(np.int64), ins[:, B].astype(np.int64)  # contiguous: groups gather from them
-    # Group boundaries: a change of STEP or a barrier.
-    step = ins[:, STEP]
-    cuts = np.flatnonzero(np.diff(step) != 0) + 1 if n_ins else np.zeros(0, dtype=np.int64)
-    bar_idx = np.flatnonzero(barrier)
+    # key: rank now; the layers (times NUM_OPCODES + 1) are added group by group below
+    key = np.empty(n_ins, dtype=np.int32 if n_ins < _INT32_ROWS else np.int64)
+    op8 = np.empty(n_ins, dtype=np.uint8)
+    bar_idx, cuts, ranged = _scan(ins, key, op8)
+    # Group boundaries: a change of STEP, and each barrier alone.
     cuts = np.union1d(cuts, np.union1d(bar_idx, bar_idx + 1))
     cuts = cuts[(cuts > 0) & (cuts < n_ins)]
-    bounds = np.concatenate([[0], cuts, [n_ins]]).astype(np.int64)
-    base = 0  # layers before the current barrier segment
-    mark = np.full(program.num_qubits + 1, -1, dtype=np.int64)  # distinctness of a group's qubits
+    bounds = [0] + cuts.tolist() + [n_ins] if n_ins else [0]
+    barriers = set(bar_idx.tolist())
+    # Groups that take the row-by-row path: those with an E (its qubits are a range of ext_qubits)
+    row_by_row = set((np.searchsorted(bounds, ranged, side="right") - 1).tolist())
+    width = opcodes.NUM_OPCODES + 1
+    # last[q]: the layer of the latest row on q, or less than `base` (the layer of the latest
+    # barrier; read as max(last[q], base)), so a barrier need not reset every qubit. Index -1 (a
+    # one-qubit row's B) lands on a dummy entry, left at 0.
+    last = np.zeros(program.num_qubits + 1, dtype=key.dtype)
+    # mark[q]: the latest row that wrote q; a group's qubits are distinct exactly when every row
+    # of the group reads its own index back.
+    mark = np.full(program.num_qubits + 1, -1, dtype=np.int64)
+    base, segment = 0, 0  # the latest barrier's layer, and the first row after it
     for g in range(len(bounds) - 1):
-        lo, hi = int(bounds[g]), int(bounds[g + 1])
-        if lo == hi:
-            continue
-        if barrier[lo]:
+        lo, hi = bounds[g], bounds[g + 1]
+        if lo in barriers:
             # A barrier sits alone in its own layer after everything before it.
-            top = max(int(last.max()), base)
-            layer[lo] = top + 1
-            base = top + 1
-            last[:] = base
+            base = max(base, int(key[segment:lo].max()) // width if lo > segment else 0) + 1
+            key[lo] += base * width
+            segment = lo + 1
             continue
-        a = col_a[lo:hi]
-        b = col_b[lo:hi]
-        distinct = bool((arity[lo:hi] > 0).all())
-        if distinct:
-            has_b = b >= 0
-            touched = np.concatenate([a, b[has_b]])
-            order = np.arange(len(touched))
-            mark[touched] = order  # every qubit distinct exactly when each keeps its own mark
-            distinct = bool((mark[touched] == order).all())
-        if distinct:
-            lay = np.maximum(last[a], last[b]) + 1
-            layer[lo:hi] = lay
-            last[a] = lay
-            last[b[has_b]] = lay[has_b]
-        else:
+        a, b = np.ascontiguousarray(ins[lo:hi, A : B + 1].T, dtype=np.intp)  # indices once, not per use
+        if g not in row_by_row:
+            here = np.arange(lo, hi)
+            mark[a] = here
+            mark[b] = here
+            mark[-1] = -1
+            if not ((mark[a] == here).all() and ((mark[b] == here) | (b < 0)).all()):
+                row_by_row.add(g)
+        if g in row_by_row:
             for i in range(lo, hi):  # rare: E over a range of qubits, or a group that reuses a qubit
-                if arity[i] > 0:
-                    qs = [ins[i, A]] + ([ins[i, B]] if ins[i, B] >= 0 else [])
+                if _ARITY0[ins[i, OP]]:
+                    qs = program.ext_qubits[ins[i, A] : ins[i, A] + ins[i, B]]
                 else:
-                    qs = list(program.ext_qubits[ins[i, A] : ins[i, A] + ins[i, B]])
-                lay = int(last[qs].max()) + 1
-                layer[i] = lay
+                    qs = [ins[i, A]] + ([ins[i, B]] if ins[i, B] >= 0 else [])
+                lay = max(int(last[qs].max()), base) + 1
+                key[i] += lay * width
                 last[qs] = lay
-        last[-1] = base  # the dummy never constrains
+            continue
+        lay = np.maximum(last[a], last[b])
+        if base:
+            np.maximum(lay, base, out=lay)
+        lay += 1
+        last[a] = lay
+        last[b] = lay
+        last[-1] = 0
+        lay *= width
+        key[lo:hi] += lay
     # Within a layer: non-collapse runs by opcode, then collapses in program order: by layer, then
-    # rank, then program order, one stable sort of a combined key
-    order = np.argsort(layer * (opcodes.NUM_OPCODES + 1) + _RANK[ops], kind="stable")
+    # rank, then program order, one stable sort of the combined key (nearly sorted already: the
+    # sort's runs make it cheap)
+    order = np.argsort(key, kind="stable")
     whole_rows = np.ascontiguousarray(ins).view(np.dtype((np.void, ins.itemsize * ins.shape[1]))).ravel()
     scheduled = np.take(whole_rows, order).view(ins.dtype).reshape(ins.shape)  # a row one element: a faster gather
-    lay_sorted = layer[order]
-    op_sorted = scheduled[:, OP]
     if n_ins:
-        change = np.flatnonzero((np.diff(lay_sorted) != 0) | (np.diff(op_sorted) != 0)) + 1
+        key_sorted, op_sorted = key[order], op8[order]
+        change = np.flatnonzero((key_sorted[1:] != key_sorted[:-1]) | (op_sorted[1:] != op_sorted[:-1])) + 1
         starts = np.concatenate([[0], change])
         ends = np.concatenate([change, [n_ins]])
-        run_layers = lay_sorted[starts]
+        run_layers = key_sorted[starts] // width
         window = np.concatenate([[0], np.cumsum(run_layers[1:] != run_layers[:-1])])  # layers are sorted
-        runs = np.stack([starts, ends, op_sorted[starts], window], axis=1).astype(np.int32)
+        runs = np.stack([starts, ends, op_sorted[starts].astype(np.int64), window], axis=1).astype(np.int32)
     else:
         runs = np.zeros((0, 4), dtype=np.int32)
     loop_runs = np.full((len(program.loops), 2), -1, dtype=np.int32)

@@ -248,8 +248,9 @@ def _compile(program, schedule, items, local: Optional[Dict[int, int]], fold_loo
             pending.clear()
             pending_qubits.clear()
 
-    def add(op, qubits):
-        if pending_qubits and not pending_qubits.isdisjoint(qubits):
+    def add(op):
+        # an op's qubits (Python lists of a run's targets) only matter while collapses are pending
+        if pending_qubits and not pending_qubits.isdisjoint(op.qubits()):
             flush()
         ops.append(op)
 
@@ -270,7 +271,7 @@ def _compile(program, schedule, items, local: Optional[Dict[int, int]], fold_loo
         elif kind == _UNITARY or kind == _FRAME:
             op = _Unitary(item.op, rows[:, A], rows[:, B])
             if not op.is_identity():  # Paulis and I leave frames as they are
-                add(op, op.qubits())
+                add(op)
         elif kind in _COLLAPSES:
             qs = rows[:, A].tolist()
             if pending_qubits.intersection(qs):
@@ -278,8 +279,7 @@ def _compile(program, schedule, items, local: Optional[Dict[int, int]], fold_loo
             pending.append(rows)
             pending_qubits.update(qs)
         elif kind == _NOISE:
-            op = _Noise(program, rows, local)
-            add(op, op.qubits())
+            add(_Noise(program, rows, local))
         elif kind == _RECORD_NOISE:
             flush()
             ops.append(_Confusion(program, rows))
