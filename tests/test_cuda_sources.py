@@ -261,6 +261,44 @@ def test_foldable_gate_windows_are_unconditional_unitaries():
     assert measure.foldable_gates(controlled, 1, 2) is None
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_foldable_windows_equal_one_window_at_a_time(seed):
+    """measure.foldable_windows (one sum a window's segment of rows) against each window checked on
+    its own slice, on the gate windows of random programs with noise and feedback, in any order,
+    repeated, empty and adjacent."""
+    import random
+
+    from cirq_quasarq.core import opcodes
+    from cirq_quasarq.core.program import COND, OP
+    from cirq_quasarq.engines.cuda import measure
+    from cirq_quasarq.engines.cuda.device_program import _build_plan
+    from cirq_quasarq.schedule import schedule
+
+    from .programs import random_program
+
+    def one(ins, start, end):
+        block = ins[start:end]
+        if len(block) == 0 or (block[:, COND] >= 0).any() or (opcodes.KIND[block[:, OP]] != 0).any():
+            return None
+        return int(np.count_nonzero(opcodes.ARITY[block[:, OP]] == 2))
+
+    program, _ = random_program(12 + seed, 30, seed, collapse=0.3, noise=seed % 2 == 1)
+    sched = schedule(program)
+    ins = sched.instructions
+    windows = [(start, end) for kind, start, end, _ in _build_plan(program, sched).actions if kind == "G"]
+    rng = random.Random(seed)
+    extra = [(s, s) for s, _ in windows[:3]] + rng.sample(windows, min(3, len(windows)))
+    given = windows + extra
+    rng.shuffle(given)
+    assert measure.foldable_windows(ins, given) == {w: one(ins, *w) for w in given}
+    if windows and windows[0][1] - windows[0][0] >= 2:  # a window split in two adjacent halves
+        (start, end), rest = windows[0], windows[1:]
+        halves = [(start, start + 1), (start + 1, end)] + rest
+        assert measure.foldable_windows(ins, halves) == {w: one(ins, *w) for w in halves}
+        with pytest.raises(ValueError, match="overlapping"):
+            measure.foldable_windows(ins, halves + [(start, end)])
+
+
 def test_idle_qubit_lists_of_folded_gate_windows(monkeypatch):
     """DeviceProgram.idle_qubits: per gate window the qubits none of its instructions acts on (both
     qubits of a two-qubit gate count, I acts), uploaded once (the missing windows together); past
