@@ -124,3 +124,39 @@ if __name__ == "__main__":
             table[case] = [text, whole]
         DIGESTS.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
         print(f"wrote {len(table)} digests to {DIGESTS}")
+
+
+SMALL = ["repeated qubit", "bases and inverted", "ticks and repeat", "noise channels", "paper n=300 depth=20",
+         "surface_code:rotated_memory_x d=3", "random 0", "random 1"]
+
+
+@pytest.mark.parametrize("chars", [1, 300])
+@pytest.mark.parametrize("name", SMALL)
+def test_segments_of_any_length_give_the_same_programs(monkeypatch, name, chars, digests):
+    """A segment is written once its targets' text is long enough: where it is cut changes nothing."""
+    monkeypatch.setattr(stim_circuit, "_SEGMENT_CHARS", chars)
+    assert compute(name)[1] == digests[name][1]
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_a_segment_whose_text_does_not_parse_goes_per_target(monkeypatch, name, digests):
+    monkeypatch.setattr(stim_circuit, "_parse_targets", lambda text: None)
+    assert compute(name)[1] == digests[name][1]
+
+
+@pytest.mark.parametrize("text, want", [
+    ("0 1 2", ([0, 1, 2], None, [0, 3])),
+    ("12 !3 45\n6", ([12, 3, 45, 6], [False, True, False, False], [0, 3, 4])),
+    ("0\n!1 2 3\n44", ([0, 1, 2, 3, 44], [False, True, False, False, False], [0, 1, 4, 5])),
+    ("123456789 7", ([123456789, 7], None, [0, 2])),
+    ("1!2", None), ("!!1", None), ("1  2", None), ("1 a", None), ("", None), ("1 ", None), ("rec[-1] 0", None),
+    ("1234567890", None), ("1 -2", None), ("!", None),
+])
+def test_parse_targets(text, want):
+    got = stim_circuit._parse_targets(text)
+    if want is None:
+        assert got is None
+        return
+    qubits, inverted, starts = got
+    assert qubits.tolist() == want[0] and starts.tolist() == want[2]
+    assert (inverted is None and want[1] is None) or inverted.tolist() == want[1]
