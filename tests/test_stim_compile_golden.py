@@ -160,3 +160,30 @@ def test_parse_targets(text, want):
     qubits, inverted, starts = got
     assert qubits.tolist() == want[0] and starts.tolist() == want[2]
     assert (inverted is None and want[1] is None) or inverted.tolist() == want[1]
+
+
+@pytest.mark.parametrize("name", SMALL + ["tags and feedback", "correlated chains", "heralds and pads", "empty"])
+def test_the_object_walk_gives_the_same_programs(monkeypatch, name, digests):
+    """A circuit with few annotations is walked from its text; walking its instruction objects (as
+    an annotation-heavy circuit is) gives the same Program."""
+    monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_text",
+                        lambda self, circuit, text: self._walk(circuit, top=True))
+    assert compute(name)[1] == digests[name][1]
+
+
+TEXT_WALK_CASES = [
+    "H 0\nREPEAT[tag] 2 {\n  H 0\n  M 0\n}\nMR\nH\nE(0.1) X0\nELSE_CORRELATED_ERROR(0.2) Z1\nH 1 2\nREPEAT 2 {\n}\nCX 0 1",
+    "M 0\nREPEAT 3 {\n  REPEAT 2 {\n    CX 0 1\n  }\n  }\nCX rec[-1] 1 2 3\nH[a b] 0 1\nM(0) 0 !1\nTICK\nMX 0 !1 2",
+    "R 0 1 2\nX_ERROR(0.1) 0 1 2\nM 0 1 2\nDETECTOR rec[-1]\nOBSERVABLE_INCLUDE(0) rec[-2]\nH 0 0\nS 1",
+]
+
+
+@pytest.mark.parametrize("text", TEXT_WALK_CASES)
+def test_the_text_walk_equals_the_object_walk_and_the_per_target_path(text):
+    circuit = stim.Circuit(text)
+    from_text = stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit)
+    compiler = stim_circuit._StimCompiler(stim, circuit.num_qubits)
+    compiler._walk_text = lambda circuit, text: compiler._walk(circuit, top=True)
+    from_objects = compiler.run(circuit)
+    per_target = stim_circuit._StimCompiler(stim, circuit.num_qubits, whole_instructions=False).run(circuit)
+    assert program_digest(from_text) == program_digest(from_objects) == program_digest(per_target)

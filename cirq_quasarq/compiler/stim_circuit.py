@@ -16,7 +16,9 @@ Conventions
   text as one array, its rows built as one block (`ProgramBuilder.emit_rows`), and runs of its
   instructions on disjoint qubits take their positions together. The rest, and an instruction
   naming a qubit twice, go target by target; `_StimCompiler(..., whole_instructions=False)` takes
-  that path for all, and tests check that both give the same Program.
+  that path for all, and tests check that both give the same Program. A circuit with no more
+  detectors and observables than top-level instructions is walked from its text (`_walk_text`: no
+  instruction object for a plain line); one mostly of annotations, from its instruction objects.
 - Steps: TICK opens a new step of the builder; within the instructions between two TICKs, each
   row goes to the first position after the earlier rows on its qubits (as soon as possible, as
   the Cirq compiler's `emitter.Cursor`), so rows sharing a STEP act on disjoint qubits.
@@ -317,6 +319,7 @@ class _StimCompiler:
         self.pending = 0  # characters of the segment's targets
         self.last = np.full(max(1, num_qubits), -1, dtype=np.int64)
         self.tid = 0
+        self.circuit = None  # the circuit walked from its text: whose instructions the segment's None stand for
         self.rtop = 0  # first position after every record-writing row of the open step
         self.path: List[Tuple[int, int]] = []  # (instruction index, repeat count) of open REPEATs
         self.specs: Dict[Tuple, Optional[Tuple[int, int, Optional[Tuple[int, ...]]]]] = {}
@@ -328,7 +331,13 @@ class _StimCompiler:
     # -- the walk ------------------------------------------------------------------------------
     def run(self, circuit) -> Program:
         self._moment()
-        self._walk(circuit, top=True)
+        # From the text when it is mostly whole instructions' targets, not annotations (a QEC
+        # circuit's text is mostly its detectors, which this would print for nothing).
+        if self.plain and len(circuit) > 1 and circuit.num_detectors + circuit.num_observables <= len(circuit):
+            self.circuit = circuit
+            self._walk_text(circuit, str(circuit))
+        else:
+            self._walk(circuit, top=True)
         self._flush_segment()
         self._close()
         rows, recs = self.moment_rows, self.moment_records
@@ -366,50 +375,81 @@ class _StimCompiler:
         self.moment_records.append(recs)
 
     def _walk(self, circuit, top: bool = False) -> None:
-        table, plain, segment = self.table, self.plain, self.segment
-        repeat_block = self.stim.CircuitRepeatBlock
         chain_end = 0  # instructions before it were compiled as part of an E ... ELSE chain
         for index, inst in enumerate(circuit):
-            if index < chain_end:
+            if index >= chain_end:
+                chain_end = self._instruction(circuit, inst, index, top) or chain_end
+
+    def _walk_text(self, circuit, text: str) -> None:
+        """`_walk` of the top level from the circuit's text (`text`): a line of plain qubit targets of
+        a unitary, M, MR or R (no arguments, no tag) joins the segment as it is; any other line is
+        compiled from its instruction object (`circuit[index]`), a REPEAT block's body from the
+        block's. Makes no instruction object for most lines of a large random circuit (iterating
+        the circuit copies every instruction's targets)."""
+        plain, segment = self.plain, self.segment
+        index, skip, body = -1, 0, False
+        for line in text.split("\n"):
+            if body:  # a REPEAT block's lines, up to its closing brace (indented: nested ones)
+                body = line != "}"
                 continue
-            if isinstance(inst, repeat_block):
-                self._flush_segment()
-                self._repeat(inst, index, top)
+            index += 1
+            if index < skip:
                 continue
-            name = inst.name
-            entry = plain.get(name)
-            if entry is not None and not inst.tag:  # perhaps whole: its targets' text joins the segment
-                kind = entry[0]
-                args = inst.gate_args_copy() if kind >= _Z else None
-                code, aux = entry[1], -1
-                if kind == _N:
-                    found = self._spec(inst, index, name, tuple(args))
-                    if found is None:  # a channel that never fires: no rows, no positions taken
-                        continue
-                    if opcodes.BY_NAME[found[0]].arity == 0:
-                        entry = None
-                    else:
-                        code, aux = _CODE[found[0]], found[1]
-                elif args and args[0] != 0:  # a flip probability: per target (a confusion row each)
+            cut = line.find(" ")
+            entry = plain.get(line[:cut]) if cut > 0 else None
+            if entry is not None and entry[0] != _N and (entry[0] != _FB or "[" not in line):
+                rest = line[cut + 1:]
+                segment.append((None, index, entry, entry[1], -1, rest))
+                self.pending += len(rest)
+                if self.pending > _SEGMENT_CHARS:
+                    self._flush_segment()
+                continue
+            inst = circuit[index]
+            body = isinstance(inst, self.stim.CircuitRepeatBlock)
+            skip = self._instruction(circuit, inst, index, True) or skip
+
+    def _instruction(self, circuit, inst, index: int, top: bool) -> int:
+        """Compile instruction `index` of `circuit` (whole, into the segment, or target by target).
+        Returns the index of the next instruction to compile when an E / ELSE chain took several,
+        else 0."""
+        if isinstance(inst, self.stim.CircuitRepeatBlock):
+            self._flush_segment()
+            self._repeat(inst, index, top)
+            return 0
+        name = inst.name
+        entry = self.plain.get(name)
+        if entry is not None and not inst.tag:  # perhaps whole: its targets' text joins the segment
+            kind = entry[0]
+            args = inst.gate_args_copy() if kind >= _Z else None
+            code, aux = entry[1], -1
+            if kind == _N:
+                found = self._spec(inst, index, name, tuple(args))
+                if found is None:  # a channel that never fires: no rows, no positions taken
+                    return 0
+                if opcodes.BY_NAME[found[0]].arity == 0:
                     entry = None
-                if entry is not None:
-                    text = str(inst)
-                    rest = text[text.find(")") + 2:] if args else text[len(name) + 1:]
-                    if not rest:  # no targets: nothing
-                        continue
-                    if kind != _FB or "[" not in rest:  # rec[-k] and sweep[k] controls go per target
-                        segment.append((inst, index, entry, code, aux, rest))
-                        self.pending += len(rest)
-                        if self.pending > _SEGMENT_CHARS:
-                            self._flush_segment()
-                        continue
-            if segment:
-                self._flush_segment()
-            entry = table.get(name, ("N", name))
-            if entry[0] == "N" and entry[1] != "TICK" and entry[1] != "E":  # annotations (most of a QEC circuit)
-                self._other(inst, index, entry[1])
-            else:
-                chain_end = self._one(circuit, inst, index, entry, top)
+                else:
+                    code, aux = _CODE[found[0]], found[1]
+            elif args and args[0] != 0:  # a flip probability: per target (a confusion row each)
+                entry = None
+            if entry is not None:
+                text = str(inst)
+                rest = text[text.find(")") + 2:] if args else text[len(name) + 1:]
+                if not rest:  # no targets: nothing
+                    return 0
+                if kind != _FB or "[" not in rest:  # rec[-k] and sweep[k] controls go per target
+                    self.segment.append((inst, index, entry, code, aux, rest))
+                    self.pending += len(rest)
+                    if self.pending > _SEGMENT_CHARS:
+                        self._flush_segment()
+                    return 0
+        if self.segment:
+            self._flush_segment()
+        entry = self.table.get(name, ("N", name))
+        if entry[0] == "N" and entry[1] != "TICK" and entry[1] != "E":  # annotations (most of a QEC circuit)
+            self._other(inst, index, entry[1])
+            return 0
+        return self._one(circuit, inst, index, entry, top)
 
     def _one(self, circuit, inst, index: int, entry, top: bool = False) -> int:
         """Compile one instruction target by target (its table entry `entry`). Returns the index of
@@ -488,6 +528,7 @@ class _StimCompiler:
                 parsed = None
         if parsed is None:  # never for Stim's own text: per target
             for inst, index, *_ in segment:
+                inst = self.circuit[index] if inst is None else inst
                 self._one(None, inst, index, self.table[inst.name])
             return
         qubits, inverted, starts = parsed
@@ -519,6 +560,7 @@ class _StimCompiler:
                 self._place_segment(segment, lo, i, qubits, inverted, starts, seen, base)
             if i < len(segment):
                 inst, index = segment[i][:2]
+                inst = self.circuit[index] if inst is None else inst
                 self._one(None, inst, index, self.table[inst.name])
             lo = i + 1
 
