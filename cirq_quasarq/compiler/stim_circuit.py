@@ -252,7 +252,7 @@ class LineQubits(collections.abc.Sequence):
         return f"cirq.LineQubit.range({self._n})"
 
 
-_POWERS = 10 ** np.arange(10, dtype=np.int64)
+_POWERS = 10 ** np.arange(10, dtype=np.int32)
 
 
 def _parse_targets(text: str):
@@ -282,13 +282,15 @@ def _parse_targets(text: str):
             return None
     if not total or not 1 <= lengths.min() <= lengths.max() <= 9:
         return None
-    qubits = digits.take(ends - 1).astype(np.int64)
+    short = lengths.astype(np.uint8)
+    qubits = digits.take(ends - 1).astype(np.int32)
     at = ends - 1
     for place in range(1, int(lengths.max())):
         at -= 1
         value = digits.take(at, mode="clip")
-        value[lengths <= place] = 0
+        value *= short > place  # none from before the target
         qubits += value * _POWERS[place]
+    qubits = qubits.astype(np.int64)
     lines = np.flatnonzero(raw[gaps] == 10)  # gap of each line's last target
     starts = np.empty(len(lines) + 2, dtype=np.int64)
     starts[0], starts[1:-1], starts[-1] = 0, lines + 1, total
@@ -312,6 +314,7 @@ class _StimCompiler:
         self.free = np.zeros(max(1, num_qubits), dtype=np.int64)  # qubit -> first free position in the open step
         self.touched: List[object] = []  # qubits (ints, arrays) given a position in the open step
         self.counting = np.arange(1024, dtype=np.int64)  # `_count`
+        self._minus = np.full(1024, -1, dtype=np.int64)  # column B of one-qubit rows (views of it)
         self.plain = _plain(stim) if whole_instructions else {}
         # Whole instructions waiting for their rows (`_walk` says the entries' fields). `last` holds
         # per qubit the id of the last target naming it (ids grow over the compile, `tid` the next).
@@ -579,9 +582,11 @@ class _StimCompiler:
         # collapse), in instruction order.
         rec0 = rec = b.num_records
         rand = b.num_rand
-        template, repeats, counts, pairs, slots, collapses = [], [], [], [], [], []
+        codes, auxes, repeats, pairs, slots, collapses = [], [], [], [], [], []
+        firsts, seconds, columns = [], [], []  # per instruction: its rows' qubits, column B
+        row_at = [0]  # per instruction: its first row
         at = 0  # rows so far
-        cond = b.cond
+        minus = self._minus
         for i in range(m):
             entry = entries[i]
             kind, _, pair, measures, _ = entry[2]
@@ -592,13 +597,25 @@ class _StimCompiler:
                 rand += k
                 if measures:
                     rec += k
-                counts.append(0)
                 pairs.append(False)
+                row_at.append(at)
                 continue
-            r = k >> 1 if pair else k
-            template.append((entry[3], 0, -1, -1, -1, entry[4], cond, 0, 0))
+            q = qubits[s:e]
+            if pair:
+                r = k >> 1
+                firsts.append(q[0::2])
+                seconds.append(q[1::2])
+                columns.append(q[1::2])
+            else:
+                r = k
+                firsts.append(q)
+                seconds.append(q)
+                if len(minus) < r:
+                    minus = self._minus = np.full(2 * r, -1, dtype=np.int64)
+                columns.append(minus[:r])
+            codes.append(entry[3])
+            auxes.append(entry[4])
             repeats.append(r)
-            counts.append(r)
             pairs.append(pair)
             if kind >= _Z:
                 slots.append((at, at + r, RAND, rand))
@@ -607,47 +624,33 @@ class _StimCompiler:
                     slots.append((at, at + r, REC, rec))
                     rec += r
             at += r
+            row_at.append(at)
         total = at
         b.take_records(rec - rec0)
         b.take_rand(rand - b.num_rand)
         span = qubits[bounds[0]:bounds[-1]]
         any_pair = any(pairs)
-        if not any_pair and not collapses:
+        if not any_pair and not collapses:  # the rows' qubits, the second's (the first for one row)
             qa = qb = span
-            second = None
         elif all(pairs) and not collapses:
             qa, qb = span[0::2], span[1::2]
-            second = qb
-        else:  # per instruction: the rows' first qubits, their second (their first for one), column B
-            firsts, seconds, seconds_b, minus = [], [], [], None
-            for i in range(m):
-                if counts[i]:
-                    q = qubits[bounds[i]:bounds[i + 1]]
-                    if pairs[i]:
-                        firsts.append(q[0::2])
-                        seconds.append(q[1::2])
-                        seconds_b.append(q[1::2])
-                    else:
-                        firsts.append(q)
-                        seconds.append(q)
-                        if minus is None or len(minus) < len(q):
-                            minus = np.full(max(len(q), 1024), -1, dtype=np.int64)
-                        seconds_b.append(minus[:len(q)])
+        else:
             qa = np.concatenate(firsts) if firsts else span[:0]
             qb = np.concatenate(seconds) if seconds else span[:0]
-            second = np.concatenate(seconds_b) if any_pair and seconds_b else None
-        rows = np.array(template, dtype=np.int32).reshape(-1, NUM_FIELDS).repeat(repeats, axis=0)
+        template = np.empty((len(codes), NUM_FIELDS), dtype=np.int32)
+        template[:] = (0, 0, -1, -1, -1, -1, b.cond, 0, 0)
+        template[:, OP] = codes
+        template[:, AUX] = auxes
+        rows = template.repeat(repeats, axis=0)
         rows[:, A] = qa
-        if second is not None:
-            rows[:, B] = second
+        if any_pair:
+            rows[:, B] = qb if all(pairs) and not collapses else np.concatenate(columns)
         for r0, r1, field, first in slots:
             rows[r0:r1, field] = self._count(r1 - r0) + first
         if inverted is not None:
-            at = 0
             for i in range(m):
-                if counts[i] and entries[i][2][0] == _Z:
-                    rows[at:at + counts[i], FLAGS] = inverted[bounds[i]:bounds[i + 1]] * FLAG_INVERT
-                at += counts[i]
+                if entries[i][2][0] == _Z:
+                    rows[row_at[i]:row_at[i + 1], FLAGS] = inverted[bounds[i]:bounds[i + 1]] * FLAG_INVERT
         # positions: batch by batch, in order
         free = self.free
         pos = np.empty(total, dtype=np.int64)
@@ -655,9 +658,6 @@ class _StimCompiler:
         done = 0  # rows written to the builder
         lengths = np.diff(starts[lo:hi + 1])
         prev = np.maximum.reduceat(seen[bounds[0]:bounds[-1]], lengths.cumsum() - lengths).tolist()
-        row_at = [0]
-        for c in counts:
-            row_at.append(row_at[-1] + c)
         collapse_at = {i: c for i, *c in collapses}
         i = 0
         while i < m:
