@@ -316,7 +316,7 @@ class _StimCompiler:
         self.counting = np.arange(1024, dtype=np.int64)  # `_count`
         self._minus = np.full(1024, -1, dtype=np.int64)  # column B of one-qubit rows (views of it)
         self.plain = _plain(stim) if whole_instructions else {}
-        # Whole instructions waiting for their rows (`_walk` says the entries' fields). `last` holds
+        # Whole instructions waiting for their rows (`_flush_segment` says the entries' fields). `last` holds
         # per qubit the id of the last target naming it (ids grow over the compile, `tid` the next).
         self.segment: List[tuple] = []
         self.pending = 0  # characters of the segment's targets
