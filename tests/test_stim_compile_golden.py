@@ -2,7 +2,7 @@
 
 tests/data/stim_program_digests.json holds, per case of `CASES`, a digest of the circuit's text and a
 digest of every table of its Program (the default path and the per-target path, which must agree),
-as the compiler made them before the whole-circuit target parse. Regenerate
+as the compiler made them before its segments of whole instructions (commit cb0d3ed). Regenerate
 (``python -m tests.test_stim_compile_golden --write``) only when a Program changes on purpose, and say
 so in the commit.
 """
