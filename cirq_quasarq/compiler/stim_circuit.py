@@ -11,11 +11,14 @@ Conventions
 - Loops: a REPEAT block is one loop of the Program (`begin_loop` / `end_loop`), its body compiled
   once, never unrolled (REPEAT 1 is inlined).
 - Whole instructions: an instruction whose targets are all plain qubits (unitaries, M / MR / R in
-  any basis without a flip probability, Pauli channels) is parsed from its text as one array and
-  written as one block of rows (`ProgramBuilder.emit_rows`); consecutive such instructions on
-  disjoint qubits take their positions together. The rest, and an instruction naming a qubit twice,
-  go target by target; `_StimCompiler(..., whole_instructions=False)` takes that path for all, and
-  tests check that both give the same Program.
+  any basis without a flip probability, Pauli channels) joins a segment of consecutive such
+  instructions (up to `_SEGMENT_CHARS` of target text). A segment's targets are parsed from their
+  text as one array, its rows built as one block (`ProgramBuilder.emit_rows`), and runs of its
+  instructions on disjoint qubits take their positions together. The rest, and an instruction
+  naming a qubit twice, go target by target; `_StimCompiler(..., whole_instructions=False)` takes
+  that path for all, and tests check that both give the same Program. A circuit with no more
+  detectors and observables than top-level instructions is walked from its text (`_walk_text`: no
+  instruction object for a plain line); one mostly of annotations, from its instruction objects.
 - Steps: TICK opens a new step of the builder; within the instructions between two TICKs, each
   row goes to the first position after the earlier rows on its qubits (as soon as possible, as
   the Cirq compiler's `emitter.Cursor`), so rows sharing a STEP act on disjoint qubits.
@@ -109,6 +112,7 @@ _NOTHING = {"I", "II", "I_ERROR", "II_ERROR", "QUBIT_COORDS"}
 # must sit on a Z side; the other side's letter is the Pauli applied to the qubit).
 _FEEDBACK_SIDES = {"CX": ("Z", "X"), "CY": ("Z", "Y"), "CZ": ("Z", "Z"), "XCZ": ("X", "Z"),
                    "YCZ": ("Y", "Z")}
+_FEEDBACK_CODES = {_CODE[name] for name in _FEEDBACK_SIDES}
 _HERALDED = {"HERALDED_ERASE", "HERALDED_PAULI_CHANNEL_1"}
 _PARITY_CODE = {paulis.X: _CODE["FRAME_PARITY_X"], paulis.Y: _CODE["FRAME_PARITY_Y"],
                 paulis.Z: _CODE["FRAME_PARITY_Z"]}
@@ -116,6 +120,9 @@ _PARITY_CODE = {paulis.X: _CODE["FRAME_PARITY_X"], paulis.Y: _CODE["FRAME_PARITY
 # this): a layer of heralds takes a few positions, not two per target, while tableau mode, quadratic
 # in the qubits, grows little.
 _SCRATCH = 64
+# A segment of whole instructions is written once its targets' text has this many characters: its
+# arrays then stay in the processor's caches (one array of a 30k-qubit circuit's targets did not).
+_SEGMENT_CHARS = 1 << 17
 
 _TABLE: Optional[Dict[str, Tuple[str, object]]] = None
 
@@ -137,6 +144,38 @@ def _table(stim) -> Dict[str, Tuple[str, object]]:
                 table[alias] = entry
         _TABLE = table
     return _TABLE
+
+
+# Kinds of whole instructions (`_plain`): one- and two-qubit unitaries (_FB: one that may take a
+# record or sweep control), M / MR / R in the Z basis, in the X or Y basis, Pauli channels.
+_U1, _U2, _FB, _Z, _XY, _N = range(6)
+_PLAIN: Optional[Dict[str, Tuple]] = None
+
+
+def _plain(stim) -> Dict[str, Tuple]:
+    """Every name (and alias) of an instruction that may be whole -> (kind, opcode of its rows, two
+    qubits a row, writes records, (basis change, collapse, change back) opcodes of _XY)."""
+    global _PLAIN
+    if _PLAIN is None:
+        plain = {}
+        for name, (kind, data) in _table(stim).items():
+            if kind == "U1":
+                plain[name] = (_U1, data, False, False, None)
+            elif kind == "U2":
+                plain[name] = (_FB if data in _FEEDBACK_CODES else _U2, data, True, False, None)
+            elif data in _MEASURE or data in _MEASURE_RESET or data in _RESET:
+                reset = data in _RESET
+                basis = _RESET[data] if reset else _MEASURE_RESET.get(data) or _MEASURE[data]
+                op = "R" if reset else ("MR" if data in _MEASURE_RESET else "M")
+                if basis == "Z":
+                    plain[name] = (_Z, _CODE[op], False, not reset, None)
+                else:
+                    codes = tuple(_CODE[c] for c in opcodes.LOWERED_BASIS[op + basis])
+                    plain[name] = (_XY, _CODE[op], False, not reset, codes)
+            elif data in _NOISE:
+                plain[name] = (_N, None, data in ("DEPOLARIZE2", "PAULI_CHANNEL_2"), False, None)
+        _PLAIN = plain
+    return _PLAIN
 
 
 _PROGRAMS = cache._Cache(32, 1 << 24)
@@ -213,29 +252,77 @@ class LineQubits(collections.abc.Sequence):
         return f"cirq.LineQubit.range({self._n})"
 
 
+_POWERS = 10 ** np.arange(10, dtype=np.int32)
+
+
+def _parse_targets(text: str):
+    """(qubits int64 [k], inverted bool [k] or None, first target of each line int64 [lines + 1]) of
+    lines of targets ('0 !3 5'), one space between targets, a newline between lines; None when the
+    text is not in that form. Vectorized: a target's digits are read back from its end, one digit
+    place per NumPy pass (np.fromstring took twice as long)."""
+    raw = np.frombuffer(text.encode(), dtype=np.uint8)
+    gaps = np.flatnonzero(raw <= 32)  # target i ends at gap i
+    total = len(gaps) + 1
+    ends = np.empty(total, dtype=np.intp)
+    ends[:-1], ends[-1] = gaps, len(raw)
+    lengths = np.empty(total, dtype=np.intp)
+    lengths[0] = ends[0]
+    np.subtract(ends[1:], gaps + 1, out=lengths[1:])
+    digits = raw - np.uint8(48)
+    inverted = None
+    if np.count_nonzero(digits <= 9) + total - 1 != len(raw):  # not all digits: '!' or not this form
+        bangs = np.flatnonzero(raw == 33)
+        inverted = np.zeros(total, dtype=bool)
+        which = np.searchsorted(gaps, bangs)
+        inverted[which] = True
+        lengths[which] -= 1
+        begins = ends[which] - lengths[which]  # a '!' must be its target's first character, alone
+        if np.count_nonzero(digits <= 9) + total - 1 + len(bangs) != len(raw) or \
+                not (raw[begins - 1] == 33).all() or len(np.unique(which)) != len(which):
+            return None
+    if not total or not 1 <= lengths.min() <= lengths.max() <= 9:
+        return None
+    short = lengths.astype(np.uint8)
+    qubits = digits.take(ends - 1).astype(np.int32)
+    at = ends - 1
+    for place in range(1, int(lengths.max())):
+        at -= 1
+        value = digits.take(at, mode="clip")
+        value *= short > place  # none from before the target
+        qubits += value * _POWERS[place]
+    qubits = qubits.astype(np.int64)
+    lines = np.flatnonzero(raw[gaps] == 10)  # gap of each line's last target
+    starts = np.empty(len(lines) + 2, dtype=np.int64)
+    starts[0], starts[1:-1], starts[-1] = 0, lines + 1, total
+    return qubits, inverted, starts
+
+
 class _StimCompiler:
     """One compilation: the builder, the positions of the open step and where the walk is.
 
     With `whole_instructions` (the default) an instruction whose targets are all plain qubits
-    (unitaries, M / MR / R in any basis without a flip probability, Pauli channels) is compiled as
-    one block of rows from its targets parsed as one array; the rest, and instructions that name a
-    qubit twice, go target by target. Both give the same Program (tests/test_stim_circuit.py)."""
+    (unitaries, M / MR / R in any basis without a flip probability, Pauli channels) waits in a
+    segment of such instructions, compiled together (`_flush_segment`); the rest, and instructions
+    that name a qubit twice, go target by target. Both give the same Program
+    (tests/test_stim_circuit.py)."""
 
     def __init__(self, stim, num_qubits: int, whole_instructions: bool = True):
         self.stim = stim
         self.table = _table(stim)
         self.n = num_qubits
         self.b = ProgramBuilder(num_qubits)
-        self.whole = whole_instructions
         self.free = np.zeros(max(1, num_qubits), dtype=np.int64)  # qubit -> first free position in the open step
         self.touched: List[object] = []  # qubits (ints, arrays) given a position in the open step
-        self.mark = np.full(max(1, num_qubits), -1, dtype=np.int64)  # scratch of `_distinct`
         self.counting = np.arange(1024, dtype=np.int64)  # `_count`
-        # whole instructions waiting for their positions (`_whole`, `_flush_batch` says the entries'
-        # fields); `owner` marks the batch's qubits with `batch_id`
-        self.batch: List[tuple] = []
-        self.owner = np.full(max(1, num_qubits), -1, dtype=np.int64)
-        self.batch_id = 0
+        self._minus = np.full(1024, -1, dtype=np.int64)  # column B of one-qubit rows (views of it)
+        self.plain = _plain(stim) if whole_instructions else {}
+        # Whole instructions waiting for their rows (`_flush_segment` says the entries' fields). `last` holds
+        # per qubit the id of the last target naming it (ids grow over the compile, `tid` the next).
+        self.segment: List[tuple] = []
+        self.pending = 0  # characters of the segment's targets
+        self.last = np.full(max(1, num_qubits), -1, dtype=np.int64)
+        self.tid = 0
+        self.circuit = None  # the circuit walked from its text: whose instructions the segment's None stand for
         self.rtop = 0  # first position after every record-writing row of the open step
         self.path: List[Tuple[int, int]] = []  # (instruction index, repeat count) of open REPEATs
         self.specs: Dict[Tuple, Optional[Tuple[int, int, Optional[Tuple[int, ...]]]]] = {}
@@ -247,8 +334,14 @@ class _StimCompiler:
     # -- the walk ------------------------------------------------------------------------------
     def run(self, circuit) -> Program:
         self._moment()
-        self._walk(circuit, top=True)
-        self._flush_batch()
+        # From the text when it is mostly whole instructions' targets, not annotations (a QEC
+        # circuit's text is mostly its detectors, which this would print for nothing).
+        if self.plain and len(circuit) > 1 and circuit.num_detectors + circuit.num_observables <= len(circuit):
+            self.circuit = circuit
+            self._walk_text(circuit, str(circuit))
+        else:
+            self._walk(circuit, top=True)
+        self._flush_segment()
         self._close()
         rows, recs = self.moment_rows, self.moment_records
         if rows and rows[-1] == self.b.num_rows() and recs[-1] == self.b.num_records:
@@ -285,101 +378,126 @@ class _StimCompiler:
         self.moment_records.append(recs)
 
     def _walk(self, circuit, top: bool = False) -> None:
-        table = self.table
-        repeat_block = self.stim.CircuitRepeatBlock
-        b = self.b
-        emit = b.emit
         chain_end = 0  # instructions before it were compiled as part of an E ... ELSE chain
         for index, inst in enumerate(circuit):
-            if index < chain_end:
+            if index >= chain_end:
+                chain_end = self._instruction(circuit, inst, index, top) or chain_end
+
+    def _walk_text(self, circuit, text: str) -> None:
+        """`_walk` of the top level from the circuit's text (`text`): a line of plain qubit targets of
+        a unitary, M, MR or R (no arguments, no tag) joins the segment as it is; any other line is
+        compiled from its instruction object (`circuit[index]`), a REPEAT block's body from the
+        block's. Makes no instruction object for most lines of a large random circuit (iterating
+        the circuit copies every instruction's targets)."""
+        plain, segment = self.plain, self.segment
+        index, skip, body = -1, 0, False
+        for line in text.split("\n"):
+            if body:  # a REPEAT block's lines, up to its closing brace (indented: nested ones)
+                body = line != "}"
                 continue
-            if isinstance(inst, repeat_block):
-                self._flush_batch()
-                self._repeat(inst, index, top)
+            index += 1
+            if index < skip:
                 continue
-            name = inst.name
-            kind, data = table.get(name, ("N", name))
-            if self.whole and self._whole(inst, index, kind, data):
+            cut = line.find(" ")
+            entry = plain.get(line[:cut]) if cut > 0 else None
+            if entry is not None and entry[0] != _N and (entry[0] != _FB or "[" not in line):
+                rest = line[cut + 1:]
+                segment.append((None, index, entry, entry[1], -1, rest))
+                self.pending += len(rest)
+                if self.pending > _SEGMENT_CHARS:
+                    self._flush_segment()
                 continue
-            self._flush_batch()
-            if data == "TICK":
-                if top:
-                    self._moment()
+            inst = circuit[index]
+            body = isinstance(inst, self.stim.CircuitRepeatBlock)
+            skip = self._instruction(circuit, inst, index, True) or skip
+
+    def _instruction(self, circuit, inst, index: int, top: bool) -> int:
+        """Compile instruction `index` of `circuit` (whole, into the segment, or target by target).
+        Returns the index of the next instruction to compile when an E / ELSE chain took several,
+        else 0."""
+        if isinstance(inst, self.stim.CircuitRepeatBlock):
+            self._flush_segment()
+            self._repeat(inst, index, top)
+            return 0
+        name = inst.name
+        entry = self.plain.get(name)
+        if entry is not None and not inst.tag:  # perhaps whole: its targets' text joins the segment
+            kind = entry[0]
+            args = inst.gate_args_copy() if kind >= _Z else None
+            code, aux = entry[1], -1
+            if kind == _N:
+                found = self._spec(inst, index, name, tuple(args))
+                if found is None:  # a channel that never fires: no rows, no positions taken
+                    return 0
+                if opcodes.BY_NAME[found[0]].arity == 0:
+                    entry = None
                 else:
-                    self._close()
-            elif kind == "U1":
-                for t in inst.targets_copy():
-                    q = t.value
-                    p = self._free_at(q)
-                    self._take(q, p + 1)
-                    emit(data, q, -1, pos=p)
-            elif kind == "U2":
-                targets = inst.targets_copy()
-                feedback = name in _FEEDBACK_SIDES
-                for k in range(0, len(targets), 2):
-                    ta, tb = targets[k], targets[k + 1]
-                    if feedback and not (ta.is_qubit_target and tb.is_qubit_target):
-                        self._feedback(inst, index, name, ta, tb)
-                        continue
-                    qa, qb = ta.value, tb.value
-                    pa, pb = self._free_at(qa), self._free_at(qb)
-                    p = pa if pa > pb else pb
-                    self._take(qa, p + 1)
-                    self._take(qb, p + 1)
-                    emit(data, qa, qb, pos=p)
-            elif data == "E":
-                chain_end = self._correlated_chain(circuit, inst, index)
+                    code, aux = _CODE[found[0]], found[1]
+            elif args and args[0] != 0:  # a flip probability: per target (a confusion row each)
+                entry = None
+            if entry is not None:
+                text = str(inst)
+                rest = text[text.find(")") + 2:] if args else text[len(name) + 1:]
+                if not rest:  # no targets: nothing
+                    return 0
+                if kind != _FB or "[" not in rest:  # rec[-k] and sweep[k] controls go per target
+                    self.segment.append((inst, index, entry, code, aux, rest))
+                    self.pending += len(rest)
+                    if self.pending > _SEGMENT_CHARS:
+                        self._flush_segment()
+                    return 0
+        if self.segment:
+            self._flush_segment()
+        entry = self.table.get(name, ("N", name))
+        if entry[0] == "N" and entry[1] != "TICK" and entry[1] != "E":  # annotations (most of a QEC circuit)
+            self._other(inst, index, entry[1])
+            return 0
+        return self._one(circuit, inst, index, entry, top)
+
+    def _one(self, circuit, inst, index: int, entry, top: bool = False) -> int:
+        """Compile one instruction target by target (its table entry `entry`). Returns the index of
+        the next instruction of `circuit` to compile when an E / ELSE chain took several, else 0."""
+        kind, data = entry
+        name = inst.name
+        b = self.b
+        emit = b.emit
+        if data == "TICK":
+            if top:
+                self._moment()
             else:
-                self._other(inst, index, data)
+                self._close()
+        elif kind == "U1":
+            for t in inst.targets_copy():
+                q = t.value
+                p = self._free_at(q)
+                self._take(q, p + 1)
+                emit(data, q, -1, pos=p)
+        elif kind == "U2":
+            targets = inst.targets_copy()
+            feedback = name in _FEEDBACK_SIDES
+            for k in range(0, len(targets), 2):
+                ta, tb = targets[k], targets[k + 1]
+                if feedback and not (ta.is_qubit_target and tb.is_qubit_target):
+                    self._feedback(inst, index, name, ta, tb)
+                    continue
+                qa, qb = ta.value, tb.value
+                pa, pb = self._free_at(qa), self._free_at(qb)
+                p = pa if pa > pb else pb
+                self._take(qa, p + 1)
+                self._take(qb, p + 1)
+                emit(data, qa, qb, pos=p)
+        elif data == "E":
+            return self._correlated_chain(circuit, inst, index)
+        else:
+            self._other(inst, index, data)
+        return 0
 
     # -- whole instructions ----------------------------------------------------------------------
-    @staticmethod
-    def _targets_text(line: str) -> Optional[str]:
-        """The targets of one instruction's text ('NAME 0 !3 5', 'NAME(0.1, 0.2) 0 1') when they are
-        all plain qubits, perhaps inverted; None for a tagged instruction or any other target."""
-        cut = line.find(")") + 1 if "(" in line else line.find(" ")
-        if cut <= 0:
-            cut = len(line)
-        head, rest = line[:cut], line[cut + 1 :]
-        # a tag is '[...]' in the head; rec[-k] and sweep[k] hold '[', Pauli targets a letter,
-        # products '*': none of them is plain
-        if "[" in head or "[" in rest or "*" in rest or "X" in rest or "Y" in rest or "Z" in rest:
-            return None
-        return rest
-
-    def _plain_targets(self, inst):
-        """(qubits int64 [k], inverted bool [k] or None) of an instruction whose targets are all
-        qubits, perhaps inverted, parsed from its text as one array; None otherwise."""
-        if inst.tag:
-            return None
-        rest = self._targets_text(str(inst))
-        if rest is None:
-            return None
-        which = None
-        if "!" in rest:
-            raw = np.frombuffer(rest.encode(), dtype=np.uint8)
-            which = np.searchsorted(np.flatnonzero(raw == 32), np.flatnonzero(raw == 33))  # token of each '!'
-            rest = rest.replace("!", "")
-        qubits = np.fromstring(rest, dtype=np.int64, sep=" ") if rest else np.zeros(0, dtype=np.int64)
-        if len(qubits) != (rest.count(" ") + 1 if rest else 0):  # not the format this reads: per target
-            return None
-        if which is None:
-            return qubits, None
-        inverted = np.zeros(len(qubits), dtype=bool)
-        inverted[which] = True
-        return qubits, inverted
-
     def _count(self, k: int) -> np.ndarray:
         """0, 1, ..., k - 1 (a view of one array that grows)."""
         if len(self.counting) < k:
             self.counting = np.arange(2 * k, dtype=np.int64)
         return self.counting[:k]
-
-    def _distinct(self, qubits: np.ndarray) -> bool:
-        """Whether no qubit appears twice (a scratch mark per qubit: the last writer wins)."""
-        order = self._count(len(qubits))
-        self.mark[qubits] = order
-        return bool((self.mark[qubits] == order).all())
 
     def _block(self, k: int, op, a: np.ndarray, rec=-1, rand=-1, flags=0) -> np.ndarray:
         """k one-qubit rows of one opcode on qubits `a`, STEP left for the builder (`rec`, `rand`,
@@ -391,129 +509,208 @@ class _StimCompiler:
             rows[:, field] = value
         return rows
 
-    def _whole(self, inst, index: int, kind: str, data) -> bool:
-        """Compile `inst` (its table entry `kind`, `data`: an opcode, or the canonical name) as one
-        block of rows where it may be (see the class docstring): the rows, positions, record and
-        random slots the per-target path gives. False: it did nothing.
+    def _flush_segment(self) -> None:
+        """Write the segment: consecutive whole instructions, entries (instruction, index, `_plain`
+        entry, opcode of its rows, channel id or -1, its targets' text), with the rows, positions,
+        record and random slots the per-target path gives them.
 
-        Consecutive such instructions on disjoint qubits gather in a batch (`self.batch`): their rows
-        take their positions together when the batch is flushed (before any other instruction)."""
-        name = data
-        found = None
-        collapse = name in _MEASURE or name in _MEASURE_RESET or name in _RESET
-        if collapse:
-            args = inst.gate_args_copy()
-            if args and args[0] != 0:  # a flip probability: per target (a confusion row each)
-                return False
-        elif name in _NOISE:
-            found = self._spec(inst, index, name, tuple(inst.gate_args_copy()))
-            if found is None:  # a channel that never fires: no rows, no positions taken
-                return True
-            if opcodes.BY_NAME[found[0]].arity == 0:
-                return False
-        elif kind not in ("U1", "U2"):
-            return False
-        parsed = self._plain_targets(inst)
-        if parsed is None:
-            return False
-        qubits, inverted = parsed
-        if not len(qubits):
-            return True
-        if (inverted is not None and not collapse) or not self._distinct(qubits):
-            return False
-        if collapse and (_RESET.get(name) or _MEASURE_RESET.get(name) or _MEASURE.get(name)) != "Z":
-            self._flush_batch()
-            self._collapses(name, qubits, inverted)
-            return True
-        if self.batch and (self.owner[qubits] == self.batch_id).any():  # shares a qubit with the batch
-            self._flush_batch()
-        self.owner[qubits] = self.batch_id
-        b = self.b
-        pair = kind == "U2" or name in ("DEPOLARIZE2", "PAULI_CHANNEL_2")
-        first, second = (qubits[0::2], qubits[1::2]) if pair else (qubits, None)
-        k = len(first)
-        code, rec, rand, aux, flags = name, -1, -1, -1, None
-        if kind not in ("U1", "U2"):
-            rand = b.take_rand(k)  # random slots (and records) in target order
-            if not collapse:  # a Pauli channel
-                code, aux = _CODE[found[0]], found[1]
-            else:  # M, MR or R in the Z basis
-                reset = name in _RESET
-                code = _CODE["R" if reset else ("MR" if name in _MEASURE_RESET else "M")]
-                if not reset:
-                    rec = b.take_records(k)
-                    b.add_record_keys(rec, k)
-                flags = inverted
-        self.batch.append((code, first, second, rec, rand, aux, flags))
-        return True
-
-    def _flush_batch(self) -> None:
-        """Give the batch's rows their positions (the qubits of a batch are distinct) and write them,
-        built column by column: (opcode, first qubits, second qubits or None, first record or -1,
-        first random slot or -1, aux, inverted targets or None) an instruction."""
-        batch = self.batch
-        if not batch:
+        Their targets' texts are parsed as one array. A per-qubit pass over the instructions (two
+        NumPy calls each) finds for each target the one before it on its qubit; from that, the
+        instructions that name a qubit twice (per target) and the runs of instructions on disjoint
+        qubits (their rows take their positions together, `_place_segment`)."""
+        if not self.segment:
             return
-        self.batch = []
-        self.batch_id += 1
-        sizes = np.array([len(item[1]) for item in batch])
-        total = int(sizes.sum())
-        first = np.concatenate([item[1] for item in batch]) if len(batch) > 1 else batch[0][1]
-        paired = [item[2] is not None for item in batch]
-        second = (np.concatenate([item[1] if item[2] is None else item[2] for item in batch]) if any(paired)
-                  else first)
-        rows = np.empty((total, NUM_FIELDS), dtype=np.int32)
-        rows[:, OP] = np.repeat([item[0] for item in batch], sizes)
-        rows[:, A] = first
-        rows[:, B] = second if all(paired) else (
-            np.where(np.repeat(paired, sizes), second, -1) if any(paired) else -1)
-        local = self._count(total) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # a target's index in its instruction
-        for field, at in ((REC, 3), (RAND, 4)):
-            starts = np.array([item[at] for item in batch])
-            rows[:, field] = -1 if (starts < 0).all() else np.where(np.repeat(starts >= 0, sizes),
-                                                                     np.repeat(starts, sizes) + local, -1)
-        rows[:, AUX] = np.repeat([item[5] for item in batch], sizes)
-        rows[:, COND] = self.b.cond
-        inverted = [item[6] for item in batch]
-        rows[:, FLAGS] = 0 if all(f is None for f in inverted) else np.concatenate(
-            [np.zeros(len(item[1]), dtype=bool) if f is None else f for item, f in zip(batch, inverted)]) * FLAG_INVERT
-        free = self.free
-        pos = np.maximum(free[first], free[second]) if second is not first else free[first]
-        free[first] = pos + 1
-        if second is not first:
-            free[second] = pos + 1
-            self.touched.append(second)
-        self.touched.append(first)
-        self.b.emit_rows(rows, pos)
-        records = [item[3] >= 0 for item in batch]
-        if any(records):
-            written = pos if all(records) else pos[np.repeat(records, sizes)]
-            self._wrote_record(int(written.max()))
+        segment = self.segment.copy()
+        self.segment.clear()  # the list `_walk` appends to
+        self.pending = 0
+        parsed = _parse_targets("\n".join([entry[5] for entry in segment]))
+        if parsed is not None and parsed[1] is not None:  # '!' only where Stim allows it: collapses
+            inverted, starts = parsed[1], parsed[2]
+            which = set((np.searchsorted(starts, np.flatnonzero(inverted), "right") - 1).tolist())
+            if any(segment[i][2][0] not in (_Z, _XY) for i in which):
+                parsed = None
+        if parsed is None:  # never for Stim's own text: per target
+            for inst, index, *_ in segment:
+                inst = self.circuit[index] if inst is None else inst
+                self._one(None, inst, index, self.table[inst.name])
+            return
+        qubits, inverted, starts = parsed
+        total = len(qubits)
+        # the target before each on its qubit, as an id (< base: before the segment)
+        base = self.tid
+        self.tid += total
+        ids = np.arange(base, base + total, dtype=np.int64)
+        last = self.last
+        seen = np.empty(total, dtype=np.int64)
+        bounds = starts.tolist()
+        for i in range(len(segment)):
+            s, e = bounds[i], bounds[i + 1]
+            q = qubits[s:e]
+            last.take(q, out=seen[s:e], mode="clip")  # "clip": no buffered copy
+            last[q] = ids[s:e]
+        # A target that no later one sees and that is not its qubit's last lost its place in `last`
+        # to a repeat of its qubit in its own instruction.
+        named = last[qubits] == ids
+        later = seen[seen >= base] - base
+        named[later] = True
+        if named.all():
+            self._place_segment(segment, 0, len(segment), qubits, inverted, starts, seen, base)
+            return
+        twice = set((np.searchsorted(starts, np.flatnonzero(~named), "right") - 1).tolist())
+        lo = 0
+        for i in sorted(twice) + [len(segment)]:
+            if lo < i:
+                self._place_segment(segment, lo, i, qubits, inverted, starts, seen, base)
+            if i < len(segment):
+                inst, index = segment[i][:2]
+                inst = self.circuit[index] if inst is None else inst
+                self._one(None, inst, index, self.table[inst.name])
+            lo = i + 1
 
-    def _collapses(self, name: str, qubits: np.ndarray, inverted) -> None:
-        """M / MR / R in the X or Y basis on distinct qubits (the Z basis goes in a batch): per target
-        the basis change, the collapse and the change back, each on the next position of its qubit,
-        interleaved as the per-target path writes them; records and random slots in target order."""
-        b, free = self.b, self.free
+    def _place_segment(self, segment, lo: int, hi: int, qubits, inverted, starts, seen, base: int) -> None:
+        """Rows, slots and positions of `segment[lo:hi]` (no instruction names a qubit twice; `seen`:
+        per target the id of the target before it on its qubit, `base`: the id of target 0).
+
+        Greedily, instructions on disjoint qubits form a batch whose rows take their positions with
+        a few NumPy calls; an X or Y basis collapse is a batch of its own (three rows a target)."""
+        b = self.b
+        entries = segment[lo:hi]
+        bounds = starts[lo:hi + 1].tolist()
+        m = hi - lo
+        # Per instruction (in Python: a segment holds a few hundred at most): its rows (none here for
+        # an X / Y collapse), its record and random slots (one a row, or a target of an X / Y
+        # collapse), in instruction order.
+        rec0 = rec = b.num_records
+        rand = b.num_rand
+        codes, auxes, repeats, pairs, slots, collapses = [], [], [], [], [], []
+        firsts, seconds, columns = [], [], []  # per instruction: its rows' qubits, column B
+        row_at = [0]  # per instruction: its first row
+        at = 0  # rows so far
+        minus = self._minus
+        for i in range(m):
+            entry = entries[i]
+            kind, _, pair, measures, _ = entry[2]
+            s, e = bounds[i], bounds[i + 1]
+            k = e - s
+            if kind == _XY:
+                collapses.append((i, at, rec if measures else -1, rand))
+                rand += k
+                if measures:
+                    rec += k
+                pairs.append(False)
+                row_at.append(at)
+                continue
+            q = qubits[s:e]
+            if pair:
+                r = k >> 1
+                firsts.append(q[0::2])
+                seconds.append(q[1::2])
+                columns.append(q[1::2])
+            else:
+                r = k
+                firsts.append(q)
+                seconds.append(q)
+                if len(minus) < r:
+                    minus = self._minus = np.full(2 * r, -1, dtype=np.int64)
+                columns.append(minus[:r])
+            codes.append(entry[3])
+            auxes.append(entry[4])
+            repeats.append(r)
+            pairs.append(pair)
+            if kind >= _Z:
+                slots.append((at, at + r, RAND, rand))
+                rand += r
+                if measures:
+                    slots.append((at, at + r, REC, rec))
+                    rec += r
+            at += r
+            row_at.append(at)
+        total = at
+        b.take_records(rec - rec0)
+        b.take_rand(rand - b.num_rand)
+        span = qubits[bounds[0]:bounds[-1]]
+        any_pair = any(pairs)
+        if not any_pair and not collapses:  # the rows' qubits, the second's (the first for one row)
+            qa = qb = span
+        elif all(pairs) and not collapses:
+            qa, qb = span[0::2], span[1::2]
+        else:
+            qa = np.concatenate(firsts) if firsts else span[:0]
+            qb = np.concatenate(seconds) if seconds else span[:0]
+        template = np.empty((len(codes), NUM_FIELDS), dtype=np.int32)
+        template[:] = (0, 0, -1, -1, -1, -1, b.cond, 0, 0)
+        template[:, OP] = codes
+        template[:, AUX] = auxes
+        rows = template.repeat(repeats, axis=0)
+        rows[:, A] = qa
+        if any_pair:
+            rows[:, B] = qb if all(pairs) and not collapses else np.concatenate(columns)
+        for r0, r1, field, first in slots:
+            rows[r0:r1, field] = self._count(r1 - r0) + first
+        if inverted is not None:
+            for i in range(m):
+                if entries[i][2][0] == _Z:
+                    rows[row_at[i]:row_at[i + 1], FLAGS] = inverted[bounds[i]:bounds[i + 1]] * FLAG_INVERT
+        # positions: batch by batch, in order
+        free = self.free
+        pos = np.empty(total, dtype=np.int64)
+        wrote = -1  # the highest position of a record-writing row
+        done = 0  # rows written to the builder
+        lengths = np.diff(starts[lo:hi + 1])
+        prev = np.maximum.reduceat(seen[bounds[0]:bounds[-1]], lengths.cumsum() - lengths).tolist()
+        collapse_at = {i: c for i, *c in collapses}
+        i = 0
+        while i < m:
+            if i in collapse_at:
+                r, rec_first, rand_first = collapse_at[i]
+                b.emit_rows(rows[done:r], pos[done:r])
+                done = r
+                wrote = max(wrote, self._collapse(entries[i], qubits[bounds[i]:bounds[i + 1]], inverted, bounds[i],
+                                                   rec_first, rand_first))
+                i += 1
+                continue
+            first_id = base + bounds[i]
+            j = i + 1  # the batch: instructions i .. j - 1
+            while j < m and prev[j] < first_id and j not in collapse_at:
+                j += 1
+            r0, r1 = row_at[i], row_at[j]
+            a, p = qa[r0:r1], pos[r0:r1]
+            free.take(a, out=p, mode="clip")
+            if any_pair and any(pairs[i:j]):
+                other = qb[r0:r1]
+                np.maximum(p, free.take(other, mode="clip"), out=p)
+                p1 = p + 1
+                free[a] = p1
+                free[other] = p1
+            else:
+                free[a] = p + 1
+            i = j
+        b.emit_rows(rows[done:], pos[done:])
+        for r0, r1, field, _ in slots:
+            if field == REC:
+                wrote = max(wrote, int(pos[r0:r1].max()))
+        self.touched.append(span)
+        if wrote >= 0:
+            self._wrote_record(wrote)
+        if rec > rec0:
+            b.add_record_keys(rec0, rec - rec0)
+
+    def _collapse(self, entry, qubits: np.ndarray, inverted, at: int, rec: int, rand: int) -> int:
+        """M / MR / R in the X or Y basis on distinct qubits: per target the basis change, the
+        collapse and the change back, each on the next position of its qubit, interleaved as the
+        per-target path writes them. Returns the highest position of a record row (-1: none)."""
         k = len(qubits)
-        reset = name in _RESET
-        basis = _RESET[name] if reset else _MEASURE_RESET.get(name) or _MEASURE[name]
-        op = "R" if reset else ("MR" if name in _MEASURE_RESET else "M")
-        pos = free[qubits]
-        free[qubits] = pos + 3
-        self.touched.append(qubits)
-        rand = b.take_rand(k) + self._count(k)
-        rec = -1 if reset else b.take_records(k) + self._count(k)
-        flags = 0 if inverted is None else np.where(inverted, FLAG_INVERT, 0)
-        before, _, after = opcodes.LOWERED_BASIS[op + basis]
+        _, op, _, measures, (before, _, after) = entry[2]
+        pos = self.free[qubits]
+        self.free[qubits] = pos + 3
+        count = self._count(k)
+        flags = 0 if inverted is None else inverted[at:at + k] * FLAG_INVERT
         block = np.empty((k, 3, NUM_FIELDS), dtype=np.int32)
-        block[:, 0] = self._block(k, _CODE[before], qubits)
-        block[:, 1] = self._block(k, _CODE[op], qubits, rec=rec, rand=rand, flags=flags)
-        block[:, 2] = self._block(k, _CODE[after], qubits)
-        b.emit_rows(block.reshape(3 * k, NUM_FIELDS), (pos[:, None] + np.arange(3)[None, :]).reshape(-1))
-        if not reset:
-            self._wrote_record(int(pos.max()) + 1)
-            b.add_record_keys(int(rec[0]), k)
+        block[:, 0] = self._block(k, before, qubits)
+        block[:, 1] = self._block(k, op, qubits, rec=rec + count if measures else -1, rand=rand + count, flags=flags)
+        block[:, 2] = self._block(k, after, qubits)
+        self.b.emit_rows(block.reshape(3 * k, NUM_FIELDS), (pos[:, None] + np.arange(3)[None, :]).reshape(-1))
+        return int(pos.max()) + 1 if measures else -1
 
     def _repeat(self, block, index: int, top: bool) -> None:
         count = block.repeat_count
@@ -527,7 +724,7 @@ class _StimCompiler:
             self._close()
             self.b.begin_loop(count)
             self._walk(body)
-            self._flush_batch()
+            self._flush_segment()
             self._close()
             self.b.end_loop()
             if top:

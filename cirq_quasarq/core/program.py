@@ -37,6 +37,7 @@ from .ranges import expand_ranges
 
 OP, A, B, REC, RAND, AUX, COND, FLAGS, STEP = range(9)
 NUM_FIELDS = 9
+_ROW = np.dtype((np.void, 4 * NUM_FIELDS))  # an int32 row as one element (to sort rows)
 FLAG_INVERT = 1
 
 
@@ -306,9 +307,10 @@ class ProgramBuilder:
         self._flat: List[int] = []  # rows, NUM_FIELDS ints each, up to the open moment's position 0
         self._buckets: List[List[int]] = []  # rows at positions 1, 2, ... of the open moment
         # Once `emit_rows` writes a block into the open moment, the moment keeps its rows as blocks
-        # in the order written (`_pieces`; `emit` then collects rows in `_pending`), and its end
-        # orders them by position, a stable sort: the same order as the buckets give.
-        self._pieces: Optional[List[np.ndarray]] = None
+        # in the order written (`_pieces`; `emit` then collects rows in `_pending`), each sorted by
+        # position (a stable sort) when written, as (rows, lowest position, rows per position from
+        # it); its end takes their rows position by position: the same order as the buckets give.
+        self._pieces: Optional[List[Tuple[np.ndarray, int, np.ndarray]]] = None
         self._pending: List[int] = []
         self._top = 0  # the highest position written in the open moment, while it keeps blocks
         self._blocks: List[np.ndarray] = []  # finished [k, NUM_FIELDS] blocks, in order
@@ -359,30 +361,58 @@ class ProgramBuilder:
 
     def _pending_block(self) -> None:
         if self._pending:
-            self._pieces.append(np.fromiter(self._pending, dtype=np.int32).reshape(-1, NUM_FIELDS))
+            rows = np.fromiter(self._pending, dtype=np.int32).reshape(-1, NUM_FIELDS)
             self._pending = []
+            self._add_piece(rows, rows[:, STEP] - self.step)
+
+    def _add_piece(self, rows: np.ndarray, pos: np.ndarray) -> None:
+        """Keep rows of the open moment (STEP set), sorted by position `pos` while they are in the
+        processor's caches (sorting a moment's rows at its end took longer than building them)."""
+        if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
+            order = np.argsort(pos.astype(np.int16) if self._top < 1 << 15 else pos, kind="stable")
+            rows = np.take(rows.view(_ROW).ravel(), order).view(np.int32).reshape(-1, NUM_FIELDS)
+            pos = pos[order]
+        lo = int(pos[0])
+        self._pieces.append((rows, lo, np.bincount(pos - lo) if pos[-1] > lo else np.array([len(rows)])))
 
     def _open_blocks(self) -> None:
         """The open moment keeps its rows as blocks from now on (see __init__)."""
         self._flush()  # earlier moments and this one's position-0 rows come first whatever follows
-        self._pieces = [np.fromiter(bucket, dtype=np.int32).reshape(-1, NUM_FIELDS) for bucket in self._buckets]
+        self._pieces = [(np.fromiter(bucket, dtype=np.int32).reshape(-1, NUM_FIELDS), p + 1,
+                         np.array([len(bucket) // NUM_FIELDS])) for p, bucket in enumerate(self._buckets) if bucket]
         self._top = len(self._buckets)
         self._buckets = []
 
     def _close_blocks(self) -> None:
+        """End the open moment: its rows by position, each position's in the order written. Its
+        pieces' rows go to `_blocks` position by position, as views (`build` copies them once); a
+        moment of many pieces on many positions (a few rows a view) is sorted as one block instead."""
         self._pending_block()
         pieces = self._pieces
-        rows = (pieces[0] if len(pieces) == 1 else np.concatenate(pieces) if pieces
-                else np.zeros((0, NUM_FIELDS), dtype=np.int32))
-        if len(rows):
-            pos = rows[:, STEP] - self.step if self._top else None  # None: all at position 0, in order
-            if pos is not None and not (pos[1:] >= pos[:-1]).all():  # by position, each in the order written
-                order = np.argsort(pos.astype(np.int16) if self._top < 1 << 15 else pos, kind="stable")
-                whole = rows.view(np.dtype((np.void, rows.itemsize * NUM_FIELDS))).ravel()  # a row one element
-                rows = np.take(whole, order).view(np.int32).reshape(-1, NUM_FIELDS)
-            self._append_block(rows)
-        self.step += self._top
+        top, step = self._top, self.step
+        self.step += top
         self._pieces, self._top = None, 0
+        rows = sum(len(p) for p, _, _ in pieces)
+        if not rows:
+            return
+        cuts = sum(int(np.count_nonzero(counts)) for _, _, counts in pieces)
+        if cuts > max(64, rows // 32):
+            whole = np.concatenate([p for p, _, _ in pieces])
+            pos = whole[:, STEP] - step
+            if not (pos[1:] >= pos[:-1]).all():
+                order = np.argsort(pos.astype(np.int16) if top < 1 << 15 else pos, kind="stable")
+                whole = np.take(whole.view(_ROW).ravel(), order).view(np.int32).reshape(-1, NUM_FIELDS)
+            self._append_block(whole)
+            return
+        by_pos: List[List[np.ndarray]] = [[] for _ in range(top + 1)]
+        for piece, lo, counts in pieces:
+            start = 0
+            for p, end in enumerate(np.cumsum(counts).tolist()):
+                if end > start:
+                    by_pos[lo + p].append(piece[start:end])
+                    start = end
+        self._blocks.extend(block for blocks in by_pos for block in blocks)
+        self._block_rows += rows
 
     def next_step(self) -> int:
         """Close the open moment and open a new one; returns its STEP."""
@@ -444,8 +474,8 @@ class ProgramBuilder:
             self._open_blocks()
         self._pending_block()
         rows[:, STEP] = self.step + pos
-        self._pieces.append(rows)
         self._top = max(self._top, int(pos.max()))
+        self._add_piece(rows, pos)
 
     def gate_layer(self, codes: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         """A whole layer of unitary opcodes on disjoint qubits at position 0 of a new step, in one
@@ -481,7 +511,7 @@ class ProgramBuilder:
         done = self._block_rows + len(self._flat) // NUM_FIELDS
         if self._pieces is not None:
             self._pending_block()
-            done += sum(int(np.count_nonzero(p[:, STEP] == self.step)) for p in self._pieces)
+            done += sum(int(counts[0]) for _, lo, counts in self._pieces if lo == 0)
         return done
 
     def add_qubit(self) -> int:
@@ -779,7 +809,8 @@ class ProgramBuilder:
         assert not self._open_loops, "unbalanced loops"
         self.end_moment()
         self._flush()
-        ins = (np.concatenate(self._blocks) if self._blocks
+        blocks = self._blocks
+        ins = (np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0]) if blocks
                else np.zeros((0, NUM_FIELDS), dtype=np.int32))
         keys = self._expand_keys()
         detectors, observables = self._expand_annotations()
