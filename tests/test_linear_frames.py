@@ -170,3 +170,29 @@ def test_sweep_points_of_other_noise_share_the_map_not_the_probabilities():
             want = plan_sim.run(circuit, {"p": value}, repetitions=4000).measurements["m"]
             for got in rates:
                 np.testing.assert_array_equal(got, want)
+
+
+def test_the_kept_constant_follows_the_reference_and_the_parities():
+    """LinearFrames.constant keeps the last one made: asked again with the same Parities object and
+    an equal reference it is reused; another reference (also the same array changed in place) or
+    other parities give their own constant, as one made fresh."""
+    program = QuasarqSimulator().compile(_code("surface_code:rotated_memory_z", 3, 0.01))
+    sched = schedule(program)
+    plan = frame_plan(program, sched)
+    ref = _reference(program, sched)
+    parities = Parities.of(list(program.detectors) + list(program.observables), ref)
+    made = linear.linear_frames(program, plan, parities)
+
+    def fresh(reference, par):
+        return linear.LinearFrames(program, plan, par).constant(reference, par)
+
+    first = made.constant(ref, parities)
+    assert made.constant(ref.copy(), parities) is first
+    flipped = ref.copy()
+    flipped[::3] ^= 1
+    np.testing.assert_array_equal(made.constant(flipped, parities), fresh(flipped, parities))
+    flipped[::2] ^= 1  # the same array, other bits
+    np.testing.assert_array_equal(made.constant(flipped, parities), fresh(flipped, parities))
+    records = linear.linear_frames(program, plan, None)
+    np.testing.assert_array_equal(records.constant(ref, None), fresh(ref, None))
+    np.testing.assert_array_equal(made.constant(ref, parities), first)

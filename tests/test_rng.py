@@ -91,3 +91,12 @@ def test_large_draws_equal_small_ones(p):
     whole = rng.bernoulli_words(key, slots, p, 11, 200)
     alone = np.concatenate([rng.bernoulli_words(key, slots[i : i + 20], p, 11, 200) for i in range(0, 3000, 20)])
     np.testing.assert_array_equal(whole, alone)
+
+
+def test_per_value_with_one_value_and_several():
+    """rng._per_value: fn of each value, one value (no sort) or several (once per distinct value)."""
+    for values in ([1e-3] * 5, [1e-3, 0.2, 1e-3, 0.5, 0.2], [0.3], []):
+        values = np.array(values, dtype=np.float64)
+        got = rng._per_value(rng.fixed_point, values)
+        assert got.dtype == np.uint64
+        assert got.tolist() == [rng.fixed_point(float(v)) for v in values]

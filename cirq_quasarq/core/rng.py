@@ -93,7 +93,7 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in (c0, c1, c2, c3))
     shape = np.broadcast_shapes(c0.shape, c1.shape, c2.shape, c3.shape)
     total = math.prod(shape)
-    flat = [np.broadcast_to(c, shape).reshape(-1) for c in (c0, c1, c2, c3)]
+    flat = [c.reshape(-1) if c.shape == shape else np.broadcast_to(c, shape).reshape(-1) for c in (c0, c1, c2, c3)]
     outs = np.empty((4, total), dtype=np.uint64)
     shift = np.uint64(32)
     rounds = _round_keys(tuple(int(k) for k in key))
@@ -244,7 +244,10 @@ def _grid(rows: np.ndarray, count: int):
 
 
 def _per_value(fn, values: np.ndarray) -> np.ndarray:
-    """fn of each value as uint64, computed once per distinct value."""
+    """fn of each value as uint64, computed once per distinct value (without a sort where all are
+    one value, as a code's noise often is)."""
+    if len(values) and values.min() == values.max():
+        return np.full(len(values), fn(float(values[0])), dtype=np.uint64)
     distinct, inverse = np.unique(values, return_inverse=True)
     return np.array([fn(float(v)) for v in distinct], dtype=np.uint64)[inverse.reshape(-1)]
 

@@ -138,9 +138,16 @@ class LinearFrames:
 
     def constant(self, reference: np.ndarray, parities: Optional[Parities]) -> np.ndarray:
         """uint64 [outputs, 1]: what a shot without any draw gives (the reference records, or the
-        parities' `reduce` of them)."""
-        ref = spread(np.asarray(reference, dtype=np.uint8) & 1)[:, None]
-        return ref if parities is None else parities.reduce(ref)
+        parities' `reduce` of them). The last one made is kept: a sampling loop asks for the same
+        (the same Parities object and an equal reference) each call."""
+        bits = np.asarray(reference, dtype=np.uint8) & 1
+        kept = getattr(self, "_constant", None)
+        if kept is not None and kept[0] is parities and np.array_equal(kept[1], bits):
+            return kept[2]
+        ref = spread(bits)[:, None]
+        made = ref if parities is None else parities.reduce(ref)
+        self._constant = (parities, bits, made)
+        return made
 
     def sample(self, program: Program, key, start: int, count: int, constant: np.ndarray) -> np.ndarray:
         """uint64 [outputs, count]: words [start, start + count) of every output, as the plan's
