@@ -196,3 +196,21 @@ def test_the_kept_constant_follows_the_reference_and_the_parities():
     records = linear.linear_frames(program, plan, None)
     np.testing.assert_array_equal(records.constant(ref, None), fresh(ref, None))
     np.testing.assert_array_equal(made.constant(ref, parities), first)
+
+
+def test_maps_are_found_by_the_parities_object_and_by_their_contents():
+    """linear_frames: the same Parities object, or an equal one, gets the map already made; other
+    parities (records alone, or a subset) get their own."""
+    program = QuasarqSimulator().compile(_code("repetition_code:memory", 5, 0.05))
+    sched = schedule(program)
+    plan = frame_plan(program, sched)
+    ref = _reference(program, sched)
+    chosen = list(program.detectors) + list(program.observables)
+    parities = Parities.of(chosen, ref)
+    made = linear.linear_frames(program, plan, parities)
+    assert linear.linear_frames(program, plan, parities) is made
+    assert linear.linear_frames(program, plan, Parities.of(chosen, ref)) is made
+    records = linear.linear_frames(program, plan, None)
+    assert records is not made and records.num_outputs == program.num_records
+    fewer = linear.linear_frames(program, plan, Parities.of(chosen[:3], ref))
+    assert fewer.num_outputs == 3 and linear.linear_frames(program, plan, parities) is made
