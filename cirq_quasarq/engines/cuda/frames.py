@@ -41,9 +41,10 @@ PIPELINE_MIN_BYTES = 8 << 20  # below this a copy is too short to be worth overl
 
 
 _PINNED_KEPT = 2  # page-locked result buffers kept for reuse (`_host_records`)
-# A page-locked buffer is made once this many earlier calls missed one as large: making it costs
-# about as much as five calls' copies into touched ordinary memory save (169 MB: 65-90 ms against
-# 12-18 ms a call; H100 host), so a first call and its repeat never lock, a loop does from its fifth
+# A page-locked buffer is made once this many earlier calls of the engine missed one as large:
+# making it costs about what five calls' copies into touched ordinary memory lose against a kept
+# buffer (169 MB: 65-90 ms against 12-18 ms a call; H100 host), so the first four large calls of a
+# process copy into ordinary memory and the fifth locks
 _PINNED_AFTER = 4
 _PREFAULT_MIN_BYTES = 8 << 20  # ordinary result memory at least this large is touched on threads
 _PAGE = 4096
@@ -260,10 +261,10 @@ class FrameMode:
         (65-90 ms), so at most `_PINNED_KEPT` such buffers are kept and reused whenever no result
         holds them. A call that finds none free takes ordinary memory (169 MB: a 12-18 ms copy once
         its pages are touched, `_start_prefault`); one is made only when `_PINNED_AFTER` earlier
-        calls found none free at this size, and while fewer than `_PINNED_KEPT` exist. So one-off
-        calls (a first call on a new circuit, its repeat) never pay for locking, a loop that keeps
-        the previous result while it samples the next settles on two buffers used in turn, and a
-        loop that keeps every result stops making buffers once both are held."""
+        calls found none free at this size, and while fewer than `_PINNED_KEPT` exist. So a process's
+        first large calls (a first call on a new circuit, its repeat) do not pay for locking, a loop
+        that keeps the previous result while it samples the next settles on two buffers used in
+        turn, and a loop that keeps every result stops making buffers once both are held."""
         for buf in self._pinned:
             # 3 references when no result holds it: the list, `buf` and getrefcount's argument
             if buf.size >= count and sys.getrefcount(buf) <= 3:
