@@ -231,10 +231,9 @@ def foldable_windows(ins: np.ndarray, windows) -> dict:
     """{(start, end): `foldable_gates(ins, start, end)`} for every gate window given, each a sum
     over its rows' segment (a distance-51 surface code has 700 gate windows: one call each was
     26 ms of its first call's host work)."""
-    found = {}
-    spans = sorted(w for w in {(int(s), int(e)) for s, e in windows} if w[1] > w[0])
-    for w in {(int(s), int(e)) for s, e in windows} - set(spans):
-        found[w] = None  # an empty window launches nothing to fold
+    given = {(int(s), int(e)) for s, e in windows}
+    found = {w: None for w in given if w[1] <= w[0]}  # an empty window launches nothing to fold
+    spans = sorted(given - found.keys())
     if not spans:
         return found
     cuts = np.array(spans, dtype=np.int64).reshape(-1)  # start, end, start, end, ...
