@@ -6,6 +6,7 @@ domain it accepts (cirq_quasarq/engines/cuda/measure.py, `window_path`):
 | one block (measure_block.cu) | W <= 64 (n <= 4096) |
 | low rank (measure_lowrank.cu) | W > 64, 8 <= k <= max(64, n // 64), no classical control; chunks of 128 collapses, a chunk's pivot columns up to 128; the next gate window folded into its last pass when the window holds only M |
 | rows (measure_rows.cu) | W > 64, k <= max(64, n // 64), below the low-rank path's k; the next gate window folded in when W <= 160; the plan in one block when W <= 160 |
+| low rank after the scan | W > 64, k past the low-rank path's width, no classical control, and the window's scan finds at least max(8, 2 x its pieces) possibly random collapses (`wide_lowrank`): the low-rank path on consecutive pieces of max(64, n // 64) collapses |
 | per collapse, transposed | everything else (the oracle of all: `batch_windows=False`) |
 
 Each window here has an exact width, the edges of each domain: 1, 7, 8 (low rank's first),
@@ -216,6 +217,85 @@ def _measure_twice(n: int, width: int, layers: int, seed: int = 3):
         records = engine.run_tableau(program, sched, rng.make_key(seed), reference=True).records
         assert np.array_equal(records[-2 * width:-width], records[-width:]), name
         assert np.array_equal(records, want), name
+
+
+def _wide_windows_program(n: int, fresh_counts, width: int, scramble: int, seed: int):
+    """`scramble` paper layers, H on every qubit, then per entry f of `fresh_counts` a window of
+    `width` distinct qubits: f never measured before, the rest measured in the first window
+    (deterministic: only diagonal S_DAG layers come between), alternately all M and a mix with
+    inverted M, R and MR; a barrier after each window. Without scrambling every fresh qubit is |+>,
+    so a window's random collapses are exactly its fresh ones."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    for _ in range(scramble):
+        _paper_layer(b, n, r)
+    b.gate_layer(np.full(n, _CODE["H"]), np.arange(n), np.full(n, -1))
+    order = list(range(n))
+    r.shuffle(order)
+    base, spare = [], order
+    first = None
+    for index, fresh in enumerate(fresh_counts):
+        qubits = r.sample(base, width - fresh) + [spare.pop() for _ in range(fresh)]
+        base = base or qubits
+        r.shuffle(qubits)
+        b.next_step()
+        for q in qubits:
+            roll = r.random() if index % 2 else 0.5
+            if roll < 0.85:
+                rec = b.measure(q, invert=roll < 0.2)
+            elif roll < 0.9:
+                b.reset(q)
+                continue
+            else:
+                rec = b.measure(q, reset=True)
+            first = rec if first is None else first
+        b.gate_layer(np.full(n, _CODE["S_DAG"]), np.arange(n), np.full(n, -1))
+        b.next_step()
+        b.gate("I", 0, cond=b.condition([(first, 0)], [False, True]))
+    return b.build()
+
+
+@pytest.mark.parametrize("n,width,scramble", [(4200, 300, 0), (13000, 1300, 0), (13000, 1300, 2)])
+def test_wide_windows_take_the_lowrank_update_when_the_scan_finds_many_random_collapses(n, width, scramble,
+                                                                                      monkeypatch):
+    """Windows wider than the low-rank path takes (`window_path`: per collapse) read their scan's
+    flags; with at least max(8, 2 x pieces) possibly random collapses the window takes the low-rank
+    path in consecutive pieces as wide as it takes from the start (`measure.wide_lowrank`), with
+    fewer the per-collapse path. W = 66 (pieces of 65, the last shorter, plans in one block) and
+    W = 204 (pieces of 203, spread plans); 300 collapses are five pieces (threshold 10), 1,300 (a
+    distance-51 surface code's round) seven (threshold 14); windows with exactly the threshold's
+    random collapses and one fewer. Records and final tableau equal the per-collapse path bit for
+    bit."""
+    from cirq_quasarq.engines.cuda import measure
+
+    step = lowrank_max(n)
+    assert width > step
+    need = max(measure.LOWRANK_MIN_COLLAPSES, 2 * -(-width // step))
+    fresh = [width, need, need - 1, width // 2, 0]
+    program = _wide_windows_program(n, fresh, width, scramble, seed=n + scramble)
+    sched = schedule(program)
+    assert window_widths(program, sched) == [width] * len(fresh)
+    decided, took = [], []
+    real_decide, real_lowrank = measure.wide_lowrank, measure._lowrank
+
+    def decide(engine, n_, W, ins, cstart, cend, randoms):
+        got = real_decide(engine, n_, W, ins, cstart, cend, randoms)
+        if engine.batch_windows:  # not the per-collapse oracle, which never switches
+            decided.append((randoms, got))
+        return got
+
+    def lowrank(engine, ws, T, ctx, cstart, cend, *args, **kwargs):
+        took.append(cend - cstart)
+        return real_lowrank(engine, ws, T, ctx, cstart, cend, *args, **kwargs)
+
+    monkeypatch.setattr(measure, "wide_lowrank", decide)
+    monkeypatch.setattr(measure, "_lowrank", lowrank)
+    assert_paths_equal(program, n, ("collapse window (low rank)", "elimination"), settings=("default",))
+    assert decided and all(got == (randoms >= need) for randoms, got in decided), decided
+    pieces = [step] * (width // step) + ([width % step] if width % step else [])
+    assert took == pieces * sum(got for _, got in decided), took
+    if scramble == 0:  # the windows with width, need and width / 2 random collapses, in each of 3 runs
+        assert [randoms for randoms, _ in decided] == [width, need, need - 1, width // 2] * 3, decided
 
 
 @pytest.mark.gpu_long

@@ -101,8 +101,9 @@ class CudaEngine(Engine):
     block_windows: for tableaux of at most measure.BLOCK_MAX_W words a row (n <= 4096), run each
     measurement window in one block (measure_window_block): one launch a window, no transposes.
     batch_windows: larger tableaux decide each window of up to max(64, n/64) collapses on its
-    measured qubits' rows (measure_plan.cu), then update every row in one pass (measure_rows.cu);
-    False keeps the per-collapse transposed path (the batched path's oracle).
+    measured qubits' rows (measure_plan.cu), then update every row in one pass (measure_rows.cu),
+    and wider windows whose scan finds many random collapses in pieces of that width (attribute
+    `wide_lowrank`); False keeps the per-collapse transposed path (the batched path's oracle).
     lowrank_windows: among those, windows of at least `lowrank_min` collapses (default
     measure.LOWRANK_MIN_COLLAPSES) take the low-rank update (measure_lowrank.cu: per 128 collapses
     a tensor-core product and a table-driven pass instead of each row through every collapse);
@@ -145,6 +146,9 @@ class CudaEngine(Engine):
         self.batch_windows = batch_windows
         self.lowrank_windows = lowrank_windows
         self.lowrank_min = measure.LOWRANK_MIN_COLLAPSES
+        # a window past the low-rank path's width whose scan finds many random collapses takes the
+        # low-rank update instead of the per-collapse path (measure.wide_lowrank; False: per collapse)
+        self.wide_lowrank = True
         self.row_warps: Optional[int] = None  # warps a row in measure_rows_apply (None: by row length)
         # blocks of measure_window_plan, 0 for measure_rows_plan's one (None: as measure.plan_blocks picks)
         self.plan_blocks: Optional[int] = None

@@ -26,8 +26,10 @@ Kernels driven, per window ('C' action of the plan), one of four equivalent path
 - one block (`block_windows` and W <= BLOCK_MAX_W words a row, n <= 4096): measure_window_block
   (measure_block.cu: Algs. 5, 7 and 8 for the whole window in gate layout), one launch a window.
 - with the window's host read: measure_window_scan (measure_scan.cu, Alg. 5 for every collapse at
-  once: deterministic outcomes written there) and one small read of its flags; then, only if some
-  collapse is random, transpose_words (transpose.cu, Alg. 4) to word-major and for each random
+  once: deterministic outcomes written there) and one small read of its flags; then, when many
+  collapses may be random (`wide_lowrank`), the low-rank path as above on consecutive pieces of
+  the window, each as wide as that path takes;
+  otherwise, only if some collapse is random, transpose_words (transpose.cu, Alg. 4) to word-major and for each random
   collapse i, in program order, measure_pivot (measure_pivot.cu: Alg. 5 re-check + Alg. 6
   compaction, coin and the H / H_YZ and X decisions) -> measure_eliminate (measure_eliminate.cu:
   Alg. 7 with Alg. 8 fused); pivot, coin and decisions never visit the host. Then transpose back.
@@ -129,10 +131,33 @@ def window_path(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int)
     if engine.block_windows and W <= BLOCK_MAX_W:
         return "block"
     count = cend - cstart
-    if (engine.batch_windows and count <= max(64, n // 64) and not (ins[cstart:cend, COND] >= 0).any()
+    if (engine.batch_windows and count <= batched_width(n) and not (ins[cstart:cend, COND] >= 0).any()
             and rows_per_block(engine.smem_optin, W) >= 1):
         return "lowrank" if engine.lowrank_windows and count >= max(2, engine.lowrank_min) else "rows"
     return "transpose"
+
+
+def wide_lowrank(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int, randoms: int) -> bool:
+    """Whether a window past the batched paths' width (`window_path` gave it the transposed path),
+    whose scan found `randoms` collapses that may be random, takes the low-rank update after all, as
+    consecutive pieces of `batched_width(n)` collapses (`collapse_window`). The transposed path
+    launches two kernels and makes a pass over the tableau per random collapse; a piece takes a
+    plan and a low-rank chunk, five launches and two passes, random or not. So a window of mostly
+    deterministic collapses (a QEC round after the first) stays, and one of many random ones (a
+    distance-51 surface code's first round and final data measurement: 3,900 random collapses on
+    5,354 qubits, 7,800 launches) goes low-rank. `engine.wide_lowrank = False` keeps every such
+    window per collapse."""
+    if not (engine.wide_lowrank and engine.batch_windows and engine.lowrank_windows):
+        return False
+    pieces = -(-(cend - cstart) // batched_width(n))
+    return (randoms >= max(engine.lowrank_min, 2 * pieces) and rows_per_block(engine.smem_optin, W) >= 1
+            and not (ins[cstart:cend, COND] >= 0).any())
+
+
+def batched_width(n: int) -> int:
+    """The most collapses a window may have for the rows and low-rank paths to take it from the
+    start (`window_path`; wider ones only after their scan, `wide_lowrank`)."""
+    return max(64, n // 64)
 
 
 def plan_blocks(engine, W: int) -> int:
@@ -363,6 +388,13 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
 
     if len(randoms) == 0:
         clear_resets(cstart, cend)
+        return X, Z, X2, Z2
+    if sync and wide_lowrank(engine, n, W, ins, cstart, cend, len(randoms)):
+        # pieces the low-rank path takes from the start: one plan of a whole wide window grows as
+        # k^2 W in one block (d = 51: 168 ms) or costs a grid step a collapse spread (36 ms)
+        step = batched_width(n)
+        for start in range(cstart, cend, step):
+            _lowrank(engine, ws, T, ctx, start, min(cend, start + step), ins, X, Z, k0, k1, rep, ref_flag)
         return X, Z, X2, Z2
     _transpose(launch, X, X2, Z, Z2, rows, W)  # gate layout -> word-major
     X, Z, X2, Z2 = X2, Z2, X, Z
