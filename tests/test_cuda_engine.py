@@ -493,7 +493,8 @@ def test_results_held_across_calls_keep_their_bits(numpy_engine):
     """Results land in ordinary memory or in kept page-locked buffers (reused only when no result
     holds them): six calls whose results are all kept, then one after each is dropped, each
     still equal to the NumPy engine's; page-locked buffers are made from the engine's fifth call
-    that found none free of its size, and no more are kept than two."""
+    that found none free of its size (on a thread: the next call takes it), and no more are kept
+    than two."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
@@ -501,8 +502,12 @@ def test_results_held_across_calls_keep_their_bits(numpy_engine):
     engine = CudaEngine()
     program = rich_program(20, 10, 5, frames=True)
     shots = 64 * 9 + 3
-    kept = [(seed, frames_of(engine, program, seed, shots)) for seed in range(6)]
+    kept = []
+    for seed in range(6):
+        engine._frames._take_locked(wait=True)  # as if the call before had taken long enough
+        kept.append((seed, frames_of(engine, program, seed, shots)))
     assert engine.held_bytes()["pinned"] > 0
+    assert any(np.shares_memory(kept[-1][1], buf) for buf in engine._frames._pinned)
     assert len(engine._frames._pinned) <= 2
     for seed in range(6, 10):
         kept.append((seed, frames_of(engine, program, seed, shots)))
@@ -517,8 +522,11 @@ def test_a_loop_keeping_the_previous_result_settles_on_two_page_locked_buffers(n
     """`r = sample(...)` in a loop holds one result while the next is sampled: after the first
     calls, every result lands in one of two kept page-locked buffers, in turn (before, a hit
     reset the miss count, so every other call of such a loop copied into ordinary memory), with
-    the NumPy engine's bits; a loop keeping every result stops at two buffers. With
-    `prefault_min` = 1 every result in ordinary memory has its pages touched on threads first."""
+    the NumPy engine's bits; a loop keeping every result stops at two buffers. A buffer is locked
+    on a thread while its call copies into ordinary memory, so the fifth and the sixth call (the
+    first that finds the one buffer held) start one each, and from the eighth every result is in
+    one. With `prefault_min` = 1 every result in ordinary memory has its pages touched on threads
+    first."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
@@ -530,16 +538,20 @@ def test_a_loop_keeping_the_previous_result_settles_on_two_page_locked_buffers(n
     program = rich_program(20, 10, 5, frames=True)
     shots = 64 * 9 + 3
     previous = None
-    for seed in range(9):
+    for seed in range(10):
+        engine._frames._take_locked(wait=True)  # as if the call before had taken long enough
         got = frames_of(engine, program, seed, shots)
         pinned = engine._frames._pinned
         in_pinned = any(np.shares_memory(got, buf) for buf in pinned)
-        if seed >= 5:
-            assert in_pinned and len(pinned) == 2, f"call {seed}: a kept page-locked buffer"
-            assert not np.shares_memory(got, previous)
+        assert in_pinned == (seed in (5, 7, 8, 9)), f"call {seed}: {len(pinned)} kept page-locked buffers"
+        if seed >= 7:
+            assert len(pinned) == 2 and not np.shares_memory(got, previous), f"call {seed}"
         assert_same_frames(got, frames_of(numpy_engine, program, seed, shots), shots, ctx=f"seed={seed}")
         previous = got
-    kept = [frames_of(engine, program, seed, shots) for seed in range(6)]
+    kept = []
+    for seed in range(6):
+        engine._frames._take_locked(wait=True)
+        kept.append(frames_of(engine, program, seed, shots))
     assert len(engine._frames._pinned) == 2
     for seed, got in enumerate(kept):
         assert_same_frames(got, frames_of(numpy_engine, program, seed, shots), shots, ctx=f"kept seed={seed}")

@@ -44,7 +44,8 @@ _PINNED_KEPT = 2  # page-locked result buffers kept for reuse (`_host_records`)
 # A page-locked buffer is made once this many earlier calls of the engine missed one as large:
 # making it costs about what five calls' copies into touched ordinary memory lose against a kept
 # buffer (169 MB: 65-90 ms against 12-18 ms a call; H100 host), so the first four large calls of a
-# process copy into ordinary memory and the fifth locks
+# process copy into ordinary memory and the fifth starts locking one, on a thread of its own: no
+# call waits for it, the first call after it is ready takes it
 _PINNED_AFTER = 4
 _PREFAULT_MIN_BYTES = 8 << 20  # ordinary result memory at least this large is touched on threads
 _PAGE = 4096
@@ -59,6 +60,7 @@ class FrameMode:
         self.parity_tables = None  # (Parities, its device tables, bytes): `_parities_on_device`
         self._pinned: List[np.ndarray] = []  # page-locked result buffers (`_host_records`)
         self._misses: List[int] = []  # sizes of the last calls that found no page-locked buffer free
+        self._locking: Optional[concurrent.futures.Future] = None  # a page-locked buffer being made
         self._prefault: list = []  # futures touching the pages of this call's ordinary result memory
         self._streams: list = []
 
@@ -261,10 +263,13 @@ class FrameMode:
         (65-90 ms), so at most `_PINNED_KEPT` such buffers are kept and reused whenever no result
         holds them. A call that finds none free takes ordinary memory (169 MB: a 12-18 ms copy once
         its pages are touched, `_start_prefault`); one is made only when `_PINNED_AFTER` earlier
-        calls found none free at this size, and while fewer than `_PINNED_KEPT` exist. So a process's
-        first large calls (a first call on a new circuit, its repeat) do not pay for locking, a loop
-        that keeps the previous result while it samples the next settles on two buffers used in
-        turn, and a loop that keeps every result stops making buffers once both are held."""
+        calls found none free at this size, and while fewer than `_PINNED_KEPT` exist, on a thread
+        (`_start_locking`) while this call copies into ordinary memory. So a process's first large
+        calls (a first call on a new circuit, its repeat) do not pay for locking and no call waits
+        for it, a loop that keeps the previous result while it samples the next settles on two
+        buffers used in turn, and a loop that keeps every result stops making buffers once both are
+        held."""
+        self._take_locked(wait=False)
         for buf in self._pinned:
             # 3 references when no result holds it: the list, `buf` and getrefcount's argument
             if buf.size >= count and sys.getrefcount(buf) <= 3:
@@ -272,13 +277,45 @@ class FrameMode:
         held = [b for b in self._pinned if sys.getrefcount(b) > 3]  # (the free ones are too small)
         earlier = sum(1 for size in self._misses if size >= count)
         self._misses = self._misses[-7:] + [count]
-        if earlier < _PINNED_AFTER or len(held) >= _PINNED_KEPT:
-            out = np.empty(max(count, 1), dtype=np.uint64)[:count]
-            self._start_prefault(out)
-            return out
-        buf = self.engine.pinned(max(count, 1), np.uint64, "frame mode's results")
-        self._pinned = held + [buf]  # a free buffer too small for this call goes
-        return buf[:count]
+        if earlier >= _PINNED_AFTER and len(held) < _PINNED_KEPT and self._locking is None:
+            self._pinned = held  # a free buffer too small for this call goes
+            self._start_locking(count)
+        out = np.empty(max(count, 1), dtype=np.uint64)[:count]
+        self._start_prefault(out)
+        return out
+
+    def _start_locking(self, count: int) -> None:
+        """Make a page-locked buffer of `count` words on a thread of its own (not the touch pool's:
+        a call's touching would queue behind it), the engine's context current there for the
+        allocation only."""
+        engine = self.engine
+        context = engine._context
+
+        def lock():
+            pushed = context is not None and engine.cuda.Context.get_current() is None
+            if pushed:
+                context.push()
+            try:
+                return engine.pinned(max(count, 1), np.uint64, "frame mode's results")
+            finally:
+                if pushed:
+                    engine.cuda.Context.pop()
+
+        self._locking = _lock_pool().submit(lock)
+
+    def _take_locked(self, wait: bool) -> None:
+        """Keep the buffer `_start_locking` made, once it is ready (with `wait`, wait for it). A
+        buffer the host could not lock is no error: results go to ordinary memory, as before it.
+        At most `_PINNED_KEPT` are kept: the oldest goes (a result holding it keeps its memory)."""
+        locking = self._locking
+        if locking is None or not (wait or locking.done()):
+            return
+        self._locking = None
+        try:
+            buf = locking.result()
+        except Exception:  # (OutOfMemoryError, a context gone): the results take ordinary memory
+            return
+        self._pinned = (self._pinned + [buf])[-_PINNED_KEPT:]
 
     def _start_prefault(self, out: np.ndarray) -> None:
         """Touch a byte of each page of fresh ordinary memory on several threads while the kernels
@@ -329,6 +366,16 @@ class FrameMode:
 
 _TOUCH_POOL: Optional[Tuple[concurrent.futures.ThreadPoolExecutor, int]] = None
 _TOUCH_LOCK = threading.Lock()
+_LOCK_POOL: Optional[concurrent.futures.ThreadPoolExecutor] = None
+
+
+def _lock_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The thread that makes page-locked result buffers (`FrameMode._start_locking`)."""
+    global _LOCK_POOL
+    with _TOUCH_LOCK:
+        if _LOCK_POOL is None:
+            _LOCK_POOL = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="quasarq-pagelock")
+        return _LOCK_POOL
 
 
 def _touch_pool() -> Tuple[concurrent.futures.ThreadPoolExecutor, int]:
