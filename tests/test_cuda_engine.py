@@ -493,8 +493,7 @@ def test_results_held_across_calls_keep_their_bits(numpy_engine):
     """Results land in ordinary memory or in kept page-locked buffers (reused only when no result
     holds them): six calls whose results are all kept, then one after each is dropped, each
     still equal to the NumPy engine's; page-locked buffers are made from the engine's fifth call
-    that found none free of its size (on a thread: the next call takes it), and no more are kept
-    than two."""
+    that found none free of its size, and no more are kept than two."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
@@ -502,12 +501,8 @@ def test_results_held_across_calls_keep_their_bits(numpy_engine):
     engine = CudaEngine()
     program = rich_program(20, 10, 5, frames=True)
     shots = 64 * 9 + 3
-    kept = []
-    for seed in range(6):
-        engine._frames._take_locked(wait=True)  # as if the call before had taken long enough
-        kept.append((seed, frames_of(engine, program, seed, shots)))
+    kept = [(seed, frames_of(engine, program, seed, shots)) for seed in range(6)]
     assert engine.held_bytes()["pinned"] > 0
-    assert any(np.shares_memory(kept[-1][1], buf) for buf in engine._frames._pinned)
     assert len(engine._frames._pinned) <= 2
     for seed in range(6, 10):
         kept.append((seed, frames_of(engine, program, seed, shots)))
@@ -522,11 +517,8 @@ def test_a_loop_keeping_the_previous_result_settles_on_two_page_locked_buffers(n
     """`r = sample(...)` in a loop holds one result while the next is sampled: after the first
     calls, every result lands in one of two kept page-locked buffers, in turn (before, a hit
     reset the miss count, so every other call of such a loop copied into ordinary memory), with
-    the NumPy engine's bits; a loop keeping every result stops at two buffers. A buffer is locked
-    on a thread while its call copies into ordinary memory, so the fifth and the sixth call (the
-    first that finds the one buffer held) start one each, and from the eighth every result is in
-    one. With `prefault_min` = 1 every result in ordinary memory has its pages touched on threads
-    first."""
+    the NumPy engine's bits; a loop keeping every result stops at two buffers. With
+    `prefault_min` = 1 every result in ordinary memory has its pages touched on threads first."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
@@ -538,20 +530,16 @@ def test_a_loop_keeping_the_previous_result_settles_on_two_page_locked_buffers(n
     program = rich_program(20, 10, 5, frames=True)
     shots = 64 * 9 + 3
     previous = None
-    for seed in range(10):
-        engine._frames._take_locked(wait=True)  # as if the call before had taken long enough
+    for seed in range(9):
         got = frames_of(engine, program, seed, shots)
         pinned = engine._frames._pinned
         in_pinned = any(np.shares_memory(got, buf) for buf in pinned)
-        assert in_pinned == (seed in (5, 7, 8, 9)), f"call {seed}: {len(pinned)} kept page-locked buffers"
-        if seed >= 7:
-            assert len(pinned) == 2 and not np.shares_memory(got, previous), f"call {seed}"
+        if seed >= 5:
+            assert in_pinned and len(pinned) == 2, f"call {seed}: a kept page-locked buffer"
+            assert not np.shares_memory(got, previous)
         assert_same_frames(got, frames_of(numpy_engine, program, seed, shots), shots, ctx=f"seed={seed}")
         previous = got
-    kept = []
-    for seed in range(6):
-        engine._frames._take_locked(wait=True)
-        kept.append(frames_of(engine, program, seed, shots))
+    kept = [frames_of(engine, program, seed, shots) for seed in range(6)]
     assert len(engine._frames._pinned) == 2
     for seed, got in enumerate(kept):
         assert_same_frames(got, frames_of(numpy_engine, program, seed, shots), shots, ctx=f"kept seed={seed}")
@@ -637,6 +625,62 @@ def assert_shot_major_like_numpy(numpy_engine, program, seed: int, shot_counts, 
                 engine.pipeline_min_bytes = pieces_from
             got = engine.sample_frames(program, sched, rng.make_key(seed + 1), ref, shots, shot_major=True)
             assert got.shape == want.shape and np.array_equal(got, want), (shots, fused, memory, pieces_from, max_words)
+
+
+@pytest.mark.parametrize("slot", [1 << 16, 8 * 4099, None])
+def test_results_through_page_locked_staging_slots(numpy_engine, monkeypatch, slot):
+    """A result bound for ordinary memory comes back through page-locked slots (frames._Staging:
+    the device fills a slot on the piece's stream, threads copy it out): records, shot-major rows
+    and parities (pairs of records, some flipped), in pieces on streams, in one chunk and in chunks
+    of 37 words, through slots that hold a few pieces' rows, an odd part of one, or the default
+    (8 MiB); bits equal the NumPy engine's, and the slots were used."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.core.parities import Parities
+    from cirq_quasarq.core.program import Annotation
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.engines.cuda import frames as frame_mode
+
+    if slot is not None:
+        monkeypatch.setattr(frame_mode, "_STAGING_SLOT", slot)
+    monkeypatch.setattr(frame_mode, "_STAGING_MIN_BYTES", 1)
+    taken = []
+    real_take = frame_mode._Staging._take
+
+    def take(self):
+        taken.append(self._filled[self._next] is not None)
+        return real_take(self)
+
+    monkeypatch.setattr(frame_mode._Staging, "_take", take)
+    n = 211
+    program = measured_rounds_program(n, 14, 4, noisy_qubits=60)
+    sched = schedule(program)
+    ref = numpy_engine.run_tableau(program, sched, rng.make_key(1), reference=True).records
+    pairs = [Annotation("detector", np.array([r, r + n])) for r in range(0, program.num_records - n, 3)]
+    parities = Parities.of(pairs, ref)
+    for max_words in (None, 37):
+        engine = CudaEngine(max_shot_words=max_words)
+        engine.pipeline_min_bytes = 0  # pieces on streams at any size
+        engine.sample_frames(program, sched, rng.make_key(9), ref, 64)  # the engine's first call: slots locking
+        staging = engine._frames._staging
+        if staging._locking is not None:
+            staging._locking.result()
+        assert staging.ready()
+        for shots in (64 * 70, 64 * 600 + 3):
+            for shot_major in (False, True):
+                for par in (None, parities):
+                    taken.clear()
+                    key = rng.make_key(shots + shot_major)
+                    want = numpy_engine.sample_frames(program, sched, key, ref, shots, par, shot_major)
+                    got = engine.sample_frames(program, sched, key, ref, shots, par, shot_major)
+                    ctx = (max_words, shots, shot_major, par is not None)
+                    assert not any(np.shares_memory(got, buf) for buf in engine._frames._pinned), ctx
+                    assert any(taken), ctx  # some slot was filled and emptied into the result
+                    if shot_major:
+                        assert got.shape == want.shape and np.array_equal(got, want), ctx
+                    else:
+                        assert_same_frames(got, want, shots, ctx=str(ctx))
+                    engine._frames._misses = []  # keep every result in ordinary memory
 
 
 def test_shot_major_layout_of_many_records(numpy_engine):

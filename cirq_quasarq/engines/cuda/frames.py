@@ -44,10 +44,16 @@ _PINNED_KEPT = 2  # page-locked result buffers kept for reuse (`_host_records`)
 # A page-locked buffer is made once this many earlier calls of the engine missed one as large:
 # making it costs about what five calls' copies into touched ordinary memory lose against a kept
 # buffer (169 MB: 65-90 ms against 12-18 ms a call; H100 host), so the first four large calls of a
-# process copy into ordinary memory and the fifth starts locking one, on a thread of its own: no
-# call waits for it, the first call after it is ready takes it
+# process copy into ordinary memory and the fifth locks (on the calling thread: locked on a thread
+# of its own, the lock slowed the call beside it more than it cost there, its page faults and the
+# call's contending; d = 51 10k records: 133-139 ms against 72 ms)
 _PINNED_AFTER = 4
 _PREFAULT_MIN_BYTES = 8 << 20  # ordinary result memory at least this large is touched on threads
+# Results bound for ordinary memory come back through page-locked slots (`_Staging`) when at least
+# this large; a slot is a device copy's unit, three let the device fill one while threads empty another
+_STAGING_MIN_BYTES = 8 << 20
+_STAGING_SLOT = 8 << 20
+_STAGING_SLOTS = 3
 _PAGE = 4096
 
 
@@ -60,9 +66,10 @@ class FrameMode:
         self.parity_tables = None  # (Parities, its device tables, bytes): `_parities_on_device`
         self._pinned: List[np.ndarray] = []  # page-locked result buffers (`_host_records`)
         self._misses: List[int] = []  # sizes of the last calls that found no page-locked buffer free
-        self._locking: Optional[concurrent.futures.Future] = None  # a page-locked buffer being made
         self._prefault: list = []  # futures touching the pages of this call's ordinary result memory
         self._streams: list = []
+        self._staging: Optional[_Staging] = None  # made (on a thread) at the engine's first call
+        self._out_locked = False  # whether the last `_host_records` gave page-locked memory
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
                parities: Optional[Parities] = None, shot_major: bool = False, *,
@@ -77,6 +84,8 @@ class FrameMode:
             raise ValueError(f"first_word must be >= 0, got {first_word}")
         engine = self.engine
         cuda, launch = engine.cuda, engine.launcher.launch
+        if self._staging is None:
+            self._staging = _Staging(engine)
         words = (shots + 63) // 64
         num_records = program.num_records
         rows = num_records if parities is None else parities.count
@@ -157,6 +166,10 @@ class FrameMode:
         if reduce is None and copy_bytes >= engine.pipeline_min_bytes:
             pieces = min(PIPELINE_MAX_PIECES, max(PIPELINE_PIECES, -(-blocks // max(1, slots // 2))))
         streams = self._stream_pool(pieces) if pieces > 1 else [None]
+        staging = self._staging if (reduce is None and pieces > 1 and not self._out_locked
+                                    and copy_bytes >= _STAGING_MIN_BYTES and self._staging.ready()) else None
+        if staging is not None:
+            staging.discard()  # what an interrupted call left filled (the device has drained since)
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
         timed = []  # per chunk, its pieces' frame-kernel events, read once the device is past them
         for start in range(0, words, chunk):
@@ -184,10 +197,15 @@ class FrameMode:
                                (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows, device_rows, row_bytes, part,
                                stream=stream)
                     host_rows = out[64 * (start + at): 64 * (start + at + part)]
-                    if stream is None:
+                    if staging is not None and staging.shot_rows(stream, host_rows, device_rows):
+                        pass
+                    elif stream is None:
                         cuda.memcpy_dtoh(host_rows, device_rows)
                     else:
                         cuda.memcpy_dtoh_async(host_rows, device_rows, stream)
+                elif staging is not None and staging.columns(stream, out[:, start + at: start + at + part],
+                                                            int(copied) + 8 * at, 8 * chunk):
+                    pass
                 else:  # the piece's columns of every row, straight into `out`
                     copy = cuda.Memcpy2D()
                     copy.set_src_device(int(copied) + 8 * at)
@@ -201,6 +219,8 @@ class FrameMode:
             for stream in streams:  # the chunk's buffers are free again (and its events past)
                 if stream is not None:
                     stream.synchronize()
+        if staging is not None:
+            staging.finish()  # the slots' last pieces into `out`
         if reduce is not None:
             cuda.memcpy_dtoh(out, acc)  # synchronous, like the copies above: every event is past
         # Kernel time: per chunk, from its first kernel's start to its last kernel's end (pieces overlap).
@@ -261,15 +281,14 @@ class FrameMode:
         """Host memory for the records (`count` words). Page-locked memory takes the device's copy
         at full link speed (169 MB: 3.1 ms on an H100 host) but costs far more to make than to use
         (65-90 ms), so at most `_PINNED_KEPT` such buffers are kept and reused whenever no result
-        holds them. A call that finds none free takes ordinary memory (169 MB: a 12-18 ms copy once
-        its pages are touched, `_start_prefault`); one is made only when `_PINNED_AFTER` earlier
-        calls found none free at this size, and while fewer than `_PINNED_KEPT` exist, on a thread
-        (`_start_locking`) while this call copies into ordinary memory. So a process's first large
-        calls (a first call on a new circuit, its repeat) do not pay for locking and no call waits
-        for it, a loop that keeps the previous result while it samples the next settles on two
-        buffers used in turn, and a loop that keeps every result stops making buffers once both are
-        held."""
-        self._take_locked(wait=False)
+        holds them. A call that finds none free takes ordinary memory (its pages touched on threads,
+        `_start_prefault`, and filled through the staging slots, `_Staging`); one is made only when
+        `_PINNED_AFTER` earlier calls found none free at this size, and while fewer than
+        `_PINNED_KEPT` exist. So a process's first large calls (a first call on a new circuit, its
+        repeat) do not pay for locking, a loop that keeps the previous result while it samples the
+        next settles on two buffers used in turn, and a loop that keeps every result stops making
+        buffers once both are held."""
+        self._out_locked = True
         for buf in self._pinned:
             # 3 references when no result holds it: the list, `buf` and getrefcount's argument
             if buf.size >= count and sys.getrefcount(buf) <= 3:
@@ -277,45 +296,14 @@ class FrameMode:
         held = [b for b in self._pinned if sys.getrefcount(b) > 3]  # (the free ones are too small)
         earlier = sum(1 for size in self._misses if size >= count)
         self._misses = self._misses[-7:] + [count]
-        if earlier >= _PINNED_AFTER and len(held) < _PINNED_KEPT and self._locking is None:
-            self._pinned = held  # a free buffer too small for this call goes
-            self._start_locking(count)
-        out = np.empty(max(count, 1), dtype=np.uint64)[:count]
-        self._start_prefault(out)
-        return out
-
-    def _start_locking(self, count: int) -> None:
-        """Make a page-locked buffer of `count` words on a thread of its own (not the touch pool's:
-        a call's touching would queue behind it), the engine's context current there for the
-        allocation only."""
-        engine = self.engine
-        context = engine._context
-
-        def lock():
-            pushed = context is not None and engine.cuda.Context.get_current() is None
-            if pushed:
-                context.push()
-            try:
-                return engine.pinned(max(count, 1), np.uint64, "frame mode's results")
-            finally:
-                if pushed:
-                    engine.cuda.Context.pop()
-
-        self._locking = _lock_pool().submit(lock)
-
-    def _take_locked(self, wait: bool) -> None:
-        """Keep the buffer `_start_locking` made, once it is ready (with `wait`, wait for it). A
-        buffer the host could not lock is no error: results go to ordinary memory, as before it.
-        At most `_PINNED_KEPT` are kept: the oldest goes (a result holding it keeps its memory)."""
-        locking = self._locking
-        if locking is None or not (wait or locking.done()):
-            return
-        self._locking = None
-        try:
-            buf = locking.result()
-        except Exception:  # (OutOfMemoryError, a context gone): the results take ordinary memory
-            return
-        self._pinned = (self._pinned + [buf])[-_PINNED_KEPT:]
+        if earlier < _PINNED_AFTER or len(held) >= _PINNED_KEPT:
+            self._out_locked = False
+            out = np.empty(max(count, 1), dtype=np.uint64)[:count]
+            self._start_prefault(out)
+            return out
+        buf = self.engine.pinned(max(count, 1), np.uint64, "frame mode's results")
+        self._pinned = held + [buf]  # a free buffer too small for this call goes
+        return buf[:count]
 
     def _start_prefault(self, out: np.ndarray) -> None:
         """Touch a byte of each page of fresh ordinary memory on several threads while the kernels
@@ -364,17 +352,130 @@ class FrameMode:
         return buf[0]
 
 
+class _Staging:
+    """Page-locked slots through which a result bound for ordinary memory comes back: the device
+    copies a slot's worth at link speed, asynchronously on the piece's stream, and the touch pool's
+    threads copy full slots into the result while the device fills the next. Ordinary memory takes
+    a device copy only through the driver's own staging, on the calling thread (H100 host, results
+    kept so that each call takes fresh ordinary memory, same process: d = 11 1M shots' records
+    31-38 -> 22-26 ms a call, d = 25 100k 37-42 -> 30-35 ms, d = 51 10k 56-61 -> 51-54 ms; into a
+    kept page-locked buffer d = 51 takes 17 ms). The slots (_STAGING_SLOTS of _STAGING_SLOT bytes)
+    are locked on a thread at the engine's first call (24 MiB: small beside a result's lock, which
+    slowed the call beside it when done so); until they are, and for a result whose row does not
+    fit a slot, copies go straight to `out`. Slots are emptied in the order they were filled, each
+    before it is filled again."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        context = engine._context
+
+        def lock():
+            pushed = context is not None and engine.cuda.Context.get_current() is None
+            if pushed:
+                context.push()
+            try:
+                return engine.pinned(_STAGING_SLOTS * _STAGING_SLOT, np.uint8, "frame mode's staging slots")
+            finally:
+                if pushed:
+                    engine.cuda.Context.pop()
+
+        self._locking = _lock_pool().submit(lock)
+        self._slots: Optional[List[np.ndarray]] = None
+        self._filled: List[Optional[tuple]] = [None] * _STAGING_SLOTS  # per slot: (event, destination)
+        self._next = 0
+
+    def ready(self) -> bool:
+        if self._slots is None and self._locking is not None and self._locking.done():
+            locking, self._locking = self._locking, None
+            try:
+                buf = locking.result()
+            except Exception:  # (OutOfMemoryError, a context gone): copies stay direct
+                return False
+            self._slots = [buf[i * _STAGING_SLOT:(i + 1) * _STAGING_SLOT] for i in range(_STAGING_SLOTS)]
+        return self._slots is not None
+
+    def shot_rows(self, stream, dest: np.ndarray, device: int) -> bool:
+        """Shot-major rows [shots, row_bytes] from `device` (contiguous) into `dest`, a slot's worth
+        of rows at a time; False (nothing done) when one row is larger than a slot."""
+        row = dest.shape[1]
+        per = _STAGING_SLOT // max(1, row)
+        if per == 0 or stream is None:
+            return False
+        cuda = self.engine.cuda
+        for r0 in range(0, dest.shape[0], per):
+            part = dest[r0:r0 + per]
+            index, slot = self._take()
+            cuda.memcpy_dtoh_async(slot[:part.nbytes], device + r0 * row, stream)
+            self._fill(index, stream, part)
+        return True
+
+    def columns(self, stream, dest: np.ndarray, device: int, pitch: int) -> bool:
+        """dest [rows, words] (uint64, a column range of the result) from `device`, rows `pitch`
+        bytes apart, a slot's worth of rows at a time; False when one row is larger than a slot."""
+        width = 8 * dest.shape[1]
+        per = _STAGING_SLOT // max(1, width)
+        if per == 0 or stream is None:
+            return False
+        cuda = self.engine.cuda
+        for r0 in range(0, dest.shape[0], per):
+            part = dest[r0:r0 + per]
+            index, slot = self._take()
+            copy = cuda.Memcpy2D()
+            copy.set_src_device(device + r0 * pitch)
+            copy.src_pitch = pitch
+            copy.set_dst_host(slot)
+            copy.dst_pitch = width
+            copy.width_in_bytes = width
+            copy.height = part.shape[0]
+            copy(stream)
+            self._fill(index, stream, part)
+        return True
+
+    def finish(self) -> None:
+        """Every filled slot into its destination (the call's last pieces)."""
+        for _ in range(_STAGING_SLOTS):
+            self._take()
+
+    def discard(self) -> None:
+        """Forget the filled slots: a call that finished emptied them all, an interrupted one's
+        destination is never returned."""
+        self._filled = [None] * _STAGING_SLOTS
+
+    def _take(self) -> Tuple[int, np.ndarray]:
+        """The next slot (index, array), emptied into the destination it was filled for."""
+        index = self._next
+        self._next = (index + 1) % _STAGING_SLOTS
+        filled, self._filled[index] = self._filled[index], None
+        slot = self._slots[index]
+        if filled is not None:
+            event, dest = filled
+            event.synchronize()
+            src = slot[:dest.nbytes].view(dest.dtype).reshape(dest.shape)
+            pool, workers = _touch_pool()
+            cuts = np.linspace(0, dest.shape[0], min(workers, dest.shape[0]) + 1).astype(int)
+            copies = [pool.submit(np.copyto, dest[a:b], src[a:b]) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+            for future in copies:
+                future.result()
+        return index, slot
+
+    def _fill(self, index: int, stream, dest: np.ndarray) -> None:
+        """Slot `index` is being filled on `stream` for `dest`."""
+        event = self.engine.cuda.Event()
+        event.record(stream)
+        self._filled[index] = (event, dest)
+
+
 _TOUCH_POOL: Optional[Tuple[concurrent.futures.ThreadPoolExecutor, int]] = None
 _TOUCH_LOCK = threading.Lock()
 _LOCK_POOL: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
 
 def _lock_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The thread that makes page-locked result buffers (`FrameMode._start_locking`)."""
+    """The thread that locks the staging slots (`_Staging`)."""
     global _LOCK_POOL
     with _TOUCH_LOCK:
         if _LOCK_POOL is None:
-            _LOCK_POOL = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="quasarq-pagelock")
+            _LOCK_POOL = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="quasarq-staging")
         return _LOCK_POOL
 
 
