@@ -50,10 +50,12 @@ _PINNED_KEPT = 2  # page-locked result buffers kept for reuse (`_host_records`)
 _PINNED_AFTER = 4
 _PREFAULT_MIN_BYTES = 8 << 20  # ordinary result memory at least this large is touched on threads
 # Results bound for ordinary memory come back through page-locked slots (`_Staging`) when at least
-# this large; a slot is a device copy's unit, three let the device fill one while threads empty another
+# this large. A slot is a device copy's unit; enough of them that the device fills slots while the
+# threads empty others (H100 host, d = 51 10k records / d = 11 1M a call: 3 x 8 MiB 50-70 / 21-25 ms,
+# 6 x 8 MiB 32-33 / 18-20 ms, 3 x 32 MiB 31-32 / 16-17 ms, 6 x 4 MiB 55-57 / 26-30 ms)
 _STAGING_MIN_BYTES = 8 << 20
 _STAGING_SLOT = 8 << 20
-_STAGING_SLOTS = 3
+_STAGING_SLOTS = 6
 _PAGE = 4096
 
 
@@ -357,13 +359,12 @@ class _Staging:
     copies a slot's worth at link speed, asynchronously on the piece's stream, and the touch pool's
     threads copy full slots into the result while the device fills the next. Ordinary memory takes
     a device copy only through the driver's own staging, on the calling thread (H100 host, results
-    kept so that each call takes fresh ordinary memory, same process: d = 11 1M shots' records
-    31-38 -> 22-26 ms a call, d = 25 100k 37-42 -> 30-35 ms, d = 51 10k 56-61 -> 51-54 ms; into a
-    kept page-locked buffer d = 51 takes 17 ms). The slots (_STAGING_SLOTS of _STAGING_SLOT bytes)
-    are locked on a thread at the engine's first call (24 MiB: small beside a result's lock, which
-    slowed the call beside it when done so); until they are, and for a result whose row does not
-    fit a slot, copies go straight to `out`. Slots are emptied in the order they were filled, each
-    before it is filled again."""
+    kept so that each call takes fresh ordinary memory: d = 11 1M shots' records 31-38 ms a call
+    copied straight, 18-20 ms through six slots; d = 51 10k 56-61 -> 32-33 ms; into a kept
+    page-locked buffer 7 and 16 ms). The slots (_STAGING_SLOTS of _STAGING_SLOT bytes, 48 MiB) are
+    locked on a thread at the engine's first call; until they are, and for a result whose row does
+    not fit a slot, copies go straight to `out`. Slots are emptied in the order they were filled,
+    each before it is filled again."""
 
     def __init__(self, engine):
         self.engine = engine
