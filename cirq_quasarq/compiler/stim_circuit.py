@@ -16,9 +16,16 @@ Conventions
   text as one array, its rows built as one block (`ProgramBuilder.emit_rows`), and runs of its
   instructions on disjoint qubits take their positions together. The rest, and an instruction
   naming a qubit twice, go target by target; `_StimCompiler(..., whole_instructions=False)` takes
-  that path for all, and tests check that both give the same Program. A circuit with no more
-  detectors and observables than top-level instructions is walked from its text (`_walk_text`: no
-  instruction object for a plain line); one mostly of annotations, from its instruction objects.
+  that path for all, and tests check that both give the same Program. A circuit is walked from its
+  text (`_walk_text`), REPEAT bodies included: no instruction object for a plain line, nor for
+  QUBIT_COORDS.
+- Annotations: a run of consecutive DETECTOR / OBSERVABLE_INCLUDE instructions is compiled at once
+  (`_annotation_run`): its rec targets, Pauli targets and observable indices parsed from its text
+  in one vectorized pass, detectors' coordinates from one `get_detector_coordinates` call on the run
+  (Stim's text rounds arguments), handed to the builder as arrays. Short runs, a rec target looking
+  back before the first measurement (its error) and text of another form go one by one
+  (`_annotation`); `_StimCompiler(..., whole_annotations=False)` takes that path for all, and tests
+  check that both give the same Program.
 - Steps: TICK opens a new step of the builder; within the instructions between two TICKs, each
   row goes to the first position after the earlier rows on its qubits (as soon as possible, as
   the Cirq compiler's `emitter.Cursor`), so rows sharing a STEP act on disjoint qubits.
@@ -73,15 +80,17 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import itertools
 import threading
 import types
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import errors
 from ..core import opcodes, paulis
 from ..core.program import A, AUX, B, COND, FLAG_INVERT, FLAGS, NUM_FIELDS, OP, RAND, REC, Program, ProgramBuilder
+from ..core.ranges import ragged_rows
 from . import cache, channels
 
 __all__ = ["compile_stim", "clear_stim_cache"]
@@ -123,6 +132,10 @@ _SCRATCH = 64
 # A segment of whole instructions is written once its targets' text has this many characters: its
 # arrays then stay in the processor's caches (one array of a 30k-qubit circuit's targets did not).
 _SEGMENT_CHARS = 1 << 17
+_ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
+# A run of annotations this long or longer is read from its text at once; a shorter one, one by one
+# (a few NumPy calls cost more than a few annotations).
+_ANNOTATION_RUN_MIN = 8
 
 _TABLE: Optional[Dict[str, Tuple[str, object]]] = None
 
@@ -297,16 +310,178 @@ def _parse_targets(text: str):
     return qubits, inverted, starts
 
 
+def _encoded(text: str) -> np.ndarray:
+    """A circuit's text as uint8, with a newline after its last line too."""
+    return np.frombuffer((text + "\n").encode(), dtype=np.uint8)
+
+
+def _spells(raw: np.ndarray, at: np.ndarray, word: bytes) -> np.ndarray:
+    """Per position in `at`: whether `word` is written there (reads past the end clipped)."""
+    found = np.ones(len(at), dtype=bool)
+    for k, char in enumerate(word):
+        found &= raw.take(at + k, mode="clip") == char
+    return found
+
+
+def _numbers(raw: np.ndarray, begins: np.ndarray, ends: np.ndarray, longest: int) -> Optional[np.ndarray]:
+    """int64 values of the decimal numbers raw[begins[i]:ends[i]]; None unless each is 1 to `longest`
+    digits. Read back from their ends, one digit place per NumPy pass."""
+    lengths = ends - begins
+    values = np.zeros(len(lengths), dtype=np.int64)
+    if not len(lengths):
+        return values
+    if lengths.min() < 1 or lengths.max() > longest:
+        return None
+    for place in range(int(lengths.max())):
+        has = lengths > place
+        digit = raw.take(ends - 1 - place, mode="clip").astype(np.int64) - 48
+        if ((digit < 0) | (digit > 9))[has].any():
+            return None
+        values += np.where(has, digit, 0) * 10 ** place
+    return values
+
+
+class _Annotations(NamedTuple):
+    """`_parse_annotations`' tables of a run of DETECTOR / OBSERVABLE_INCLUDE lines."""
+
+    detector: np.ndarray  # bool [lines]: a DETECTOR line (else an OBSERVABLE_INCLUDE one)
+    has_args: np.ndarray  # bool [lines]: with parens arguments
+    index: np.ndarray  # int64 [lines]: an OBSERVABLE_INCLUDE's index (0 on DETECTOR lines)
+    rec_line: np.ndarray  # int64 [rec targets]: per rec[-k] target, in text order, its line
+    rec_back: np.ndarray  # int64 [rec targets]: its k
+    pauli_line: np.ndarray  # int64 [Pauli targets]: per Pauli target, in text order, its line
+    pauli_qubit: np.ndarray  # int64 [Pauli targets]
+    pauli_letter: np.ndarray  # int64 [Pauli targets]: core.paulis letters
+
+
+_DETECTOR = b"DETECTOR"
+_OBSERVABLE = b"OBSERVABLE_INCLUDE"
+_PAULI_BYTE = np.zeros(256, dtype=np.int64)  # byte -> core.paulis letter (0: none)
+_PAULI_BYTE[[ord("X"), ord("Y"), ord("Z")]] = (paulis.X, paulis.Y, paulis.Z)
+
+
+def _parse_annotations(raw: np.ndarray, indent: int = 0) -> Optional[_Annotations]:
+    """The tables of DETECTOR / OBSERVABLE_INCLUDE lines as Stim prints them (uint8 text, a newline
+    after each line, `indent` spaces before each): name, then perhaps parens arguments, then targets
+    one space apart; None when the text is in another form (a tag, a target that is neither a rec[-k]
+    nor an OBSERVABLE_INCLUDE's Pauli, an observable index that is not a plain integer). The
+    arguments' other numbers are not read: Stim prints them rounded. Vectorized over the lines."""
+    ends = np.flatnonzero(raw == 10)
+    if not len(ends) or ends[-1] != len(raw) - 1:
+        return None
+    starts = np.empty_like(ends)
+    starts[0], starts[1:] = 0, ends[:-1] + 1
+    starts += indent
+    detector = raw.take(starts, mode="clip") == _DETECTOR[0]
+    if not np.where(detector, _spells(raw, starts, _DETECTOR), _spells(raw, starts, _OBSERVABLE)).all():
+        return None
+    name_end = starts + np.where(detector, len(_DETECTOR), len(_OBSERVABLE))
+    has_args = raw.take(name_end, mode="clip") == ord("(")
+    closes = np.flatnonzero(raw == ord(")"))  # one per line with arguments (a tag is refused below)
+    if len(closes) != np.count_nonzero(has_args) or \
+            not (np.searchsorted(ends, closes) == np.flatnonzero(has_args)).all():
+        return None
+    head_end = name_end.copy()
+    head_end[has_args] = closes + 1
+    after = raw.take(head_end, mode="clip")
+    if not ((after == 32) | (after == 10)).all():
+        return None
+    # targets: after each space past the line's head, up to the next space or the line's end
+    spaces = np.flatnonzero(raw == 32)
+    line = np.searchsorted(ends, spaces)
+    past_head = spaces >= head_end[line]
+    begin, line = spaces[past_head] + 1, line[past_head]
+    end = ends[line]
+    end[:-1] = np.minimum(end[:-1], begin[1:] - 1)
+    if (end <= begin).any():
+        return None
+    rec = raw.take(begin) == ord("r")
+    rec_begin, rec_end = begin[rec], end[rec]
+    if not (_spells(raw, rec_begin, b"rec[-").all() and (raw.take(rec_end - 1) == ord("]")).all()):
+        return None
+    rec_back = _numbers(raw, rec_begin + 5, rec_end - 1, 9)
+    pauli_begin, pauli_end, pauli_line = begin[~rec], end[~rec], line[~rec]
+    letter_at = pauli_begin + (raw.take(pauli_begin) == ord("!"))  # the sign changes no flip (`_annotation`)
+    letter = _PAULI_BYTE.take(raw.take(letter_at))
+    qubit = _numbers(raw, letter_at + 1, pauli_end, 9)
+    if rec_back is None or qubit is None or not letter.all() or detector[pauli_line].any():
+        return None
+    index = np.zeros(len(ends), dtype=np.int64)
+    observable = np.flatnonzero(~detector)
+    if len(observable):
+        if not has_args[observable].all():
+            return None
+        found = _numbers(raw, name_end[observable] + 1, head_end[observable] - 1, 15)
+        if found is None:
+            return None
+        index[observable] = found
+    return _Annotations(detector, has_args, index, line[rec], rec_back, pauli_line, qubit, letter)
+
+
+# Kinds of a circuit text's lines (`_line_layout`).
+_LINE_OTHER, _LINE_ANNOTATION, _LINE_COORDS, _LINE_CLOSE = range(4)
+_LINE_WORDS = ((_DETECTOR, _LINE_ANNOTATION), (_OBSERVABLE, _LINE_ANNOTATION), (b"QUBIT_COORDS", _LINE_COORDS))
+
+
+class _Layout(NamedTuple):
+    """A circuit's text, line by line: what `_StimCompiler._walk_lines` walks."""
+
+    lines: List[str]
+    raw: np.ndarray  # the text as uint8
+    starts: np.ndarray  # int64 [lines]: first byte of each line
+    ends: np.ndarray  # int64 [lines]: its newline (past the text for the last line)
+    indent: np.ndarray  # int64 [lines]: its leading spaces
+    depth: np.ndarray  # int64 [lines]: REPEAT blocks around it (a closing brace: those around its block; -1: empty)
+    kind: np.ndarray  # int8 [lines]: _LINE_*
+
+
+def _line_layout(text: str) -> _Layout:
+    lines = text.split("\n")
+    raw = np.frombuffer(text.encode(), dtype=np.uint8)
+    # the lines' ends from their lengths when characters are bytes: a scan of the whole text (and its
+    # temporaries, as large) cost more
+    if len(raw) == len(text):
+        ends = np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) + 1) - 1
+    else:
+        ends = np.append(np.flatnonzero(raw == 10), len(raw))
+    starts = np.empty_like(ends)
+    starts[0], starts[1:] = 0, ends[:-1] + 1
+    at = starts.copy()
+    while True:
+        space = raw.take(at, mode="clip") == 32
+        if not space.any():
+            break
+        at += space
+    lead = raw.take(at, mode="clip")
+    kind = np.full(len(ends), _LINE_OTHER, dtype=np.int8)
+    closes = lead == ord("}")
+    kind[closes] = _LINE_CLOSE
+    opens = raw.take(ends - 1, mode="clip") == ord("{")  # a REPEAT line
+    depth = np.cumsum(opens) - opens - np.cumsum(closes)
+    depth[lead == 10] = -1  # an empty line (an empty REPEAT body's): no instruction
+    for word, line_kind in _LINE_WORDS:
+        maybe = np.flatnonzero(lead == word[0])
+        if len(maybe):
+            name_end = at[maybe] + len(word)
+            after = raw.take(name_end, mode="clip")  # the name ends: a space, arguments, a tag, the line
+            after[name_end >= len(raw)] = 10
+            named = _spells(raw, at[maybe], word) & ((after == 32) | (after == 40) | (after == 91) | (after == 10))
+            kind[maybe[named]] = line_kind
+    return _Layout(lines, raw, starts, ends, at - starts, depth, kind)
+
+
 class _StimCompiler:
     """One compilation: the builder, the positions of the open step and where the walk is.
 
     With `whole_instructions` (the default) an instruction whose targets are all plain qubits
     (unitaries, M / MR / R in any basis without a flip probability, Pauli channels) waits in a
     segment of such instructions, compiled together (`_flush_segment`); the rest, and instructions
-    that name a qubit twice, go target by target. Both give the same Program
-    (tests/test_stim_circuit.py)."""
+    that name a qubit twice, go target by target. With `whole_annotations` (the default) a run of
+    consecutive DETECTOR / OBSERVABLE_INCLUDE instructions is read from its text in one pass and
+    given to the builder as arrays (`_annotation_run`); without, one by one (`_annotation`). Each
+    way gives the same Program (tests/test_stim_circuit.py, tests/test_stim_annotations.py)."""
 
-    def __init__(self, stim, num_qubits: int, whole_instructions: bool = True):
+    def __init__(self, stim, num_qubits: int, whole_instructions: bool = True, whole_annotations: bool = True):
         self.stim = stim
         self.table = _table(stim)
         self.n = num_qubits
@@ -322,7 +497,7 @@ class _StimCompiler:
         self.pending = 0  # characters of the segment's targets
         self.last = np.full(max(1, num_qubits), -1, dtype=np.int64)
         self.tid = 0
-        self.circuit = None  # the circuit walked from its text: whose instructions the segment's None stand for
+        self.whole_annotations = whole_annotations
         self.rtop = 0  # first position after every record-writing row of the open step
         self.path: List[Tuple[int, int]] = []  # (instruction index, repeat count) of open REPEATs
         self.specs: Dict[Tuple, Optional[Tuple[int, int, Optional[Tuple[int, ...]]]]] = {}
@@ -334,10 +509,7 @@ class _StimCompiler:
     # -- the walk ------------------------------------------------------------------------------
     def run(self, circuit) -> Program:
         self._moment()
-        # From the text when it is mostly whole instructions' targets, not annotations (a QEC
-        # circuit's text is mostly its detectors, which this would print for nothing).
-        if self.plain and len(circuit) > 1 and circuit.num_detectors + circuit.num_observables <= len(circuit):
-            self.circuit = circuit
+        if self.plain and len(circuit) > 1:
             self._walk_text(circuit, str(circuit))
         else:
             self._walk(circuit, top=True)
@@ -378,43 +550,86 @@ class _StimCompiler:
         self.moment_records.append(recs)
 
     def _walk(self, circuit, top: bool = False) -> None:
+        """Compile `circuit` from its instruction objects (a run of annotations at once:
+        `_annotation_objects`)."""
         chain_end = 0  # instructions before it were compiled as part of an E ... ELSE chain
+        run: List[object] = []  # the DETECTOR / OBSERVABLE_INCLUDE instructions just before `index`
+        bulk = self.whole_annotations
         for index, inst in enumerate(circuit):
+            if bulk and inst.name in _ANNOTATIONS:
+                run.append(inst)
+                continue
+            if run:
+                self._annotation_objects(circuit, index - len(run), run)
+                run = []
             if index >= chain_end:
                 chain_end = self._instruction(circuit, inst, index, top) or chain_end
+        if run:
+            self._annotation_objects(circuit, len(circuit) - len(run), run)
 
     def _walk_text(self, circuit, text: str) -> None:
-        """`_walk` of the top level from the circuit's text (`text`): a line of plain qubit targets of
-        a unitary, M, MR or R (no arguments, no tag) joins the segment as it is; any other line is
-        compiled from its instruction object (`circuit[index]`), a REPEAT block's body from the
-        block's. Makes no instruction object for most lines of a large random circuit (iterating
-        the circuit copies every instruction's targets)."""
-        plain, segment = self.plain, self.segment
-        index, skip, body = -1, 0, False
-        for line in text.split("\n"):
-            if body:  # a REPEAT block's lines, up to its closing brace (indented: nested ones)
-                body = line != "}"
-                continue
-            index += 1
-            if index < skip:
-                continue
-            cut = line.find(" ")
-            entry = plain.get(line[:cut]) if cut > 0 else None
-            if entry is not None and entry[0] != _N and (entry[0] != _FB or "[" not in line):
-                rest = line[cut + 1:]
-                segment.append((None, index, entry, entry[1], -1, rest))
-                self.pending += len(rest)
-                if self.pending > _SEGMENT_CHARS:
-                    self._flush_segment()
-                continue
-            inst = circuit[index]
-            body = isinstance(inst, self.stim.CircuitRepeatBlock)
-            skip = self._instruction(circuit, inst, index, True) or skip
+        """`_walk` of the whole circuit from its text (`text`), REPEAT bodies included (`_walk_lines`)."""
+        layout = _line_layout(text)
+        self._walk_lines(circuit, layout, 0, len(layout.lines), 0, True)
 
-    def _instruction(self, circuit, inst, index: int, top: bool) -> int:
-        """Compile instruction `index` of `circuit` (whole, into the segment, or target by target).
-        Returns the index of the next instruction to compile when an E / ELSE chain took several,
-        else 0."""
+    def _walk_lines(self, circuit, layout: _Layout, lo: int, hi: int, depth: int, top: bool) -> None:
+        """`_walk` of `circuit` from its lines layout.lines[lo:hi] (nested `depth` REPEAT blocks deep): a
+        line of plain qubit targets of a unitary, M, MR or R (no arguments, no tag) joins the segment
+        as it is; a run of DETECTOR / OBSERVABLE_INCLUDE lines is compiled from its text at once
+        (`_annotation_run`), a run of QUBIT_COORDS skipped; any other line is compiled from its
+        instruction object (`circuit[index]`), a REPEAT block's body from its lines. Makes no
+        instruction object for most lines of a large random circuit or of a QEC circuit (iterating
+        a circuit copies every instruction's targets)."""
+        plain, segment, lines = self.plain, self.segment, layout.lines
+        level = lo + np.flatnonzero(layout.depth[lo:hi] == depth)  # its instructions and REPEATs' closing braces
+        if not len(level):
+            return
+        kinds = layout.kind[level]
+        numbers = np.cumsum(kinds != _LINE_CLOSE) - 1  # instruction index of each
+        # runs of lines of one kind, a closing brace alone: a run of other lines is contiguous in the
+        # text (a REPEAT line ends its run: the next line of this level is its closing brace)
+        firsts = np.flatnonzero(np.concatenate([[True], (kinds[1:] != kinds[:-1]) | (kinds[1:] == _LINE_CLOSE)]))
+        counts = np.diff(np.append(firsts, len(level)))
+        indent = int(layout.indent[level[0]])  # Stim indents a block's lines alike
+        skip = 0
+        for kind, index, at, first, count in zip(kinds[firsts].tolist(), numbers[firsts].tolist(),
+                                                 level[firsts].tolist(), firsts.tolist(), counts.tolist()):
+            if kind == _LINE_ANNOTATION:
+                text = layout.raw[layout.starts[at]:layout.ends[level[first + count - 1]] + 1]
+                self._annotation_run(circuit, index, index + count, text, indent)
+                continue
+            if kind != _LINE_OTHER:
+                continue
+            for line in lines[at:at + count]:
+                if index < skip:
+                    index += 1
+                    continue
+                if indent:
+                    line = line[indent:]
+                cut = line.find(" ")
+                entry = plain.get(line[:cut]) if cut > 0 else None
+                if entry is not None and entry[0] != _N and (entry[0] != _FB or "[" not in line):
+                    rest = line[cut + 1:]
+                    segment.append((circuit, index, entry, entry[1], -1, rest))
+                    self.pending += len(rest)
+                    if self.pending > _SEGMENT_CHARS:
+                        self._flush_segment()
+                    index += 1
+                    continue
+                inst = circuit[index]
+                if isinstance(inst, self.stim.CircuitRepeatBlock):  # its body: the lines up to its closing brace
+                    self._flush_segment()
+                    body_lo, body_hi = at + count, int(level[first + count])
+                    self._repeat(inst, index, top, lambda body_top: self._walk_lines(
+                        inst.body_copy(), layout, body_lo, body_hi, depth + 1, body_top))
+                else:
+                    skip = self._instruction(circuit, inst, index, top, line) or skip
+                index += 1
+
+    def _instruction(self, circuit, inst, index: int, top: bool, text: Optional[str] = None) -> int:
+        """Compile instruction `index` of `circuit` (whole, into the segment, or target by target;
+        `text`: its text when the walk has it). Returns the index of the next instruction to compile
+        when an E / ELSE chain took several, else 0."""
         if isinstance(inst, self.stim.CircuitRepeatBlock):
             self._flush_segment()
             self._repeat(inst, index, top)
@@ -436,7 +651,8 @@ class _StimCompiler:
             elif args and args[0] != 0:  # a flip probability: per target (a confusion row each)
                 entry = None
             if entry is not None:
-                text = str(inst)
+                if text is None:
+                    text = str(inst)
                 rest = text[text.find(")") + 2:] if args else text[len(name) + 1:]
                 if not rest:  # no targets: nothing
                     return 0
@@ -531,7 +747,7 @@ class _StimCompiler:
                 parsed = None
         if parsed is None:  # never for Stim's own text: per target
             for inst, index, *_ in segment:
-                inst = self.circuit[index] if inst is None else inst
+                inst = inst[index] if isinstance(inst, self.stim.Circuit) else inst
                 self._one(None, inst, index, self.table[inst.name])
             return
         qubits, inverted, starts = parsed
@@ -563,7 +779,7 @@ class _StimCompiler:
                 self._place_segment(segment, lo, i, qubits, inverted, starts, seen, base)
             if i < len(segment):
                 inst, index = segment[i][:2]
-                inst = self.circuit[index] if inst is None else inst
+                inst = inst[index] if isinstance(inst, self.stim.Circuit) else inst
                 self._one(None, inst, index, self.table[inst.name])
             lo = i + 1
 
@@ -712,18 +928,21 @@ class _StimCompiler:
         self.b.emit_rows(block.reshape(3 * k, NUM_FIELDS), (pos[:, None] + np.arange(3)[None, :]).reshape(-1))
         return int(pos.max()) + 1 if measures else -1
 
-    def _repeat(self, block, index: int, top: bool) -> None:
+    def _repeat(self, block, index: int, top: bool, walk_body=None) -> None:
+        """A REPEAT block: its body compiled once by `walk_body(top)` (by default from its instruction
+        objects), one loop of the Program (REPEAT 1 inlined)."""
+        if walk_body is None:
+            walk_body = lambda body_top: self._walk(block.body_copy(), body_top)  # noqa: E731
         count = block.repeat_count
         self.path.append((index, count))
-        body = block.body_copy()
         if count == 1:
-            self._walk(body, top)
+            walk_body(top)
         else:
             if top:
                 self._moment()
             self._close()
             self.b.begin_loop(count)
-            self._walk(body)
+            walk_body(False)
             self._flush_segment()
             self._close()
             self.b.end_loop()
@@ -853,7 +1072,7 @@ class _StimCompiler:
             b.gate(after, q, pos=self._place((q,)))
         if p > 0:
             self._confusion(rec, q, p)
-        b.add_key(str(rec), (rec,))
+        b.add_record_keys(rec, 1)
 
     def _product(self, inst, index: int, group, letter: Optional[int] = None) -> Tuple[bool, List[Tuple[int, int]]]:
         """A Pauli product's sign and support [(qubit, letter)], in target order (a qubit named
@@ -903,7 +1122,7 @@ class _StimCompiler:
         self._rows(reversed(rows))
         if p > 0:
             self._confusion(rec, first, p)
-        self.b.add_key(str(rec), (rec,))
+        self.b.add_record_keys(rec, 1)
 
     def _pauli_phase(self, support, dagger: bool) -> None:
         """SPP: exp(i pi/4 (1 - P)), i.e. S on the product's parity (S_DAG for SPP_DAG or -P)."""
@@ -1094,6 +1313,75 @@ class _StimCompiler:
             self.b.noise(opname, qs, channel, pos=self._place(qs))
 
     # -- annotations -----------------------------------------------------------------------------
+    def _annotation_objects(self, circuit, lo: int, insts: List[object]) -> None:
+        """`_annotation_run` of instructions `insts`, lo, lo + 1, ... of `circuit` (the object walk)."""
+        if len(insts) < _ANNOTATION_RUN_MIN:
+            self._flush_segment()
+            for i, inst in enumerate(insts):
+                self._annotation(inst, lo + i, inst.name)
+            return
+        self._annotation_run(circuit, lo, lo + len(insts), _encoded(str(circuit[lo:lo + len(insts)])))
+
+    def _annotation_run(self, circuit, lo: int, hi: int, raw: np.ndarray, indent: int = 0) -> None:
+        """Instructions lo .. hi - 1 of `circuit`, all DETECTOR / OBSERVABLE_INCLUDE, whose text is
+        `raw` (uint8, `indent` spaces before each line, a newline after each but perhaps the last):
+        parsed at once (`_parse_annotations`; without their tags when they have some), given to the
+        builder as arrays. Short runs, text in another form and a rec target looking back before the
+        first measurement (its error) go one by one (`_annotation`), which gives the same Program."""
+        self._flush_segment()  # its records come first
+        parsed = None
+        if self.whole_annotations and hi - lo >= _ANNOTATION_RUN_MIN:
+            if raw[-1] != 10:  # the circuit's last line
+                raw = np.append(raw, np.uint8(10))
+            parsed = _parse_annotations(raw, indent)
+            if parsed is None and hasattr(circuit, "without_tags"):  # Stim >= 1.15
+                parsed = _parse_annotations(_encoded(str(circuit[lo:hi].without_tags())))
+        if parsed is not None and len(parsed.detector) == hi - lo and self._annotation_arrays(circuit, lo, hi, parsed):
+            return
+        for index in range(lo, hi):
+            inst = circuit[index]
+            self._annotation(inst, index, inst.name)
+
+    def _annotation_arrays(self, circuit, lo: int, hi: int, parsed: _Annotations) -> bool:
+        """The builder's detectors and includes of `_annotation_run` from the parsed tables; False,
+        having given nothing, when a record looks back before the first measurement."""
+        b = self.b
+        records = b.num_records - parsed.rec_back
+        if len(records) and records.min() < 0:
+            return False
+        detector, rec_line = parsed.detector, parsed.rec_line
+        on_detector = detector[rec_line]
+        per_line = np.bincount(rec_line, minlength=len(detector))
+        lines = np.flatnonzero(detector)
+        if len(lines):
+            offsets = np.concatenate([[0], np.cumsum(per_line[lines])])
+            if parsed.has_args[lines].any():  # Stim's exact arguments (its text rounds them), by one call
+                found = list(circuit[lo:hi].get_detector_coordinates().values())
+                if len(found) != len(lines):
+                    return False
+                widths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
+                coords = ragged_rows(np.fromiter(itertools.chain.from_iterable(found), dtype=np.float64,
+                                                 count=int(widths.sum())), widths)
+                # plus the offset of SHIFT_COORDS so far, on the coordinates each has (`_annotation`)
+                shift = np.zeros(coords.shape[1])
+                offset = b.coord_offset[:coords.shape[1]]
+                shift[:len(offset)] = offset
+                if (widths == coords.shape[1]).all():
+                    coords += shift
+                else:
+                    coords = np.where(np.arange(coords.shape[1])[None, :] < widths[:, None], coords + shift, 0.0)
+            else:
+                widths, coords = np.zeros(len(lines), dtype=np.int64), np.zeros((len(lines), 0))
+            b.add_detectors(offsets, records[on_detector], coords, widths)
+        lines = np.flatnonzero(~detector)
+        if len(lines):
+            index = parsed.index[lines]
+            b.add_observable_includes(index, np.concatenate([[0], np.cumsum(per_line[lines])]), records[~on_detector])
+            for line, q, letter in zip(parsed.pauli_line.tolist(), parsed.pauli_qubit.tolist(),
+                                       parsed.pauli_letter.tolist()):
+                self._pauli_term(q, letter, int(parsed.index[line]))
+        return True
+
     def _annotation(self, inst, index: int, name: str) -> None:
         b = self.b
         records, terms = [], []

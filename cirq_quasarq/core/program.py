@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import itertools
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import UnsupportedOperationError
 from . import opcodes
-from .ranges import expand_ranges
+from .ranges import expand_ranges, ragged_rows
 
 OP, A, B, REC, RAND, AUX, COND, FLAGS, STEP = range(9)
 NUM_FIELDS = 9
@@ -350,6 +351,13 @@ class ProgramBuilder:
         # (kind, iteration-0 records [k], open loop ids, coords, observable index, event): `event` is
         # the annotation's place in execution order (iteration-0 numbering inside loops, as records)
         self._annotation_entries: List[Tuple[str, np.ndarray, Tuple[int, ...], Tuple[float, ...], int, int]] = []
+        # Detectors and observable includes given in bulk, deferred as well: (open loop ids, record
+        # offsets [m + 1], iteration-0 records, coords [m, w], widths [m], events [m]) and (open
+        # loop ids, observable index per record, iteration-0 records, index per include).
+        self._detector_blocks: List[Tuple[Tuple[int, ...], np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                          np.ndarray]] = []
+        self._observable_blocks: List[Tuple[Tuple[int, ...], np.ndarray, np.ndarray, np.ndarray]] = []
+        self._named_keys = False  # add_key / add_keys used: keys may merge by name when expanded
         self.num_events = 0  # annotations declared so far, in execution order (loops expanded)
         self._event_start: Dict[int, int] = {}  # per open loop: num_events at its start
         self._event_strides: Dict[int, int] = {}  # per closed loop: annotations of one iteration
@@ -676,6 +684,7 @@ class ProgramBuilder:
 
         `names`, when given, names the key per iteration of the open loops (execution order, as
         `_shifts`), for keys that Cirq prefixes with repetition ids; `key` is then only a label."""
+        self._named_keys = True
         self._key_entries.append((key, np.asarray(records, dtype=np.int64), self._open_ids()))
         if names is not None:
             self._key_names[len(self._key_entries) - 1] = list(names)
@@ -683,6 +692,7 @@ class ProgramBuilder:
     def add_keys(self, keys: Sequence[str], records: Sequence[np.ndarray]) -> None:
         """`add_key` of each key in turn, with its int64 records (no per-iteration names)."""
         opened = self._open_ids()
+        self._named_keys = True
         self._key_entries.extend((key, r, opened) for key, r in zip(keys, records))
 
     def add_record_keys(self, first: int, count: int) -> None:
@@ -707,6 +717,24 @@ class ProgramBuilder:
             (kind, np.asarray(records, dtype=np.int64), self._open_ids(), tuple(coords), int(index),
              self.num_events))
         self.num_events += 1
+
+    def add_detectors(self, offsets: np.ndarray, records: np.ndarray, coords: np.ndarray, widths: np.ndarray) -> None:
+        """Detectors in bulk, what `add_annotation("detector", ...)` of each in turn does: detector i
+        XORs iteration-0 records[offsets[i]:offsets[i + 1]] (int64), its coordinates are
+        coords[i, :widths[i]] (float64 [m, max(widths)], zeros past a row's width)."""
+        m = len(offsets) - 1
+        if m > 0:
+            events = np.arange(self.num_events, self.num_events + m, dtype=np.int64)
+            self._detector_blocks.append((self._open_ids(), offsets, records, coords, widths, events))
+            self.num_events += m
+
+    def add_observable_includes(self, indexes: np.ndarray, offsets: np.ndarray, records: np.ndarray) -> None:
+        """Includes in bulk, what `add_annotation("observable", ...)` of each does: include i adds
+        iteration-0 records[offsets[i]:offsets[i + 1]] (int64) to observable indexes[i]."""
+        if len(indexes):
+            if indexes.min() < 0:
+                raise ValueError(f"observable index {int(indexes.min())} < 0")
+            self._observable_blocks.append((self._open_ids(), np.repeat(indexes, np.diff(offsets)), records, indexes))
 
     def _shifts(self, loop_ids: Tuple[int, ...], strides: Optional[Dict[int, int]] = None) -> np.ndarray:
         """Record shifts (or, with `strides`, those per loop) of every iteration of the given nest,
@@ -739,6 +767,10 @@ class ProgramBuilder:
         return offsets
 
     def _expand_keys(self) -> List[MeasurementKey]:
+        if not self._named_keys:
+            found = self._record_keys()
+            if found is not None:
+                return found
         grouped: Dict[str, List[np.ndarray]] = {}
         nests: Dict[Tuple[int, ...], np.ndarray] = {}  # loop ids -> their record shifts, as a column
         for index, (key, records, loop_ids) in enumerate(self._key_entries):
@@ -770,51 +802,104 @@ class ProgramBuilder:
             keys.append(MeasurementKey(key, recs[np.argsort(recs[:, 0], kind="stable")]))
         return keys
 
+    def _record_keys(self) -> Optional[List[MeasurementKey]]:
+        """`_expand_keys` when every entry is `add_record_keys`': key str(r) per record slot r, its
+        instances [iterations, 1] made for a run of entries of one loop nest at once. None when a
+        slot has two entries (the general path merges them)."""
+        entries = self._key_entries
+        if not entries:
+            return []
+        slots = np.concatenate([records for _, records, _ in entries])
+        if not (slots[1:] > slots[:-1]).all() and len(np.unique(slots)) != len(slots):
+            return None
+        names = map(str, slots.tolist())
+        keys: List[MeasurementKey] = []
+        at = 0
+        for loop_ids, run in itertools.groupby(entries, key=lambda entry: entry[2]):
+            count = sum(len(records) for _, records, _ in run)
+            block = slots[at:at + count, None] + self._shifts(loop_ids)[None, :]  # [slots, iterations]
+            keys.extend(map(MeasurementKey, itertools.islice(names, count), block[:, :, None]))
+            at += count
+        return keys
+
     def _expand_annotations(self) -> Tuple[Annotations, Annotations]:
         """Detectors one per instance, in execution order; observables as Stim defines them:
         observable k is the XOR of every record any include of k ever named (a record named twice
-        cancels), max(k) + 1 of them, an index never included a parity of nothing. Entries of one
-        loop nest, record count and coordinate count are expanded together, as arrays."""
-        groups: Dict[Tuple, List[Tuple[np.ndarray, Tuple[float, ...], int]]] = {}
-        included: Dict[int, List[np.ndarray]] = {}
+        cancels), max(k) + 1 of them, an index never included a parity of nothing. Each block of
+        detectors (one `add_detectors`, or the `add_annotation` ones of one loop nest) and of includes
+        is expanded over its loops' iterations as arrays."""
+        detector_blocks = list(self._detector_blocks)
+        observable_blocks = list(self._observable_blocks)
+        singles: Dict[Tuple[int, ...], List[Tuple[np.ndarray, Tuple[float, ...], int]]] = {}
         for kind, records, loop_ids, coords, index, event in self._annotation_entries:
             if kind == "observable":
-                shifts = self._shifts(loop_ids)
-                included.setdefault(index, []).append((shifts[:, None] + records[None, :]).reshape(-1))
+                observable_blocks.append((loop_ids, np.full(len(records), index, dtype=np.int64), records,
+                                          np.array([index], dtype=np.int64)))
             else:
-                groups.setdefault((loop_ids, len(records), len(coords)), []).append((records, coords, event))
-        events, lengths, blocks, coord_blocks, widths = [], [], [], [], []
-        width = max((w for _, _, w in groups), default=0)
-        for (loop_ids, k, w), entries in groups.items():
+                singles.setdefault(loop_ids, []).append((records, coords, event))
+        for loop_ids, entries in singles.items():
+            lengths = [len(records) for records, _, _ in entries]
+            widths = np.array([len(coords) for _, coords, _ in entries], dtype=np.int64)
+            coords = ragged_rows(np.fromiter(itertools.chain.from_iterable(c for _, c, _ in entries), np.float64,
+                                             count=int(widths.sum())), widths)
+            detector_blocks.append((loop_ids, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+                                    np.concatenate([records for records, _, _ in entries]).astype(np.int64),
+                                    coords, widths, np.array([e for _, _, e in entries], dtype=np.int64)))
+        return self._expand_detectors(detector_blocks), self._expand_observables(observable_blocks)
+
+    def _expand_detectors(self, blocks) -> Annotations:
+        if not blocks:
+            return Annotations("detector", [0], [])
+        width = max(coords.shape[1] for _, _, _, coords, _, _ in blocks)
+        events, lengths, records, coord_blocks, widths = [], [], [], [], []
+        for loop_ids, offsets, recs, coords, w, ev in blocks:
             shifts = self._shifts(loop_ids)  # [I]
-            recs = np.array([r for r, _, _ in entries], dtype=np.int64).reshape(len(entries), k)  # [E, k]
-            blocks.append((shifts[:, None, None] + recs[None, :, :]).reshape(-1))
-            ev = np.array([e for _, _, e in entries], dtype=np.int64)
             events.append((self._shifts(loop_ids, self._event_strides)[:, None] + ev[None, :]).reshape(-1))
-            count = len(shifts) * len(entries)
-            lengths.append(np.full(count, k, dtype=np.int64))
-            widths.append(np.full(count, w, dtype=np.int64))
-            base = np.array([c for _, c, _ in entries], dtype=np.float64).reshape(len(entries), w)  # [E, w]
-            offsets = self._coord_offsets(loop_ids) if w else None
-            block = np.zeros((len(shifts), len(entries), width))
-            block[:, :, :w] = base[None, :, :]
-            if offsets is not None:
-                v = min(w, offsets.shape[1])
-                block[:, :, :v] += offsets[:, None, :v]
-            coord_blocks.append(block.reshape(count, width))
-        if groups:  # the groups' instances, then in execution order
-            grouped = Annotations("detector", np.concatenate([[0], np.cumsum(np.concatenate(lengths))]),
-                                  np.concatenate(blocks), np.concatenate(coord_blocks), np.concatenate(widths))
-            detectors = grouped._take(np.argsort(np.concatenate(events), kind="stable"))
-        else:
-            detectors = Annotations("detector", [0], [])
-        observables = []
-        for k in range(max(included, default=-1) + 1):
-            parts = included.get(k, [])
-            records, counts = np.unique(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64),
-                                        return_counts=True)
-            observables.append(Annotation("observable", records[counts % 2 == 1].astype(np.int64), (), k))
-        return detectors, Annotations.of(observables) if observables else Annotations("observable", [0], [])
+            records.append((shifts[:, None] + recs[None, :]).reshape(-1))
+            lengths.append(np.tile(np.diff(offsets), len(shifts)))
+            widths.append(np.tile(w, len(shifts)))
+            k = coords.shape[1]
+            block = np.zeros((len(shifts), len(ev), width))
+            block[:, :, :k] = coords[None, :, :]
+            loop_offsets = self._coord_offsets(loop_ids) if k else None
+            if loop_offsets is not None:  # to each coordinate a detector has, none to the padding
+                v = min(k, loop_offsets.shape[1])
+                shifted = block[:, :, :v]
+                if (w >= v).all():
+                    shifted += loop_offsets[:, None, :v]
+                else:
+                    has = np.arange(v)[None, :] < w[:, None]
+                    block[:, :, :v] = np.where(has[None, :, :], shifted + loop_offsets[:, None, :v], shifted)
+            coord_blocks.append(block.reshape(len(shifts) * len(ev), width))
+        events = np.concatenate(events)
+        lengths = np.concatenate(lengths)
+        detectors = Annotations("detector", np.concatenate([[0], np.cumsum(lengths)]), np.concatenate(records),
+                                np.concatenate(coord_blocks), np.concatenate(widths))
+        if (events[1:] > events[:-1]).all():  # already in execution order
+            return detectors
+        return detectors._take(np.argsort(events, kind="stable"))
+
+    def _expand_observables(self, blocks) -> Annotations:
+        count = max((int(indexes.max()) + 1 for _, _, _, indexes in blocks), default=0)
+        if not count:
+            return Annotations("observable", [0], [])
+        which, records = [], []
+        for loop_ids, index, recs, _ in blocks:
+            shifts = self._shifts(loop_ids)
+            records.append((shifts[:, None] + recs[None, :]).reshape(-1))
+            which.append(np.tile(index, len(shifts)))
+        which, records = np.concatenate(which), np.concatenate(records)
+        order = np.lexsort((records, which))
+        which, records = which[order], records[order]
+        # a (observable, record) pair named an odd number of times stays
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = (which[1:] != which[:-1]) | (records[1:] != records[:-1])
+        starts = np.flatnonzero(first)
+        odd = starts[np.diff(np.append(starts, len(order))) % 2 == 1]
+        which, records = which[odd], records[odd]
+        offsets = np.searchsorted(which, np.arange(count + 1))
+        return Annotations("observable", offsets, records, np.zeros((count, 0)), np.zeros(count, dtype=np.int64),
+                           np.arange(count))
 
     def build(self, qubits: Tuple = (), moment_rows: Sequence[int] = (), moment_records: Sequence[int] = ()) -> Program:
         assert not self._open_loops, "unbalanced loops"

@@ -14,3 +14,15 @@ def expand_ranges(starts: np.ndarray, counts: np.ndarray) -> Tuple[np.ndarray, n
     owner = np.repeat(np.arange(len(counts)), counts)
     index = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts) + np.asarray(starts)[owner]
     return owner, index
+
+
+def ragged_rows(values: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """float64 [len(widths), max(widths)]: row i holds the next widths[i] of `values`, then zeros."""
+    widths = np.asarray(widths, dtype=np.int64)
+    width = int(widths.max()) if len(widths) else 0
+    rows = np.zeros((len(widths), width))
+    if width and (widths == width).all():
+        rows[:] = np.asarray(values, dtype=np.float64).reshape(len(widths), width)
+    elif width:
+        rows[np.arange(width)[None, :] < widths[:, None]] = values
+    return rows
