@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from cirq_quasarq.compiler import stim_circuit
+from cirq_quasarq.compiler import stim_circuit, stim_text
 from cirq_quasarq.core import paulis
 
 from . import annotation_oracle
@@ -208,7 +208,7 @@ def test_a_record_before_the_first_measurement_fails_alike(text, run_min):
 
 
 def parse(text, indent=0):
-    return stim_circuit._parse_annotations(stim_circuit._encoded(text), indent)
+    return stim_text._parse_annotations(stim_text._encoded(text), indent)
 
 
 def test_parse_annotations_reads_records_paulis_and_indexes():
@@ -251,9 +251,9 @@ def test_parse_annotations_refuses_other_forms(text):
 def test_line_layout_finds_depths_and_kinds():
     text = str(stim.Circuit("QUBIT_COORDS(0) 0\nM 0\nREPEAT 2 {\n  DETECTOR rec[-1]\n  REPEAT 3 {\n    H 0\n  }\n"
                             "  OBSERVABLE_INCLUDE(0) rec[-1]\n}\nREPEAT 2 {\n}\nDETECTOR[x](1)"))
-    layout = stim_circuit._line_layout(text)
-    kinds = {stim_circuit._LINE_OTHER: "other", stim_circuit._LINE_ANNOTATION: "annotation",
-             stim_circuit._LINE_COORDS: "coords", stim_circuit._LINE_CLOSE: "close"}
+    layout = stim_text._line_layout(text)
+    kinds = {stim_text._LINE_OTHER: "other", stim_text._LINE_ANNOTATION: "annotation",
+             stim_text._LINE_COORDS: "coords", stim_text._LINE_CLOSE: "close"}
     got = [(line.strip(), int(d), kinds[int(k)]) for line, d, k in zip(layout.lines, layout.depth, layout.kind)]
     assert got == [("QUBIT_COORDS(0) 0", 0, "coords"), ("M 0", 0, "other"), ("REPEAT 2 {", 0, "other"),
                    ("DETECTOR rec[-1]", 1, "annotation"), ("REPEAT 3 {", 1, "other"), ("H 0", 2, "other"),
@@ -261,6 +261,6 @@ def test_line_layout_finds_depths_and_kinds():
                    ("REPEAT 2 {", 0, "other"), ("", -1, "other"), ("}", 0, "close"),
                    ("DETECTOR[x](1)", 0, "annotation")]
     for last in ("DETECTOR", "DETECTOR[\u00e9]"):  # the text's last line, with no newline after it
-        layout = stim_circuit._line_layout(f"M 0\n{last}")
-        assert layout.kind.tolist() == [stim_circuit._LINE_OTHER, stim_circuit._LINE_ANNOTATION]
+        layout = stim_text._line_layout(f"M 0\n{last}")
+        assert layout.kind.tolist() == [stim_text._LINE_OTHER, stim_text._LINE_ANNOTATION]
         assert layout.ends.tolist() == [3, len(layout.raw)]

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from cirq_quasarq.compiler import stim_circuit
+from cirq_quasarq.compiler import stim_circuit, stim_text
 
 from .test_grouped_lowering import digest as tables_digest
 from .test_stim_circuit import random_circuit
@@ -153,7 +153,7 @@ def test_a_segment_whose_text_does_not_parse_goes_per_target(monkeypatch, name, 
     ("1234567890", None), ("1 -2", None), ("!", None),
 ])
 def test_parse_targets(text, want):
-    got = stim_circuit._parse_targets(text)
+    got = stim_text._parse_targets(text)
     if want is None:
         assert got is None
         return

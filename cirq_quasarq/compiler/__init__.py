@@ -9,7 +9,8 @@ Inside: `registry.py` (the one table from Cirq operations to lowerings, and its 
 over moments, subcircuits and classical control, on the `emitter.Emitter` state), `template.py`
 (parametrized slots), `keys.py` / `conditions.py` (measurement keys, classical conditions),
 `cache.py`. The names below are imported when first used, so that `compiler.stim_circuit` (the
-Stim path) loads without the Cirq compiler, and without Cirq.
+Stim path, with `stim_instructions.py` and `stim_text.py`) loads without the Cirq compiler, and
+without Cirq.
 """
 
 import importlib

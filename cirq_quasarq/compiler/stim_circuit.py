@@ -4,6 +4,12 @@
 building Cirq objects, so every engine samples Stim circuits; compiling the same circuit again is
 a cache hit. Stim is an optional dependency: it is imported inside the function only.
 
+Modules: this one holds the entry point, its cache and the walk over a circuit (`_StimCompiler`)
+with its bulk paths, segments of whole instructions and runs of annotations; `stim_instructions.py`
+holds Stim's instruction tables and `_InstructionCompiler`, which `_StimCompiler` extends: the
+compilation's state and every instruction compiled on its own, target by target; `stim_text.py`
+reads a circuit's text into NumPy arrays.
+
 Conventions
 -----------
 - Qubits: program qubit i is Stim qubit i; `Program.qubits` is `cirq.LineQubit(i)` for i in
@@ -13,19 +19,20 @@ Conventions
 - Whole instructions: an instruction whose targets are all plain qubits (unitaries, M / MR / R in
   any basis without a flip probability, Pauli channels) joins a segment of consecutive such
   instructions (up to `_SEGMENT_CHARS` of target text). A segment's targets are parsed from their
-  text as one array, its rows built as one block (`ProgramBuilder.emit_rows`), and runs of its
-  instructions on disjoint qubits take their positions together. The rest, and an instruction
-  naming a qubit twice, go target by target; `_StimCompiler(..., whole_instructions=False)` takes
-  that path for all, and tests check that both give the same Program. A circuit is walked from its
-  text (`_walk_text`), REPEAT bodies included: no instruction object for a plain line, nor for
-  QUBIT_COORDS.
+  text as one array (`stim_text._parse_targets`), its rows built as one block
+  (`ProgramBuilder.emit_rows`), and runs of its instructions on disjoint qubits take their
+  positions together. The rest, and an instruction naming a qubit twice, go target by target;
+  `_StimCompiler(..., whole_instructions=False)` takes that path for all, and tests check that both
+  give the same Program. A circuit is walked from its text (`_walk_text`, its lines' kinds and
+  depths from `stim_text._line_layout`), REPEAT bodies included: no instruction object for a plain
+  line, nor for QUBIT_COORDS.
 - Annotations: a run of consecutive DETECTOR / OBSERVABLE_INCLUDE instructions is compiled at once
   (`_annotation_run`): its rec targets, Pauli targets and observable indices parsed from its text
-  in one vectorized pass, detectors' coordinates from one `get_detector_coordinates` call on the run
-  (Stim's text rounds arguments), handed to the builder as arrays. Short runs, a rec target looking
-  back before the first measurement (its error) and text of another form go one by one
-  (`_annotation`); `_StimCompiler(..., whole_annotations=False)` takes that path for all, and tests
-  check that both give the same Program.
+  in one vectorized pass (`stim_text._parse_annotations`), detectors' coordinates from one
+  `get_detector_coordinates` call on the run (Stim's text rounds arguments), handed to the builder
+  as arrays. Short runs, a rec target looking back before the first measurement (its error) and
+  text of another form go one by one (`_annotation`); `_StimCompiler(..., whole_annotations=False)`
+  takes that path for all, and tests check that both give the same Program.
 - Steps: TICK opens a new step of the builder; within the instructions between two TICKs, each
   row goes to the first position after the earlier rows on its qubits (as soon as possible, as
   the Cirq compiler's `emitter.Cursor`), so rows sharing a STEP act on disjoint qubits.
@@ -82,53 +89,21 @@ import collections
 import collections.abc
 import itertools
 import threading
-import types
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
 from .. import errors
-from ..core import opcodes, paulis
-from ..core.program import A, AUX, B, COND, FLAG_INVERT, FLAGS, NUM_FIELDS, OP, RAND, REC, Program, ProgramBuilder
+from ..core import opcodes
+from ..core.program import A, AUX, B, FLAG_INVERT, FLAGS, NUM_FIELDS, OP, RAND, REC, Program
 from ..core.ranges import ragged_rows
-from . import cache, channels
+from . import cache
+from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
+from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
+                        _parse_annotations, _parse_targets)
 
 __all__ = ["compile_stim", "clear_stim_cache"]
 
-SUPPORTED = (
-    "supported: Stim's unitary gates with an opcode (all of core.opcodes' unitaries, under any alias), "
-    "I, II, SPP, SPP_DAG; M, MX, MY, MR, MRX, MRY, R, RX, RY (inverted targets, flip probability); "
-    "MPP, MXX, MYY, MZZ; X_ERROR, Y_ERROR, Z_ERROR, DEPOLARIZE1, DEPOLARIZE2, PAULI_CHANNEL_1, "
-    "PAULI_CHANNEL_2, E / CORRELATED_ERROR (ELSE_CORRELATED_ERROR directly after it), I_ERROR, II_ERROR, "
-    "HERALDED_ERASE, HERALDED_PAULI_CHANNEL_1; MPAD; CX / CY / CZ / XCZ / YCZ with a rec[-k] or sweep[k] "
-    "control; DETECTOR, OBSERVABLE_INCLUDE (records, Pauli targets), SHIFT_COORDS, QUBIT_COORDS, TICK, REPEAT")
-
-_CODE = opcodes.CODE
-_TO_Z = {paulis.X: _CODE["H"], paulis.Y: _CODE["H_YZ"]}  # self-inverse basis changes to Z
-_CX = _CODE["CX"]
-_PAULI_CODE = {paulis.X: _CODE["X"], paulis.Y: _CODE["Y"], paulis.Z: _CODE["Z"]}
-_LETTER = {"X": paulis.X, "Y": paulis.Y, "Z": paulis.Z}
-
-# Instruction kinds (besides unitaries, found through stim.gate_data()).
-_MEASURE = {"M": "Z", "MX": "X", "MY": "Y"}
-_MEASURE_RESET = {"MR": "Z", "MRX": "X", "MRY": "Y"}
-_RESET = {"R": "Z", "RX": "X", "RY": "Y"}
-_PAIR_MEASURE = {"MXX": paulis.X, "MYY": paulis.Y, "MZZ": paulis.Z}
-_NOISE = {"X_ERROR", "Y_ERROR", "Z_ERROR", "DEPOLARIZE1", "DEPOLARIZE2", "PAULI_CHANNEL_1",
-          "PAULI_CHANNEL_2"}
-_NOTHING = {"I", "II", "I_ERROR", "II_ERROR", "QUBIT_COORDS"}
-# Gates that take a measurement record as a control: the Pauli letter of each side (the record
-# must sit on a Z side; the other side's letter is the Pauli applied to the qubit).
-_FEEDBACK_SIDES = {"CX": ("Z", "X"), "CY": ("Z", "Y"), "CZ": ("Z", "Z"), "XCZ": ("X", "Z"),
-                   "YCZ": ("Y", "Z")}
-_FEEDBACK_CODES = {_CODE[name] for name in _FEEDBACK_SIDES}
-_HERALDED = {"HERALDED_ERASE", "HERALDED_PAULI_CHANNEL_1"}
-_PARITY_CODE = {paulis.X: _CODE["FRAME_PARITY_X"], paulis.Y: _CODE["FRAME_PARITY_Y"],
-                paulis.Z: _CODE["FRAME_PARITY_Z"]}
-# Scratch qubits of heralds and MPAD at most (target i of an instruction takes scratch qubit i mod
-# this): a layer of heralds takes a few positions, not two per target, while tableau mode, quadratic
-# in the qubits, grows little.
-_SCRATCH = 64
 # A segment of whole instructions is written once its targets' text has this many characters: its
 # arrays then stay in the processor's caches (one array of a 30k-qubit circuit's targets did not).
 _SEGMENT_CHARS = 1 << 17
@@ -136,59 +111,6 @@ _ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
 # A run of annotations this long or longer is read from its text at once; a shorter one, one by one
 # (a few NumPy calls cost more than a few annotations).
 _ANNOTATION_RUN_MIN = 8
-
-_TABLE: Optional[Dict[str, Tuple[str, object]]] = None
-
-
-def _table(stim) -> Dict[str, Tuple[str, object]]:
-    """Every Stim gate name and alias -> (kind, data): ("U1" | "U2", opcode) for unitaries, ("N",
-    canonical name) for the rest Stim knows (their kind is decided by the canonical name)."""
-    global _TABLE
-    if _TABLE is None:
-        table = {}
-        for name, gate in stim.gate_data().items():
-            canon = gate.name
-            op = opcodes.BY_NAME.get(canon)
-            if gate.is_unitary and op is not None and op.kind == opcodes.Kind.UNITARY and canon not in _NOTHING:
-                entry = ("U1" if op.arity == 1 else "U2", op.code)
-            else:
-                entry = ("N", canon)
-            for alias in set(gate.aliases) | {name, canon}:
-                table[alias] = entry
-        _TABLE = table
-    return _TABLE
-
-
-# Kinds of whole instructions (`_plain`): one- and two-qubit unitaries (_FB: one that may take a
-# record or sweep control), M / MR / R in the Z basis, in the X or Y basis, Pauli channels.
-_U1, _U2, _FB, _Z, _XY, _N = range(6)
-_PLAIN: Optional[Dict[str, Tuple]] = None
-
-
-def _plain(stim) -> Dict[str, Tuple]:
-    """Every name (and alias) of an instruction that may be whole -> (kind, opcode of its rows, two
-    qubits a row, writes records, (basis change, collapse, change back) opcodes of _XY)."""
-    global _PLAIN
-    if _PLAIN is None:
-        plain = {}
-        for name, (kind, data) in _table(stim).items():
-            if kind == "U1":
-                plain[name] = (_U1, data, False, False, None)
-            elif kind == "U2":
-                plain[name] = (_FB if data in _FEEDBACK_CODES else _U2, data, True, False, None)
-            elif data in _MEASURE or data in _MEASURE_RESET or data in _RESET:
-                reset = data in _RESET
-                basis = _RESET[data] if reset else _MEASURE_RESET.get(data) or _MEASURE[data]
-                op = "R" if reset else ("MR" if data in _MEASURE_RESET else "M")
-                if basis == "Z":
-                    plain[name] = (_Z, _CODE[op], False, not reset, None)
-                else:
-                    codes = tuple(_CODE[c] for c in opcodes.LOWERED_BASIS[op + basis])
-                    plain[name] = (_XY, _CODE[op], False, not reset, codes)
-            elif data in _NOISE:
-                plain[name] = (_N, None, data in ("DEPOLARIZE2", "PAULI_CHANNEL_2"), False, None)
-        _PLAIN = plain
-    return _PLAIN
 
 
 _PROGRAMS = cache._Cache(32, 1 << 24)
@@ -265,213 +187,9 @@ class LineQubits(collections.abc.Sequence):
         return f"cirq.LineQubit.range({self._n})"
 
 
-_POWERS = 10 ** np.arange(10, dtype=np.int32)
-
-
-def _parse_targets(text: str):
-    """(qubits int64 [k], inverted bool [k] or None, first target of each line int64 [lines + 1]) of
-    lines of targets ('0 !3 5'), one space between targets, a newline between lines; None when the
-    text is not in that form. Vectorized: a target's digits are read back from its end, one digit
-    place per NumPy pass (np.fromstring took twice as long)."""
-    raw = np.frombuffer(text.encode(), dtype=np.uint8)
-    gaps = np.flatnonzero(raw <= 32)  # target i ends at gap i
-    total = len(gaps) + 1
-    ends = np.empty(total, dtype=np.intp)
-    ends[:-1], ends[-1] = gaps, len(raw)
-    lengths = np.empty(total, dtype=np.intp)
-    lengths[0] = ends[0]
-    np.subtract(ends[1:], gaps + 1, out=lengths[1:])
-    digits = raw - np.uint8(48)
-    inverted = None
-    if np.count_nonzero(digits <= 9) + total - 1 != len(raw):  # not all digits: '!' or not this form
-        bangs = np.flatnonzero(raw == 33)
-        inverted = np.zeros(total, dtype=bool)
-        which = np.searchsorted(gaps, bangs)
-        inverted[which] = True
-        lengths[which] -= 1
-        begins = ends[which] - lengths[which]  # a '!' must be its target's first character, alone
-        if np.count_nonzero(digits <= 9) + total - 1 + len(bangs) != len(raw) or \
-                not (raw[begins - 1] == 33).all() or len(np.unique(which)) != len(which):
-            return None
-    if not total or not 1 <= lengths.min() <= lengths.max() <= 9:
-        return None
-    short = lengths.astype(np.uint8)
-    qubits = digits.take(ends - 1).astype(np.int32)
-    at = ends - 1
-    for place in range(1, int(lengths.max())):
-        at -= 1
-        value = digits.take(at, mode="clip")
-        value *= short > place  # none from before the target
-        qubits += value * _POWERS[place]
-    qubits = qubits.astype(np.int64)
-    lines = np.flatnonzero(raw[gaps] == 10)  # gap of each line's last target
-    starts = np.empty(len(lines) + 2, dtype=np.int64)
-    starts[0], starts[1:-1], starts[-1] = 0, lines + 1, total
-    return qubits, inverted, starts
-
-
-def _encoded(text: str) -> np.ndarray:
-    """A circuit's text as uint8, with a newline after its last line too."""
-    return np.frombuffer((text + "\n").encode(), dtype=np.uint8)
-
-
-def _spells(raw: np.ndarray, at: np.ndarray, word: bytes) -> np.ndarray:
-    """Per position in `at`: whether `word` is written there (reads past the end clipped)."""
-    found = np.ones(len(at), dtype=bool)
-    for k, char in enumerate(word):
-        found &= raw.take(at + k, mode="clip") == char
-    return found
-
-
-def _numbers(raw: np.ndarray, begins: np.ndarray, ends: np.ndarray, longest: int) -> Optional[np.ndarray]:
-    """int64 values of the decimal numbers raw[begins[i]:ends[i]]; None unless each is 1 to `longest`
-    digits. Read back from their ends, one digit place per NumPy pass."""
-    lengths = ends - begins
-    values = np.zeros(len(lengths), dtype=np.int64)
-    if not len(lengths):
-        return values
-    if lengths.min() < 1 or lengths.max() > longest:
-        return None
-    for place in range(int(lengths.max())):
-        has = lengths > place
-        digit = raw.take(ends - 1 - place, mode="clip").astype(np.int64) - 48
-        if ((digit < 0) | (digit > 9))[has].any():
-            return None
-        values += np.where(has, digit, 0) * 10 ** place
-    return values
-
-
-class _Annotations(NamedTuple):
-    """`_parse_annotations`' tables of a run of DETECTOR / OBSERVABLE_INCLUDE lines."""
-
-    detector: np.ndarray  # bool [lines]: a DETECTOR line (else an OBSERVABLE_INCLUDE one)
-    has_args: np.ndarray  # bool [lines]: with parens arguments
-    index: np.ndarray  # int64 [lines]: an OBSERVABLE_INCLUDE's index (0 on DETECTOR lines)
-    rec_line: np.ndarray  # int64 [rec targets]: per rec[-k] target, in text order, its line
-    rec_back: np.ndarray  # int64 [rec targets]: its k
-    pauli_line: np.ndarray  # int64 [Pauli targets]: per Pauli target, in text order, its line
-    pauli_qubit: np.ndarray  # int64 [Pauli targets]
-    pauli_letter: np.ndarray  # int64 [Pauli targets]: core.paulis letters
-
-
-_DETECTOR = b"DETECTOR"
-_OBSERVABLE = b"OBSERVABLE_INCLUDE"
-_PAULI_BYTE = np.zeros(256, dtype=np.int64)  # byte -> core.paulis letter (0: none)
-_PAULI_BYTE[[ord("X"), ord("Y"), ord("Z")]] = (paulis.X, paulis.Y, paulis.Z)
-
-
-def _parse_annotations(raw: np.ndarray, indent: int = 0) -> Optional[_Annotations]:
-    """The tables of DETECTOR / OBSERVABLE_INCLUDE lines as Stim prints them (uint8 text, a newline
-    after each line, `indent` spaces before each): name, then perhaps parens arguments, then targets
-    one space apart; None when the text is in another form (a tag, a target that is neither a rec[-k]
-    nor an OBSERVABLE_INCLUDE's Pauli, an observable index that is not a plain integer). The
-    arguments' other numbers are not read: Stim prints them rounded. Vectorized over the lines."""
-    ends = np.flatnonzero(raw == 10)
-    if not len(ends) or ends[-1] != len(raw) - 1:
-        return None
-    starts = np.empty_like(ends)
-    starts[0], starts[1:] = 0, ends[:-1] + 1
-    starts += indent
-    detector = raw.take(starts, mode="clip") == _DETECTOR[0]
-    if not np.where(detector, _spells(raw, starts, _DETECTOR), _spells(raw, starts, _OBSERVABLE)).all():
-        return None
-    name_end = starts + np.where(detector, len(_DETECTOR), len(_OBSERVABLE))
-    has_args = raw.take(name_end, mode="clip") == ord("(")
-    closes = np.flatnonzero(raw == ord(")"))  # one per line with arguments (a tag is refused below)
-    if len(closes) != np.count_nonzero(has_args) or \
-            not (np.searchsorted(ends, closes) == np.flatnonzero(has_args)).all():
-        return None
-    head_end = name_end.copy()
-    head_end[has_args] = closes + 1
-    after = raw.take(head_end, mode="clip")
-    if not ((after == 32) | (after == 10)).all():
-        return None
-    # targets: after each space past the line's head, up to the next space or the line's end
-    spaces = np.flatnonzero(raw == 32)
-    line = np.searchsorted(ends, spaces)
-    past_head = spaces >= head_end[line]
-    begin, line = spaces[past_head] + 1, line[past_head]
-    end = ends[line]
-    end[:-1] = np.minimum(end[:-1], begin[1:] - 1)
-    if (end <= begin).any():
-        return None
-    rec = raw.take(begin) == ord("r")
-    rec_begin, rec_end = begin[rec], end[rec]
-    if not (_spells(raw, rec_begin, b"rec[-").all() and (raw.take(rec_end - 1) == ord("]")).all()):
-        return None
-    rec_back = _numbers(raw, rec_begin + 5, rec_end - 1, 9)
-    pauli_begin, pauli_end, pauli_line = begin[~rec], end[~rec], line[~rec]
-    letter_at = pauli_begin + (raw.take(pauli_begin) == ord("!"))  # the sign changes no flip (`_annotation`)
-    letter = _PAULI_BYTE.take(raw.take(letter_at))
-    qubit = _numbers(raw, letter_at + 1, pauli_end, 9)
-    if rec_back is None or qubit is None or not letter.all() or detector[pauli_line].any():
-        return None
-    index = np.zeros(len(ends), dtype=np.int64)
-    observable = np.flatnonzero(~detector)
-    if len(observable):
-        if not has_args[observable].all():
-            return None
-        found = _numbers(raw, name_end[observable] + 1, head_end[observable] - 1, 15)
-        if found is None:
-            return None
-        index[observable] = found
-    return _Annotations(detector, has_args, index, line[rec], rec_back, pauli_line, qubit, letter)
-
-
-# Kinds of a circuit text's lines (`_line_layout`).
-_LINE_OTHER, _LINE_ANNOTATION, _LINE_COORDS, _LINE_CLOSE = range(4)
-_LINE_WORDS = ((_DETECTOR, _LINE_ANNOTATION), (_OBSERVABLE, _LINE_ANNOTATION), (b"QUBIT_COORDS", _LINE_COORDS))
-
-
-class _Layout(NamedTuple):
-    """A circuit's text, line by line: what `_StimCompiler._walk_lines` walks."""
-
-    lines: List[str]
-    raw: np.ndarray  # the text as uint8
-    starts: np.ndarray  # int64 [lines]: first byte of each line
-    ends: np.ndarray  # int64 [lines]: its newline (past the text for the last line)
-    indent: np.ndarray  # int64 [lines]: its leading spaces
-    depth: np.ndarray  # int64 [lines]: REPEAT blocks around it (a closing brace: those around its block; -1: empty)
-    kind: np.ndarray  # int8 [lines]: _LINE_*
-
-
-def _line_layout(text: str) -> _Layout:
-    lines = text.split("\n")
-    raw = np.frombuffer(text.encode(), dtype=np.uint8)
-    # the lines' ends from their lengths when characters are bytes: a scan of the whole text (and its
-    # temporaries, as large) cost more
-    if len(raw) == len(text):
-        ends = np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) + 1) - 1
-    else:
-        ends = np.append(np.flatnonzero(raw == 10), len(raw))
-    starts = np.empty_like(ends)
-    starts[0], starts[1:] = 0, ends[:-1] + 1
-    at = starts.copy()
-    while True:
-        space = raw.take(at, mode="clip") == 32
-        if not space.any():
-            break
-        at += space
-    lead = raw.take(at, mode="clip")
-    kind = np.full(len(ends), _LINE_OTHER, dtype=np.int8)
-    closes = lead == ord("}")
-    kind[closes] = _LINE_CLOSE
-    opens = raw.take(ends - 1, mode="clip") == ord("{")  # a REPEAT line
-    depth = np.cumsum(opens) - opens - np.cumsum(closes)
-    depth[lead == 10] = -1  # an empty line (an empty REPEAT body's): no instruction
-    for word, line_kind in _LINE_WORDS:
-        maybe = np.flatnonzero(lead == word[0])
-        if len(maybe):
-            name_end = at[maybe] + len(word)
-            after = raw.take(name_end, mode="clip")  # the name ends: a space, arguments, a tag, the line
-            after[name_end >= len(raw)] = 10
-            named = _spells(raw, at[maybe], word) & ((after == 32) | (after == 40) | (after == 91) | (after == 10))
-            kind[maybe[named]] = line_kind
-    return _Layout(lines, raw, starts, ends, at - starts, depth, kind)
-
-
-class _StimCompiler:
-    """One compilation: the builder, the positions of the open step and where the walk is.
+class _StimCompiler(_InstructionCompiler):
+    """One compilation: the walk over a circuit, on `_InstructionCompiler`'s state (the builder, the
+    positions of the open step, the open REPEAT blocks).
 
     With `whole_instructions` (the default) an instruction whose targets are all plain qubits
     (unitaries, M / MR / R in any basis without a flip probability, Pauli channels) waits in a
@@ -482,12 +200,7 @@ class _StimCompiler:
     way gives the same Program (tests/test_stim_circuit.py, tests/test_stim_annotations.py)."""
 
     def __init__(self, stim, num_qubits: int, whole_instructions: bool = True, whole_annotations: bool = True):
-        self.stim = stim
-        self.table = _table(stim)
-        self.n = num_qubits
-        self.b = ProgramBuilder(num_qubits)
-        self.free = np.zeros(max(1, num_qubits), dtype=np.int64)  # qubit -> first free position in the open step
-        self.touched: List[object] = []  # qubits (ints, arrays) given a position in the open step
+        super().__init__(stim, num_qubits)
         self.counting = np.arange(1024, dtype=np.int64)  # `_count`
         self._minus = np.full(1024, -1, dtype=np.int64)  # column B of one-qubit rows (views of it)
         self.plain = _plain(stim) if whole_instructions else {}
@@ -498,13 +211,6 @@ class _StimCompiler:
         self.last = np.full(max(1, num_qubits), -1, dtype=np.int64)
         self.tid = 0
         self.whole_annotations = whole_annotations
-        self.rtop = 0  # first position after every record-writing row of the open step
-        self.path: List[Tuple[int, int]] = []  # (instruction index, repeat count) of open REPEATs
-        self.specs: Dict[Tuple, Optional[Tuple[int, int, Optional[Tuple[int, ...]]]]] = {}
-        self.moment_rows: List[int] = []
-        self.moment_records: List[int] = []
-        self.scratch: List[int] = []  # heralds' and MPAD's qubits past the circuit's, |0> between uses
-        self.accumulators: Dict[int, int] = {}  # observable index -> the qubit its Pauli terms go to
 
     # -- the walk ------------------------------------------------------------------------------
     def run(self, circuit) -> Program:
@@ -521,33 +227,6 @@ class _StimCompiler:
         program = self.b.build(LineQubits(self.n), rows, recs)
         program.pauli_observables = tuple(sorted(self.accumulators.items()))
         return program
-
-    def _close(self) -> None:
-        """Close the open step (if anything was placed in it)."""
-        if self.touched:
-            self.b.next_step()
-            free = self.free
-            for qs in self.touched:
-                free[qs] = 0
-            self.touched = []
-            self.rtop = 0
-
-    def _free_at(self, q: int) -> int:
-        return int(self.free[q])
-
-    def _take(self, q: int, pos: int) -> None:
-        """Qubit q is busy up to position `pos` of the open step (exclusive)."""
-        self.free[q] = pos
-        self.touched.append(q)
-
-    def _moment(self) -> None:
-        """A top-level moment boundary (dropped when nothing was written since the last)."""
-        self._close()
-        rows, recs = self.b.num_rows(), self.b.num_records
-        if self.moment_rows and self.moment_rows[-1] == rows and self.moment_records[-1] == recs:
-            return
-        self.moment_rows.append(rows)
-        self.moment_records.append(recs)
 
     def _walk(self, circuit, top: bool = False) -> None:
         """Compile `circuit` from its instruction objects (a run of annotations at once:
@@ -669,44 +348,6 @@ class _StimCompiler:
             self._other(inst, index, entry[1])
             return 0
         return self._one(circuit, inst, index, entry, top)
-
-    def _one(self, circuit, inst, index: int, entry, top: bool = False) -> int:
-        """Compile one instruction target by target (its table entry `entry`). Returns the index of
-        the next instruction of `circuit` to compile when an E / ELSE chain took several, else 0."""
-        kind, data = entry
-        name = inst.name
-        b = self.b
-        emit = b.emit
-        if data == "TICK":
-            if top:
-                self._moment()
-            else:
-                self._close()
-        elif kind == "U1":
-            for t in inst.targets_copy():
-                q = t.value
-                p = self._free_at(q)
-                self._take(q, p + 1)
-                emit(data, q, -1, pos=p)
-        elif kind == "U2":
-            targets = inst.targets_copy()
-            feedback = name in _FEEDBACK_SIDES
-            for k in range(0, len(targets), 2):
-                ta, tb = targets[k], targets[k + 1]
-                if feedback and not (ta.is_qubit_target and tb.is_qubit_target):
-                    self._feedback(inst, index, name, ta, tb)
-                    continue
-                qa, qb = ta.value, tb.value
-                pa, pb = self._free_at(qa), self._free_at(qb)
-                p = pa if pa > pb else pb
-                self._take(qa, p + 1)
-                self._take(qb, p + 1)
-                emit(data, qa, qb, pos=p)
-        elif data == "E":
-            return self._correlated_chain(circuit, inst, index)
-        else:
-            self._other(inst, index, data)
-        return 0
 
     # -- whole instructions ----------------------------------------------------------------------
     def _count(self, k: int) -> np.ndarray:
@@ -950,369 +591,7 @@ class _StimCompiler:
                 self._moment()
         self.path.pop()
 
-    # -- errors ----------------------------------------------------------------------------------
-    def _where(self, index: int) -> str:
-        text = f"instruction {index}"
-        for i, count in reversed(self.path):
-            text += f" of the body of the REPEAT {count} block at instruction {i}"
-        return text
-
-    def _fail(self, inst, index: int, what: str, cls=errors.UnsupportedOperationError):
-        text = str(inst)
-        if len(text) > 200:
-            text = text[:200] + " ..."
-        error = cls(f"cannot compile stim instruction {text!r} at {self._where(index)}: {what}; {SUPPORTED}")
-        # where it is, for whoever holds the circuit's text (the command line names the line):
-        # the instruction's index in each enclosing REPEAT body, outermost first
-        error.instruction_path = tuple(i for i, _ in self.path) + (index,)
-        raise error
-
-    # -- placement -------------------------------------------------------------------------------
-    def _place(self, qs: Sequence[int]) -> int:
-        p = 0
-        for q in qs:
-            v = self._free_at(q)
-            if v > p:
-                p = v
-        for q in qs:
-            self._take(q, p + 1)
-        return p
-
-    def _wrote_record(self, pos: int) -> None:
-        if pos + 1 > self.rtop:
-            self.rtop = pos + 1
-
-    def _new_qubit(self) -> int:
-        """A qubit past the circuit's, for the compiler's own use (`Program.qubits` never shows it)."""
-        q = self.b.add_qubit()
-        if q >= len(self.free):
-            self.free = np.concatenate([self.free, np.zeros(len(self.free), dtype=np.int64)])
-        return q
-
-    def _scratch(self, i: int) -> int:
-        """The scratch qubit of a herald's or MPAD's target i (in |0> before and after)."""
-        k = i % _SCRATCH
-        while len(self.scratch) <= k:
-            self.scratch.append(self._new_qubit())
-        return self.scratch[k]
-
-    # -- the other instructions ------------------------------------------------------------------
-    def _other(self, inst, index: int, name: str) -> None:
-        b = self.b
-        if name in _MEASURE or name in _MEASURE_RESET:
-            reset = name in _MEASURE_RESET
-            basis = (_MEASURE_RESET if reset else _MEASURE)[name]
-            p = self._flip_probability(inst, index)
-            for t in inst.targets_copy():
-                self._measure(t.value, basis, reset, t.is_inverted_result_target, p)
-        elif name in _RESET:
-            basis = _RESET[name]
-            for t in inst.targets_copy():
-                q = t.value
-                if basis == "Z":
-                    b.reset(q, pos=self._place((q,)))
-                else:
-                    before, _, after = opcodes.LOWERED_BASIS["R" + basis]
-                    b.gate(before, q, pos=self._place((q,)))
-                    b.reset(q, pos=self._place((q,)))
-                    b.gate(after, q, pos=self._place((q,)))
-        elif name in _NOISE:
-            self._noise(inst, index, name)
-        elif name == "DETECTOR" or name == "OBSERVABLE_INCLUDE":
-            self._annotation(inst, index, name)
-        elif name == "SHIFT_COORDS":
-            b.shift_coords(inst.gate_args_copy())
-        elif name in _NOTHING:
-            pass
-        elif name == "MPP" or name in _PAIR_MEASURE:
-            p = self._flip_probability(inst, index)
-            letter = _PAIR_MEASURE.get(name)
-            for i, group in enumerate(inst.target_groups()):
-                sign, support = self._product(inst, index, group, letter)
-                if support:
-                    self._pauli_measure(support, sign, p)
-                else:  # of +-I: a constant record, as Stim gives it
-                    self._constant(i, sign, self._spec(inst, index, "X_ERROR", (p,)))
-        elif name == "SPP" or name == "SPP_DAG":
-            for group in inst.target_groups():
-                sign, support = self._product(inst, index, group)
-                if support:  # of +-I: a global phase, dropped as SPP's lowering drops its own
-                    self._pauli_phase(support, sign ^ (name == "SPP_DAG"))
-        elif name in _HERALDED:
-            self._herald(inst, index, name)
-        elif name == "MPAD":
-            self._pad(inst, index)
-        elif name == "ELSE_CORRELATED_ERROR":  # one that no chain took
-            self._fail(inst, index, "ELSE_CORRELATED_ERROR must directly follow E / CORRELATED_ERROR or "
-                                    "another ELSE_CORRELATED_ERROR (as Stim's detector error model requires)")
-        else:
-            self._fail(inst, index, f"{name} is not supported")
-
-    def _flip_probability(self, inst, index: int) -> float:
-        args = inst.gate_args_copy()
-        p = float(args[0]) if args else 0.0
-        if not 0 <= p <= 1:
-            self._fail(inst, index, f"flip probability {p} outside [0, 1]")
-        return p
-
-    def _confusion(self, rec: int, q: int, p: float) -> None:
-        pos = self._place((q,))
-        self.b.confusion(rec, np.array([[1 - p, p], [p, 1 - p]]), pos=pos)
-        self._wrote_record(pos)
-
-    def _measure(self, q: int, basis: str, reset: bool, invert: bool, p: float) -> None:
-        b = self.b
-        if basis != "Z":
-            before, _, after = opcodes.LOWERED_BASIS[("MR" if reset else "M") + basis]
-            b.gate(before, q, pos=self._place((q,)))
-        pos = self._place((q,))
-        rec = b.measure(q, invert=invert, reset=reset, pos=pos)
-        self._wrote_record(pos)
-        if basis != "Z":
-            b.gate(after, q, pos=self._place((q,)))
-        if p > 0:
-            self._confusion(rec, q, p)
-        b.add_record_keys(rec, 1)
-
-    def _product(self, inst, index: int, group, letter: Optional[int] = None) -> Tuple[bool, List[Tuple[int, int]]]:
-        """A Pauli product's sign and support [(qubit, letter)], in target order (a qubit named
-        twice multiplies its letters; empty for +-I); `letter` for MXX / MYY / MZZ's qubit targets."""
-        log_i = 0
-        acc: Dict[int, int] = {}
-        for t in group:
-            if letter is None:
-                if t.is_combiner:
-                    continue
-                if not (t.is_x_target or t.is_y_target or t.is_z_target):
-                    self._fail(inst, index, f"target {t!r} is not a Pauli target")
-                pauli = _LETTER[t.pauli_type]
-            else:
-                pauli = letter
-            if t.is_inverted_result_target:
-                log_i += 2
-            q = t.value
-            old = acc.get(q, paulis.I)
-            step, (new,) = paulis.multiply((0, (old,)), (0, (pauli,)))
-            log_i += step
-            acc[q] = new
-        if log_i % 2:
-            self._fail(inst, index, "the Pauli product is anti-Hermitian")
-        return bool(log_i % 4), [(q, m) for q, m in acc.items() if m != paulis.I]
-
-    def _parity(self, support: List[Tuple[int, int]]) -> List[Tuple[int, Tuple[int, ...]]]:
-        """Rows that map the product onto Z of its first qubit (each row self-inverse)."""
-        first = support[0][0]
-        rows = [(_TO_Z[m], (q,)) for q, m in support if m in _TO_Z]
-        rows += [(_CX, (q, first)) for q, _ in support[1:]]
-        return rows
-
-    def _rows(self, rows) -> None:
-        emit = self.b.emit
-        for code, qs in rows:
-            emit(code, qs[0], qs[1] if len(qs) > 1 else -1, pos=self._place(qs))
-
-    def _pauli_measure(self, support, sign: bool, p: float) -> None:
-        """Basis change, CX parity onto the first qubit, M, undo (lowerings.pauli_measurement)."""
-        rows = self._parity(support)
-        first = support[0][0]
-        self._rows(rows)
-        pos = self._place((first,))
-        rec = self.b.measure(first, invert=sign, pos=pos)
-        self._wrote_record(pos)
-        self._rows(reversed(rows))
-        if p > 0:
-            self._confusion(rec, first, p)
-        self.b.add_record_keys(rec, 1)
-
-    def _pauli_phase(self, support, dagger: bool) -> None:
-        """SPP: exp(i pi/4 (1 - P)), i.e. S on the product's parity (S_DAG for SPP_DAG or -P)."""
-        rows = self._parity(support)
-        first = support[0][0]
-        self._rows(rows)
-        self.b.gate("S_DAG" if dagger else "S", first, pos=self._place((first,)))
-        self._rows(reversed(rows))
-
-    def _feedback(self, inst, index: int, name: str, ta, tb) -> None:
-        """A Pauli on the qubit where an earlier record is 1 (lowerings.feedback_pauli). A pair with
-        a sweep[k] control does nothing: sweep bits are all 0 here, as in Stim's samplers, which take
-        none. So does a pair of two records: a controlled phase between classical bits changes
-        neither (Stim refuses the other record-record pairs)."""
-        sides = _FEEDBACK_SIDES[name]
-        if ta.is_sweep_bit_target or tb.is_sweep_bit_target or not (ta.is_qubit_target or tb.is_qubit_target):
-            return
-        rec_side = 0 if ta.is_measurement_record_target else 1
-        if sides[rec_side] != "Z":
-            self._fail(inst, index, "a record controls only the Z side of a controlled gate")
-        control, target = (ta, tb) if rec_side == 0 else (tb, ta)
-        b = self.b
-        rec = b.num_records + control.value
-        if rec < 0:
-            self._fail(inst, index, f"rec[{control.value}] looks back before the first measurement",
-                       errors.MeasurementKeyError)
-        cid = b.condition([(rec, b.depth)], [False, True])
-        q = target.value
-        pos = max(self.rtop, self._free_at(q))
-        self._take(q, pos + 1)
-        b.emit(_PAULI_CODE[_LETTER[sides[1 - rec_side]]], q, -1, cond=cid, pos=pos)
-
-    # -- noise -----------------------------------------------------------------------------------
-    def _spec(self, inst, index: int, name: str, args: Tuple[float, ...], letters=None):
-        """(opcode, channel id, ext paulis) of a Pauli channel, as the Cirq compiler builds the
-        same channel of stimcirq's conversion; None when it does nothing."""
-        key = (name, args, letters)
-        if key in self.specs:
-            return self.specs[key]
-        if any(p < 0 for p in args):
-            self._fail(inst, index, "negative probability")
-        try:
-            if name in ("DEPOLARIZE1", "DEPOLARIZE2"):
-                spec = channels.depolarize(types.SimpleNamespace(p=args[0]), 1 if name == "DEPOLARIZE1" else 2)
-            elif name in ("X_ERROR", "Y_ERROR", "Z_ERROR"):
-                spec = channels.spec_from_outcomes({(_LETTER[name[0]],): args[0]}, 1, name)
-            elif name == "PAULI_CHANNEL_1":
-                spec = channels.spec_from_outcomes(
-                    {(paulis.X,): args[0], (paulis.Y,): args[1], (paulis.Z,): args[2]}, 1, name)
-            elif name == "PAULI_CHANNEL_2":
-                spec = channels.spec_from_outcomes(dict(zip(channels.TWO_QUBIT_ORDER, args)), 2, name)
-            elif name in _HERALDED:  # on (scratch qubit, qubit): the herald's X with each Pauli
-                probs = (args[0] / 4,) * 4 if name == "HERALDED_ERASE" else args
-                spec = channels.spec_from_outcomes(
-                    {(paulis.X, letter): p for letter, p in zip((paulis.I, paulis.X, paulis.Y, paulis.Z), probs)},
-                    2, name)
-            else:  # E: one Pauli product
-                spec = channels.spec_from_outcomes({letters: args[0]}, len(letters), name)
-        except errors.UnsupportedOperationError as error:
-            self._fail(inst, index, str(error))
-        found = None
-        if spec is not None:
-            channel = self.b.channel_id(spec.arity, spec.probs, spec.paulis)
-            ext = tuple(spec.paulis[0]) if len(spec.probs) == 1 else None
-            found = (spec.opname, channel, ext)
-        self.specs[key] = found
-        return found
-
-    def _noise(self, inst, index: int, name: str) -> None:
-        found = self._spec(inst, index, name, tuple(inst.gate_args_copy()))
-        if found is None:
-            return
-        opname, channel, ext = found
-        targets = [t.value for t in inst.targets_copy()]
-        b = self.b
-        if opcodes.BY_NAME[opname].arity == 0:  # one-outcome PAULI_CHANNEL_2: Stim's E
-            for k in range(0, len(targets), 2):
-                qs = targets[k:k + 2]
-                b.noise(opname, qs, channel, pos=self._place(qs), ext_paulis=ext)
-            return
-        code = _CODE[opname]
-        emit = b.emit
-        if name in ("DEPOLARIZE2", "PAULI_CHANNEL_2"):
-            for k in range(0, len(targets), 2):
-                qa, qb = targets[k], targets[k + 1]
-                p = max(self._free_at(qa), self._free_at(qb))
-                self._take(qa, p + 1)
-                self._take(qb, p + 1)
-                emit(code, qa, qb, -1, b.take_rand(), channel, pos=p)
-        else:
-            for q in targets:
-                p = self._free_at(q)
-                self._take(q, p + 1)
-                emit(code, q, -1, -1, b.take_rand(), channel, pos=p)
-
-    def _herald(self, inst, index: int, name: str) -> None:
-        """HERALDED_ERASE / HERALDED_PAULI_CHANNEL_1: per target, a channel on (scratch qubit,
-        qubit) whose every outcome flips the scratch qubit and applies its Pauli to the qubit, then
-        an MR of the scratch qubit: the herald, a record in target order (Stim ignores an inverted
-        target here)."""
-        found = self._spec(inst, index, name, tuple(inst.gate_args_copy()))
-        for i, t in enumerate(inst.targets_copy()):
-            s = self._scratch(i)
-            self._emit_noise(found, [s, t.value])
-            self._measure(s, "Z", True, False, 0.0)
-
-    def _pad(self, inst, index: int) -> None:
-        """MPAD: per target its bit, flipped with the flip probability."""
-        flip = self._spec(inst, index, "X_ERROR", (self._flip_probability(inst, index),))
-        for i, t in enumerate(inst.targets_copy()):
-            self._constant(i, t.value == 1, flip)
-
-    def _constant(self, i: int, value: bool, flip) -> None:
-        """A record of `value` (MPAD, a measurement of +-I): an MR of scratch qubit i, inverted for a
-        1, after `flip` (`_spec`'s X_ERROR of the flip probability, or None) on it."""
-        s = self._scratch(i)
-        self._emit_noise(flip, [s])
-        self._measure(s, "Z", True, value, 0.0)
-
-    @staticmethod
-    def _error_product(inst) -> Tuple[List[int], Tuple[int, ...]]:
-        """The qubits and letters of an E / ELSE_CORRELATED_ERROR product (a qubit named twice
-        multiplies its letters; qubits left with the identity are dropped)."""
-        order: List[int] = []
-        acc: Dict[int, int] = {}
-        for t in inst.targets_copy():
-            q = t.value
-            if q not in acc:
-                order.append(q)
-                acc[q] = paulis.I
-            acc[q] = int(paulis.multiply((0, (acc[q],)), (0, (_LETTER[t.pauli_type],)))[1][0])
-        qs = [q for q in order if acc[q] != paulis.I]
-        return qs, tuple(acc[q] for q in qs)
-
-    def _correlated_chain(self, circuit, inst, index: int) -> int:
-        """E(p1) P1 and the ELSE_CORRELATED_ERROR(p_k) P_k lines directly after it in the same block:
-        P1 with probability p1, else P2 with p2, and so on (a link fires only where no earlier one
-        did). Returns the index of the first instruction after the chain.
-
-        A lone E is one Pauli product (the arity-0 E opcode; a single letter is X_ERROR / Y_ERROR /
-        Z_ERROR, as the Cirq compiler makes stimcirq's conversion). A chain is one channel on the
-        union of its qubits: outcome k is P_k with probability p_k * prod_{i<k} (1 - p_i), so the
-        links share one draw and exclude each other exactly as Stim's samplers make them."""
-        links = [(inst, index)]
-        end = index + 1
-        while end < len(circuit):
-            nxt = circuit[end]
-            if isinstance(nxt, self.stim.CircuitRepeatBlock) or \
-                    self.table.get(nxt.name, ("N", nxt.name))[1] != "ELSE_CORRELATED_ERROR":
-                break
-            links.append((nxt, end))
-            end += 1
-        if len(links) == 1:
-            qs, letters = self._error_product(inst)
-            if qs:
-                self._emit_noise(self._spec(inst, index, "E", tuple(inst.gate_args_copy()), letters), qs)
-            return end
-        union: List[int] = []
-        products = []
-        remaining = 1.0  # the probability that no link so far fired
-        for link, at in links:
-            p = float(link.gate_args_copy()[0])
-            if not 0 <= p <= 1:
-                self._fail(link, at, f"probability {p} outside [0, 1]")
-            qs, letters = self._error_product(link)
-            union += [q for q in qs if q not in union]
-            products.append((dict(zip(qs, letters)), remaining * p))
-            remaining *= 1 - p
-        outcomes: Dict[Tuple[int, ...], float] = {}
-        for acc, p in products:
-            letters = tuple(acc.get(q, paulis.I) for q in union)
-            if any(letters) and p > 0:  # an identity link still takes its share from the later ones
-                outcomes[letters] = outcomes.get(letters, 0.0) + p
-        if outcomes:
-            spec = channels.spec_from_outcomes(outcomes, len(union), "ELSE_CORRELATED_ERROR")
-            channel = self.b.channel_id(spec.arity, spec.probs, spec.paulis)
-            self._emit_noise((spec.opname, channel, tuple(spec.paulis[0]) if len(spec.probs) == 1 else None), union)
-        return end
-
-    def _emit_noise(self, found, qs: List[int]) -> None:
-        """One noise row of `_spec`'s (opcode, channel id, ext paulis) on qubits qs (None: nothing)."""
-        if found is None:
-            return
-        opname, channel, ext = found
-        if opcodes.BY_NAME[opname].arity == 0:
-            self.b.noise(opname, qs, channel, pos=self._place(qs), ext_paulis=ext)
-        else:
-            self.b.noise(opname, qs, channel, pos=self._place(qs))
-
-    # -- annotations -----------------------------------------------------------------------------
+    # -- runs of annotations ---------------------------------------------------------------------
     def _annotation_objects(self, circuit, lo: int, insts: List[object]) -> None:
         """`_annotation_run` of instructions `insts`, lo, lo + 1, ... of `circuit` (the object walk)."""
         if len(insts) < _ANNOTATION_RUN_MIN:
@@ -1381,38 +660,3 @@ class _StimCompiler:
                                        parsed.pauli_letter.tolist()):
                 self._pauli_term(q, letter, int(parsed.index[line]))
         return True
-
-    def _annotation(self, inst, index: int, name: str) -> None:
-        b = self.b
-        records, terms = [], []
-        for t in inst.targets_copy():
-            if t.is_measurement_record_target:
-                r = b.num_records + t.value
-                if r < 0:
-                    self._fail(inst, index, f"rec[{t.value}] looks back before the first measurement",
-                               errors.MeasurementKeyError)
-                records.append(r)
-            elif name == "OBSERVABLE_INCLUDE" and (t.is_x_target or t.is_y_target or t.is_z_target):
-                terms.append((t.value, _LETTER[t.pauli_type]))  # its sign changes no flip: ignored, as Stim does
-            else:
-                self._fail(inst, index, f"target {t!r} of {name} is not supported")
-        args = inst.gate_args_copy()
-        if name == "DETECTOR":
-            offset = b.coord_offset
-            coords = tuple(float(c) + (offset[i] if i < len(offset) else 0.0) for i, c in enumerate(args))
-            b.add_annotation("detector", records, coords)
-            return
-        k = int(args[0]) if args else 0
-        b.add_annotation("observable", records, (), k)
-        for q, letter in terms:
-            self._pauli_term(q, letter, k)
-
-    def _pauli_term(self, q: int, letter: int, k: int) -> None:
-        """A Pauli target of OBSERVABLE_INCLUDE(k): as Stim's samplers, the observable flips where the
-        frame anticommutes with it, nothing collapses. A FRAME_PARITY row XORs that parity into the X
-        frame of the observable's own qubit, measured when detection events are sampled
-        (`Program.with_pauli_readout`)."""
-        acc = self.accumulators.get(k)
-        if acc is None:
-            acc = self.accumulators[k] = self._new_qubit()
-        self.b.emit(_PARITY_CODE[letter], q, acc, pos=self._place((q, acc)))
