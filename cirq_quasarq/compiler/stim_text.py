@@ -162,7 +162,7 @@ def _parse_annotations(raw: np.ndarray, indent: int = 0) -> Optional[_Annotation
         return None
     rec_back = _numbers(raw, rec_begin + 5, rec_end - 1, 9)
     pauli_begin, pauli_end, pauli_line = begin[~rec], end[~rec], line[~rec]
-    letter_at = pauli_begin + (raw.take(pauli_begin) == ord("!"))  # the sign changes no flip (`_annotation`)
+    letter_at = pauli_begin + (raw.take(pauli_begin) == ord("!"))  # the sign changes no flip (stim_instructions `_annotation`)
     letter = _PAULI_BYTE.take(raw.take(letter_at))
     qubit = _numbers(raw, letter_at + 1, pauli_end, 9)
     if rec_back is None or qubit is None or not letter.all() or detector[pauli_line].any():
