@@ -1,6 +1,7 @@
 """The first call on a circuit new to a warm process, beside the repeat call, and where it goes.
 
     python -m benchmarks.bench_first_call [--device gpu|cpu] [--cases NAME ...] [--peers] [--json FILE]
+                                          [--same-process]
 
 What a user meets: a process that has already run a small circuit (kernels built, caches warm),
 then `sample_measurements(circuit, shots, bit_packed=True)` (or `sample_detectors`) with a new
@@ -11,7 +12,10 @@ the compile cache cleared): compile (stim.Circuit -> Program), schedule, the ref
 (tableau mode, when the call needs one) and the rest of the call (device preparation and
 sampling). Peers (`--peers`, where installed): quasarq's first and repeat call the same way
 (`compile_sampler` / `compile_detector_sampler` and a sample), each case in a process of its own
-(quasarq ends its process on an illegal memory access at 100k qubits). One JSON line a case.
+(quasarq ends its process on an illegal memory access at 100k qubits). Our cases too run each in a
+process of its own (warmed as above), so that no case inherits another's result memory (a kept
+page-locked buffer, or the miss count that makes one); `--same-process` runs them one after the
+other in this one. One JSON line a case.
 """
 
 from __future__ import annotations
@@ -119,29 +123,43 @@ def quasarq_peer(name: str) -> dict:
     return {"case": name, "peer": "quasarq", "first_s": first, "repeat_s": repeat}
 
 
+def _in_own_process(args, name: str, peer: str) -> dict:
+    """One case in a fresh process of this module (`--ours-only` / `--peer-only`): its JSON line, or
+    the exit status and the end of its errors."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_first_call", *args], capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    return {"case": name, "peer": peer, "error": f"exit {done.returncode}: " + " ".join(done.stderr.split())[-200:]}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="gpu")
     ap.add_argument("--cases", nargs="+", default=None)
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--same-process", action="store_true",
+                    help="run our cases one after the other in this process (their result memory carries over)")
     ap.add_argument("--peer-only", default=None, help=argparse.SUPPRESS)  # one peer case, in its own process
+    ap.add_argument("--ours-only", default=None, help=argparse.SUPPRESS)  # one of our cases, in its own process
     args = ap.parse_args(argv)
     if args.peer_only:
         print(json.dumps(quasarq_peer(args.peer_only)), flush=True)
+        return
+    if args.ours_only:
+        print(json.dumps(ours(args.ours_only, args.device)), flush=True)
         return
     names = args.cases or (CPU_CASES if args.device == "cpu" else
                            [n for n in CASES if n not in CPU_CASES])
     out = open(args.json, "a") if args.json else None
     for name in names:
-        rows = [ours(name, args.device)]
+        if args.same_process:
+            rows = [ours(name, args.device)]
+        else:
+            rows = [_in_own_process(["--ours-only", name, "--device", args.device], name, "cirq-quasarq")]
         if args.peers:
-            done = subprocess.run([sys.executable, "-m", "benchmarks.bench_first_call", "--peer-only", name],
-                                  capture_output=True, text=True)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-            rows.append(json.loads(lines[-1]) if done.returncode == 0 and lines else
-                        {"case": name, "peer": "quasarq", "error": f"exit {done.returncode}: "
-                         + " ".join(done.stderr.split())[-200:]})
+            rows.append(_in_own_process(["--peer-only", name], name, "quasarq"))
         for row in rows:
             line = json.dumps(row)
             print(line, flush=True)
