@@ -299,6 +299,23 @@ def test_foldable_windows_equal_one_window_at_a_time(seed):
             measure.foldable_windows(ins, halves + [(start, end)])
 
 
+def test_wide_windows_pieces_cover_the_window_in_as_few_equal_pieces_as_the_batched_width_allows():
+    """measure.wide_pieces: consecutive, covering [cstart, cend), ceil(k / batched_width(n)) of
+    them, each at most batched_width(n) and at least half of it wide (never the one- or
+    few-collapse remainder the low-rank path is not tested at), widths equal within one."""
+    from cirq_quasarq.engines.cuda import measure
+
+    for n in (4097, 5354, 13000, 100000):
+        step = measure.batched_width(n)
+        for k in (step + 1, step + 7, 2 * step - 1, 2 * step, 2 * step + 1, 1275, 2601, 10 * step + 3):
+            pieces = measure.wide_pieces(n, 17, 17 + k)
+            widths = [end - start for start, end in pieces]
+            assert pieces[0][0] == 17 and pieces[-1][1] == 17 + k, (n, k)
+            assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:])), (n, k)
+            assert len(pieces) == -(-k // step) and max(widths) <= step, (n, k, widths)
+            assert max(widths) - min(widths) <= 1 and 2 * min(widths) >= step, (n, k, widths)
+
+
 def test_idle_qubit_lists_of_folded_gate_windows(monkeypatch):
     """DeviceProgram.idle_qubits: per gate window the qubits none of its instructions acts on (both
     qubits of a two-qubit gate count, I acts), uploaded once (the missing windows together); past

@@ -6,7 +6,7 @@ domain it accepts (cirq_quasarq/engines/cuda/measure.py, `window_path`):
 | one block (measure_block.cu) | W <= 64 (n <= 4096) |
 | low rank (measure_lowrank.cu) | W > 64, 8 <= k <= max(64, n // 64), no classical control; chunks of 128 collapses, a chunk's pivot columns up to 128; the next gate window folded into its last pass when the window holds only M |
 | rows (measure_rows.cu) | W > 64, k <= max(64, n // 64), below the low-rank path's k; the next gate window folded in when W <= 160; the plan in one block when W <= 160 |
-| low rank after the scan | W > 64, k past the low-rank path's width, no classical control, and the window's scan finds at least max(8, 2 x its pieces) possibly random collapses (`wide_lowrank`): the low-rank path on consecutive pieces of max(64, n // 64) collapses |
+| low rank after the scan | W > 64, k past the low-rank path's width, no classical control, and the window's scan finds at least max(8, 2 x its pieces) possibly random collapses (`wide_lowrank`): the low-rank path on consecutive pieces of at most max(64, n // 64) collapses, widths equal within one (`wide_pieces`) |
 | per collapse, transposed | everything else (the oracle of all: `batch_windows=False`) |
 
 Each window here has an exact width, the edges of each domain: 1, 7, 8 (low rank's first),
@@ -261,11 +261,10 @@ def test_wide_windows_take_the_lowrank_update_when_the_scan_finds_many_random_co
     """Windows wider than the low-rank path takes (`window_path`: per collapse) read their scan's
     flags; with at least max(8, 2 x pieces) possibly random collapses the window takes the low-rank
     path in consecutive pieces as wide as it takes from the start (`measure.wide_lowrank`), with
-    fewer the per-collapse path. W = 66 (pieces of 65, the last shorter, plans in one block) and
-    W = 204 (pieces of 203, spread plans); 300 collapses are five pieces (threshold 10), 1,300 (a
-    distance-51 surface code's round) seven (threshold 14); windows with exactly the threshold's
-    random collapses and one fewer. Records and final tableau equal the per-collapse path bit for
-    bit."""
+    fewer the per-collapse path. W = 66 (300 collapses: five pieces of 60, plans in one block) and
+    W = 204 (1,300, a distance-51 surface code's round: seven of 185-186, spread plans); thresholds
+    10 and 14; windows with exactly the threshold's random collapses and one fewer. Records and
+    final tableau equal the per-collapse path bit for bit."""
     from cirq_quasarq.engines.cuda import measure
 
     step = lowrank_max(n)
@@ -292,7 +291,7 @@ def test_wide_windows_take_the_lowrank_update_when_the_scan_finds_many_random_co
     monkeypatch.setattr(measure, "_lowrank", lowrank)
     assert_paths_equal(program, n, ("collapse window (low rank)", "elimination"), settings=("default",))
     assert decided and all(got == (randoms >= need) for randoms, got in decided), decided
-    pieces = [step] * (width // step) + ([width % step] if width % step else [])
+    pieces = [end - start for start, end in measure.wide_pieces(n, 0, width)]
     assert took == pieces * sum(got for _, got in decided), took
     if scramble == 0:  # the windows with width, need and width / 2 random collapses, in each of 3 runs
         assert [randoms for randoms, _ in decided] == [width, need, need - 1, width // 2] * 3, decided

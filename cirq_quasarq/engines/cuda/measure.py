@@ -28,7 +28,7 @@ Kernels driven, per window ('C' action of the plan), one of four equivalent path
 - with the window's host read: measure_window_scan (measure_scan.cu, Alg. 5 for every collapse at
   once: deterministic outcomes written there) and one small read of its flags; then, when many
   collapses may be random (`wide_lowrank`), the low-rank path as above on consecutive pieces of
-  the window, each as wide as that path takes;
+  the window, each at most as wide as that path takes (`wide_pieces`);
   otherwise, only if some collapse is random, transpose_words (transpose.cu, Alg. 4) to word-major and for each random
   collapse i, in program order, measure_pivot (measure_pivot.cu: Alg. 5 re-check + Alg. 6
   compaction, coin and the H / H_YZ and X decisions) -> measure_eliminate (measure_eliminate.cu:
@@ -139,8 +139,8 @@ def window_path(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int)
 
 def wide_lowrank(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int, randoms: int) -> bool:
     """Whether a window past the batched paths' width (`window_path` gave it the transposed path),
-    whose scan found `randoms` collapses that may be random, takes the low-rank update after all, as
-    consecutive pieces of `batched_width(n)` collapses (`collapse_window`). The transposed path
+    whose scan found `randoms` collapses that may be random, takes the low-rank update after all, in
+    consecutive pieces of at most `batched_width(n)` collapses (`wide_pieces`). The transposed path
     launches two kernels and makes a pass over the tableau per random collapse; a piece takes a
     plan and a low-rank chunk, five launches and two passes, random or not. So a window of mostly
     deterministic collapses (a QEC round after the first) stays, and one of many random ones (a
@@ -152,6 +152,15 @@ def wide_lowrank(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int
     pieces = -(-(cend - cstart) // batched_width(n))
     return (randoms >= max(engine.lowrank_min, 2 * pieces) and rows_per_block(engine.smem_optin, W) >= 1
             and not (ins[cstart:cend, COND] >= 0).any())
+
+
+def wide_pieces(n: int, cstart: int, cend: int):
+    """The consecutive pieces [start, end) a wide window takes the low-rank path in (`wide_lowrank`):
+    as few as `batched_width(n)` allows, their widths equal within one."""
+    count = cend - cstart
+    pieces = -(-count // batched_width(n))
+    cuts = [cstart + count * i // pieces for i in range(pieces + 1)]
+    return list(zip(cuts[:-1], cuts[1:]))
 
 
 def batched_width(n: int) -> int:
@@ -390,11 +399,11 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
         clear_resets(cstart, cend)
         return X, Z, X2, Z2
     if sync and wide_lowrank(engine, n, W, ins, cstart, cend, len(randoms)):
-        # pieces the low-rank path takes from the start: one plan of a whole wide window grows as
-        # k^2 W in one block (d = 51: 168 ms) or costs a grid step a collapse spread (36 ms)
-        step = batched_width(n)
-        for start in range(cstart, cend, step):
-            _lowrank(engine, ws, T, ctx, start, min(cend, start + step), ins, X, Z, k0, k1, rep, ref_flag)
+        # pieces the low-rank path takes from the start (one plan of a whole wide window grows as
+        # k^2 W in one block, d = 51: 168 ms, or costs a grid step a collapse spread, 36 ms), of
+        # equal widths within one, so none is narrower than half of batched_width(n)
+        for start, end in wide_pieces(n, cstart, cend):
+            _lowrank(engine, ws, T, ctx, start, end, ins, X, Z, k0, k1, rep, ref_flag)
         return X, Z, X2, Z2
     _transpose(launch, X, X2, Z, Z2, rows, W)  # gate layout -> word-major
     X, Z, X2, Z2 = X2, Z2, X, Z
