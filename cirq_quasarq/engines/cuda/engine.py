@@ -102,7 +102,7 @@ class CudaEngine(Engine):
     measurement window in one block (measure_window_block): one launch a window, no transposes.
     batch_windows: larger tableaux decide each window of up to max(64, n/64) collapses on its
     measured qubits' rows (measure_plan.cu), then update every row in one pass (measure_rows.cu),
-    and wider windows whose scan finds many random collapses in pieces of that width (attribute
+    and wider windows whose scan finds many random collapses in pieces of at most that width (attribute
     `wide_lowrank`); False keeps the per-collapse transposed path (the batched path's oracle).
     lowrank_windows: among those, windows of at least `lowrank_min` collapses (default
     measure.LOWRANK_MIN_COLLAPSES) take the low-rank update (measure_lowrank.cu: per 128 collapses
