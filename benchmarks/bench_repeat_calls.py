@@ -21,6 +21,8 @@ import stim
 import cirq_quasarq as cq
 from cirq_quasarq.engines import select_engine
 
+from .circuits import surface_code_stim
+
 
 def call(c, shots, det):
     sim = cq.QuasarqSimulator(seed=1, device="gpu")
@@ -54,9 +56,7 @@ def main():
         return {k: round(v, 3) for k, v in per.items()}
 
     for d, shots in ((51, 10_000), (25, 100_000)):
-        c = stim.Circuit.generated("surface_code:rotated_memory_z", distance=d, rounds=d,
-                                   after_clifford_depolarization=1e-3, before_round_data_depolarization=1e-3,
-                                   before_measure_flip_probability=1e-3, after_reset_flip_probability=1e-3)
+        c = surface_code_stim(d, d, 1e-3)
         print(f"d={d} shots={shots} qubits={c.num_qubits} records={c.num_measurements} dets={c.num_detectors}", flush=True)
         for det in (False, True):
             call(c, shots, det); call(c, shots, det); kernels()

@@ -17,13 +17,7 @@ import io
 import pstats
 import time
 
-
-def _surface(d: int):
-    import stim
-
-    return stim.Circuit.generated("surface_code:rotated_memory_z", distance=d, rounds=d,
-                                  after_clifford_depolarization=1e-3, before_round_data_depolarization=1e-3,
-                                  before_measure_flip_probability=1e-3, after_reset_flip_probability=1e-3)
+from .circuits import surface_code_stim
 
 
 def main() -> None:
@@ -41,7 +35,7 @@ def main() -> None:
         time.sleep(0.01)
     try:
         for d, shots in ((51, 10_000), (25, 100_000), (11, 1_000_000)):
-            circuit = _surface(d)
+            circuit = surface_code_stim(d, d, 1e-3)
             sim.sample_measurements(circuit, shots, bit_packed=True)  # compile, reference
             for variant in ("staged", "direct") * 3:
                 frames._STAGING_MIN_BYTES = staging_min if variant == "staged" else 1 << 62
@@ -62,7 +56,7 @@ def main() -> None:
                 print(variant, "\n".join(out.getvalue().splitlines()[6:16]))
             frames._STAGING_MIN_BYTES = staging_min
         frames._PINNED_AFTER = 0  # a page-locked buffer at the first miss
-        circuit, times, result = _surface(51), [], None
+        circuit, times, result = surface_code_stim(51, 51, 1e-3), [], None
         for _ in range(6):
             t0 = time.perf_counter()
             result = sim.sample_measurements(circuit, 10_000, bit_packed=True)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from .circuits import surface_code_stim
+
 
 def _best(fn, n: int = 7) -> float:
     times = []
@@ -27,14 +29,6 @@ def _best(fn, n: int = 7) -> float:
     return min(times)
 
 
-def _surface(d: int, p: float):
-    import stim
-
-    return stim.Circuit.generated("surface_code:rotated_memory_z", distance=d, rounds=d,
-                                  after_clifford_depolarization=p, before_round_data_depolarization=p,
-                                  before_measure_flip_probability=p, after_reset_flip_probability=p)
-
-
 def small_calls() -> None:
     import stim
 
@@ -43,7 +37,7 @@ def small_calls() -> None:
 
     from .random_clifford import paper_random_circuit_stim
 
-    d5 = _surface(5, 1e-3)
+    d5 = surface_code_stim(5, 5, 1e-3)
     sim = cirq_quasarq.QuasarqSimulator(seed=1, device="cpu")
     call = lambda: sim.sample_detectors(d5, 1024, separate_observables=True, bit_packed=True)
     t0 = time.perf_counter()
@@ -85,7 +79,7 @@ def sinter_collect(shots: int) -> None:
 
     from cirq_quasarq.sinter import QuasarqSampler
 
-    tasks = [sinter.Task(circuit=_surface(d, 1e-3), json_metadata={"d": d}) for d in (3, 5)]
+    tasks = [sinter.Task(circuit=surface_code_stim(d, d, 1e-3), json_metadata={"d": d}) for d in (3, 5)]
     for name, kwargs in (("our plug-in", dict(decoders=["q"], custom_decoders={"q": QuasarqSampler(device="cpu",
                                                                                                   seed=1)})),
                          ("sinter's default sampler", dict(decoders=["pymatching"]))):

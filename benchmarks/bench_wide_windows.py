@@ -24,13 +24,7 @@ import time
 
 import numpy as np
 
-
-def surface_code(d: int):
-    import stim
-
-    return stim.Circuit.generated("surface_code:rotated_memory_z", distance=d, rounds=d,
-                                  after_clifford_depolarization=1e-3, before_round_data_depolarization=1e-3,
-                                  before_measure_flip_probability=1e-3, after_reset_flip_probability=1e-3)
+from .circuits import surface_code_stim
 
 
 def main(argv=None):
@@ -60,7 +54,7 @@ def main(argv=None):
             setattr(engine, name, value)
 
     for d in args.distances:
-        program = compile_stim(surface_code(d))
+        program = compile_stim(surface_code_stim(d, d, 1e-3))
         sched = prepared(program)
         runs = {}
         for _ in range(args.repeat):
