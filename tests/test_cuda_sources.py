@@ -327,9 +327,13 @@ def test_idle_qubit_lists_of_folded_gate_windows(monkeypatch):
     uploads = []
 
     class FakeCuda:  # device memory as host arrays at made-up addresses
-        def to_device(self, a):
-            uploads.append(np.array(a))
+        def mem_alloc(self, nbytes):
+            uploads.append(None)
             return 4096 * len(uploads)
+
+        def memcpy_htod(self, address, a):
+            assert uploads[address // 4096 - 1] is None and a.flags.c_contiguous
+            uploads[address // 4096 - 1] = np.array(a)
 
     b = ProgramBuilder(7)
     b.next_step()

@@ -28,7 +28,7 @@ from ...errors import OutOfMemoryError
 from ...schedule import Schedule
 from ..base import gib
 from . import loader
-from .device_program import _pad
+from .device_program import _pad, upload
 
 FRAME_BLOCK = loader.source_define("frames.cu", "QQ_FRAME_BLOCK")
 PARITY_BLOCK = loader.source_define("parities.cu", "QQ_PARITY_BLOCK")
@@ -57,6 +57,10 @@ _STAGING_MIN_BYTES = 8 << 20
 _STAGING_SLOT = 8 << 20
 _STAGING_SLOTS = 6
 _PAGE = 4096
+# Threads that touch and fill ordinary result memory, at most (one a core): on a 16-core H100 host 16
+# were slower than 8 in every round (fresh-memory calls, d = 11 1M records 34-107 against 26-35 ms,
+# d = 51 10k 40-60 against 37-41 ms; docs/results/h100-2026-11-25-touch-threads.txt)
+_TOUCH_THREADS = 8
 
 
 class FrameMode:
@@ -106,7 +110,7 @@ class FrameMode:
         else:
             out = self._host_records(rows * words).reshape(rows, words)
         dp = engine.device_program(program, schedule)
-        ref = cuda.to_device(_pad(np.asarray(reference, dtype=np.uint8) & 1, np.uint8))
+        ref = upload(cuda, _pad(np.asarray(reference, dtype=np.uint8) & 1, np.uint8))
         n = program.num_qubits
         slab_word = 16 * n  # fx and fz of one shot word, all qubits
         # a block's shared memory holds the kernel's static part (its noise queues) besides the slab
@@ -338,7 +342,7 @@ class FrameMode:
         if kept is None or kept[0] is not parities:
             self.parity_tables = None  # the old copy goes first
             cuda = self.engine.cuda
-            tables = tuple(cuda.to_device(_pad(a, t)) for a, t in
+            tables = tuple(upload(cuda, _pad(a, t)) for a, t in
                            ((parities.offsets, np.int32), (parities.records, np.int32), (parities.flip, np.uint8)))
             nbytes = 4 * (len(parities.offsets) + len(parities.records)) + len(parities.flip)
             kept = self.parity_tables = (parities, tables, nbytes)
@@ -481,13 +485,13 @@ def _lock_pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _touch_pool() -> Tuple[concurrent.futures.ThreadPoolExecutor, int]:
-    """The threads that touch fresh result memory (one per core the process may use, up to 8),
-    and their number."""
+    """The threads that touch fresh result memory (one per core the process may use, up to
+    _TOUCH_THREADS), and their number."""
     global _TOUCH_POOL
     with _TOUCH_LOCK:
         if _TOUCH_POOL is None:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-            workers = max(1, min(8, cores))
+            workers = max(1, min(_TOUCH_THREADS, cores))
             _TOUCH_POOL = (concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="quasarq-prefault"),
                            workers)
         return _TOUCH_POOL
