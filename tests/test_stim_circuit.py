@@ -212,6 +212,30 @@ def test_keys_are_record_slots_repeated_per_iteration():
     assert keys == {"0": [[0]], "1": [[1], [3], [5], [7]], "2": [[2], [4], [6], [8]], "9": [[9]]}
 
 
+def test_record_keys_are_made_when_read_and_sampling_reads_none():
+    """A Stim circuit's keys (one a record slot) are made on first use: sampling reads none of them,
+    so a compile leaves no key object for the garbage collector to track; Cirq's results read them."""
+    import pickle
+
+    from cirq_quasarq.core.program import RecordKeys
+
+    circuit = stim.Circuit("M 0\nREPEAT 4 {\n H 1\n M 1 2\n DETECTOR rec[-1]\n}\nMPP X0*X1\nOBSERVABLE_INCLUDE(0) rec[-1]")
+    sim = QuasarqSimulator(seed=3)
+    p = sim.compile(circuit)
+    assert isinstance(p.keys, RecordKeys) and len(p.keys) == 4 and p.keys
+    sim.sample_measurements(circuit, 10)
+    sim.sample_measurements(circuit, 70, bit_packed=True)
+    sim.sample_detectors(circuit, 10, separate_observables=True)
+    assert p.keys._made is None
+    copy = pickle.loads(pickle.dumps(p))  # (Dask ships programs)
+    assert [k.key for k in p.keys] == ["0", "1", "2", "9"] and p.keys[-1].key == "9" and len(p.keys[1:3]) == 2
+    assert [(k.key, k.records.tolist()) for k in copy.keys] == [(k.key, k.records.tolist()) for k in p.keys]
+    result = sim.run(circuit, repetitions=5)  # Cirq's result of the Stim circuit: its keys made now
+    assert result.records["1"].shape == (5, 4, 1) and result.records["9"].shape == (5, 1, 1)
+    assert p.keys._made is not None
+    assert not compile_stim(stim.Circuit("H 0")).keys
+
+
 # -- the gate table ------------------------------------------------------------------------------
 
 

@@ -107,6 +107,45 @@ class MeasurementKey:
     records: np.ndarray  # int64 [instances, qubits]
 
 
+class RecordKeys(collections.abc.Sequence):
+    """The keys of a program whose every record is its own key (a Stim circuit's: key str(r) for
+    record slot r, its instances over the loops around it), as `MeasurementKey`s made on first use.
+
+    A distance-51 surface code has 7,801 of them. Made with the program, they were 3-6 ms of its
+    compile, and as objects the cyclic garbage collector tracks they were most of what a compile
+    left alive: every few such compiles set off a full collection of the process (about 100 ms with
+    Cirq imported), in whichever call then ran. Sampling reads no key; Cirq's results do."""
+
+    def __init__(self, slots: np.ndarray, nests: List[Tuple[int, np.ndarray]]):
+        self._slots = slots  # int64 [keys]: each key's record slot in its first iteration
+        self._nests = nests  # per run of keys in one loop nest: (how many, record shift per iteration)
+        self._made: Optional[List[MeasurementKey]] = None
+
+    def _keys(self) -> List[MeasurementKey]:
+        if self._made is None:
+            made: List[MeasurementKey] = []
+            names = map(str, self._slots.tolist())
+            at = 0
+            for count, shifts in self._nests:
+                block = self._slots[at:at + count, None] + shifts[None, :]  # [keys, iterations]
+                made.extend(map(MeasurementKey, itertools.islice(names, count), block[:, :, None]))
+                at += count
+            self._made = made
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __getitem__(self, index):
+        return self._keys()[index]
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __repr__(self) -> str:
+        return f"RecordKeys({len(self)} keys)"
+
+
 @dataclasses.dataclass
 class Annotation:
     """A stimcirq detector / observable: which absolute records it XORs, with its coordinates."""
@@ -214,7 +253,7 @@ class Program:
     confusions: List[Confusion]
     conditions: List[Condition]
     loops: List[Loop]
-    keys: List[MeasurementKey]
+    keys: Sequence[MeasurementKey]  # a list, or RecordKeys
     detectors: Sequence[Annotation] = dataclasses.field(default_factory=list)  # an Annotations when built
     observables: Sequence[Annotation] = dataclasses.field(default_factory=list)
     qubits: Tuple = ()  # the Cirq qubits, index i is qubit i (kept for results only)
@@ -766,7 +805,7 @@ class ProgramBuilder:
             cache[loop_ids] = offsets
         return offsets
 
-    def _expand_keys(self) -> List[MeasurementKey]:
+    def _expand_keys(self) -> Sequence[MeasurementKey]:
         if not self._named_keys:
             found = self._record_keys()
             if found is not None:
@@ -802,25 +841,19 @@ class ProgramBuilder:
             keys.append(MeasurementKey(key, recs[np.argsort(recs[:, 0], kind="stable")]))
         return keys
 
-    def _record_keys(self) -> Optional[List[MeasurementKey]]:
+    def _record_keys(self) -> Optional[RecordKeys]:
         """`_expand_keys` when every entry is `add_record_keys`': key str(r) per record slot r, its
-        instances [iterations, 1] made for a run of entries of one loop nest at once. None when a
-        slot has two entries (the general path merges them)."""
+        instances [iterations, 1], made on first use (`RecordKeys`). None when a slot has two
+        entries (the general path merges them)."""
         entries = self._key_entries
         if not entries:
-            return []
+            return RecordKeys(np.zeros(0, dtype=np.int64), [])
         slots = np.concatenate([records for _, records, _ in entries])
         if not (slots[1:] > slots[:-1]).all() and len(np.unique(slots)) != len(slots):
             return None
-        names = map(str, slots.tolist())
-        keys: List[MeasurementKey] = []
-        at = 0
-        for loop_ids, run in itertools.groupby(entries, key=lambda entry: entry[2]):
-            count = sum(len(records) for _, records, _ in run)
-            block = slots[at:at + count, None] + self._shifts(loop_ids)[None, :]  # [slots, iterations]
-            keys.extend(map(MeasurementKey, itertools.islice(names, count), block[:, :, None]))
-            at += count
-        return keys
+        nests = [(sum(len(records) for _, records, _ in run), self._shifts(loop_ids))
+                 for loop_ids, run in itertools.groupby(entries, key=lambda entry: entry[2])]
+        return RecordKeys(slots.astype(np.int64, copy=False), nests)
 
     def _expand_annotations(self) -> Tuple[Annotations, Annotations]:
         """Detectors one per instance, in execution order; observables as Stim defines them:
