@@ -15,12 +15,15 @@ sampling). Peers (`--peers`, where installed): quasarq's first and repeat call t
 (quasarq ends its process on an illegal memory access at 100k qubits). Our cases too run each in a
 process of its own (warmed as above), so that no case inherits another's result memory (a kept
 page-locked buffer, or the miss count that makes one); `--same-process` runs them one after the
-other in this one. One JSON line a case.
+other in this one. One JSON line a case; `first_gc_s` / `repeat_gc_s` are the seconds the cyclic
+garbage collector ran inside those calls (a full collection of a process with Cirq imported takes
+about 100 ms, and lands in whichever call allocates when it comes due).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import subprocess
 import sys
@@ -76,6 +79,24 @@ def _timed(fn):
     return time.perf_counter() - t0, out
 
 
+class _CollectorTime:
+    """Seconds the cyclic garbage collector runs while this is entered (gc.callbacks)."""
+
+    def __enter__(self):
+        self.seconds, self._start = 0.0, None
+        gc.callbacks.append(self._callback)
+        return self
+
+    def _callback(self, phase, info):
+        if phase == "start":
+            self._start = time.perf_counter()
+        elif self._start is not None:
+            self.seconds += time.perf_counter() - self._start
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self._callback)
+
+
 def ours(name: str, device: str) -> dict:
     import stim
 
@@ -88,8 +109,10 @@ def ours(name: str, device: str) -> dict:
     _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, True)
     _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, False)
     t_build, circuit = _timed(lambda: build(name))
-    first, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
-    repeat, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
+    with _CollectorTime() as first_gc:
+        first, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
+    with _CollectorTime() as repeat_gc:
+        repeat, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
     # the stages, on an equal circuit new to the compile cache
     twin = build(name)
     clear_stim_cache()
@@ -100,6 +123,7 @@ def ours(name: str, device: str) -> dict:
     t_reference = _timed(lambda: sim.reference(program))[0] if needs_reference else 0.0
     t_rest, _ = _timed(lambda: _call(sim, twin, shots, detectors))
     return {"case": name, "peer": "cirq-quasarq", "device": device, "first_s": first, "repeat_s": repeat,
+            "first_gc_s": first_gc.seconds, "repeat_gc_s": repeat_gc.seconds,
             "compile_s": t_compile, "schedule_s": t_schedule, "reference_s": t_reference,
             "prepare_and_sample_s": t_rest, "instructions": int(program.num_instructions),
             "records": int(program.num_records), "build_circuit_s": t_build}
