@@ -12,6 +12,7 @@ mode: frames.cu).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import threading
@@ -60,27 +61,19 @@ def _guarded(method):
     def call(self, *args, **kwargs):
         if faults.context_fault() is not None:
             raise faults.dead_engine_error(f"CudaEngine.{method.__name__}")
-        # Called from a thread where the engine's context is not current (a worker thread): made
-        # current for the call only, so no thread is left holding it at exit.
-        context = getattr(self, "_context", None)
-        pushed = context is not None and self.cuda.Context.get_current() is None
-        if pushed:
-            context.push()
-        try:
-            if self.memory_limit is not None:  # under a cap, each call plans from an empty scratch
-                self._frames._buffers.clear()
-                self._frames.parity_tables = None
-            return method(self, *args, **kwargs)
-        except BaseException as exc:
-            if isinstance(exc, self.cuda.Error):
-                error = self._fault(exc, f"CudaEngine.{method.__name__}")
+        with self.context_current():
+            try:
+                if self.memory_limit is not None:  # under a cap, each call plans from an empty scratch
+                    self._frames._buffers.clear()
+                    self._frames.parity_tables = None
+                return method(self, *args, **kwargs)
+            except BaseException as exc:
+                if isinstance(exc, self.cuda.Error):
+                    error = self._fault(exc, f"CudaEngine.{method.__name__}")
+                    self._drain()
+                    raise error from exc
                 self._drain()
-                raise error from exc
-            self._drain()
-            raise
-        finally:
-            if pushed:
-                self.cuda.Context.pop()
+                raise
 
     return call
 
@@ -216,6 +209,21 @@ class CudaEngine(Engine):
         dp = DeviceProgram(self.cuda, program, schedule)
         self._programs = [dp] + self._programs[:3]
         return dp
+
+    @contextlib.contextmanager
+    def context_current(self):
+        """The engine's context current on this thread for the block. On a thread where it is not
+        (a worker thread, the staging slots' locking thread) it is pushed for the block only, so no
+        thread is left holding it at exit."""
+        context = getattr(self, "_context", None)
+        pushed = context is not None and self.cuda.Context.get_current() is None
+        if pushed:
+            context.push()
+        try:
+            yield
+        finally:
+            if pushed:
+                self.cuda.Context.pop()
 
     def free_bytes(self) -> int:
         """Device memory the engine may still plan to use (memory_fraction of what is free, under

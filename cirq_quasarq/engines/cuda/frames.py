@@ -75,7 +75,6 @@ class FrameMode:
         self._prefault: list = []  # futures touching the pages of this call's ordinary result memory
         self._streams: list = []
         self._staging: Optional[_Staging] = None  # made (on a thread) at the engine's first call
-        self._out_locked = False  # whether the last `_host_records` gave page-locked memory
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
                parities: Optional[Parities] = None, shot_major: bool = False, *,
@@ -102,13 +101,16 @@ class FrameMode:
             if reduce is not None:
                 return np.zeros(rows, dtype=np.uint64), None
             return (parities_shot_major(empty, shots) if shot_major else empty), None
+        locked = False  # whether `out` is page-locked
         if reduce is not None:
             shot_major = False
             out = np.zeros(rows, dtype=np.uint64)
         elif shot_major:  # Stim's bit-packed samples: a row of ceil(rows / 8) bytes per shot
-            out = self._host_records(8 * words * row_bytes).view(np.uint8).reshape(64 * words, row_bytes)
+            out, locked = self._host_records(8 * words * row_bytes)
+            out = out.view(np.uint8).reshape(64 * words, row_bytes)
         else:
-            out = self._host_records(rows * words).reshape(rows, words)
+            out, locked = self._host_records(rows * words)
+            out = out.reshape(rows, words)
         dp = engine.device_program(program, schedule)
         ref = upload(cuda, _pad(np.asarray(reference, dtype=np.uint8) & 1, np.uint8))
         n = program.num_qubits
@@ -172,7 +174,7 @@ class FrameMode:
         if reduce is None and copy_bytes >= engine.pipeline_min_bytes:
             pieces = min(PIPELINE_MAX_PIECES, max(PIPELINE_PIECES, -(-blocks // max(1, slots // 2))))
         streams = self._stream_pool(pieces) if pieces > 1 else [None]
-        staging = self._staging if (reduce is None and pieces > 1 and not self._out_locked
+        staging = self._staging if (reduce is None and pieces > 1 and not locked
                                     and copy_bytes >= _STAGING_MIN_BYTES and self._staging.ready()) else None
         if staging is not None:
             staging.discard()  # what an interrupted call left filled (the device has drained since)
@@ -203,13 +205,13 @@ class FrameMode:
                                (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows, device_rows, row_bytes, part,
                                stream=stream)
                     host_rows = out[64 * (start + at): 64 * (start + at + part)]
-                    if staging is not None and staging.shot_rows(stream, host_rows, device_rows):
+                    if staging is not None and staging.rows(stream, host_rows, device_rows, row_bytes):
                         pass
                     elif stream is None:
                         cuda.memcpy_dtoh(host_rows, device_rows)
                     else:
                         cuda.memcpy_dtoh_async(host_rows, device_rows, stream)
-                elif staging is not None and staging.columns(stream, out[:, start + at: start + at + part],
+                elif staging is not None and staging.rows(stream, out[:, start + at: start + at + part],
                                                             int(copied) + 8 * at, 8 * chunk):
                     pass
                 else:  # the piece's columns of every row, straight into `out`
@@ -283,8 +285,8 @@ class FrameMode:
             self._streams.append(self.engine.cuda.Stream())
         return self._streams[:count]
 
-    def _host_records(self, count: int) -> np.ndarray:
-        """Host memory for the records (`count` words). Page-locked memory takes the device's copy
+    def _host_records(self, count: int) -> Tuple[np.ndarray, bool]:
+        """Host memory for the records (`count` words) and whether it is page-locked. Page-locked memory takes the device's copy
         at full link speed (169 MB: 3.1 ms on an H100 host) but costs far more to make than to use
         (65-90 ms), so at most `_PINNED_KEPT` such buffers are kept and reused whenever no result
         holds them. A call that finds none free takes ordinary memory (its pages touched on threads,
@@ -294,22 +296,20 @@ class FrameMode:
         repeat) do not pay for locking, a loop that keeps the previous result while it samples the
         next settles on two buffers used in turn, and a loop that keeps every result stops making
         buffers once both are held."""
-        self._out_locked = True
         for buf in self._pinned:
             # 3 references when no result holds it: the list, `buf` and getrefcount's argument
             if buf.size >= count and sys.getrefcount(buf) <= 3:
-                return buf[:count]
+                return buf[:count], True
         held = [b for b in self._pinned if sys.getrefcount(b) > 3]  # (the free ones are too small)
         earlier = sum(1 for size in self._misses if size >= count)
         self._misses = self._misses[-7:] + [count]
         if earlier < _PINNED_AFTER or len(held) >= _PINNED_KEPT:
-            self._out_locked = False
             out = np.empty(max(count, 1), dtype=np.uint64)[:count]
             self._start_prefault(out)
-            return out
+            return out, False
         buf = self.engine.pinned(max(count, 1), np.uint64, "frame mode's results")
         self._pinned = held + [buf]  # a free buffer too small for this call goes
-        return buf[:count]
+        return buf[:count], True
 
     def _start_prefault(self, out: np.ndarray) -> None:
         """Touch a byte of each page of fresh ordinary memory on several threads while the kernels
@@ -372,17 +372,10 @@ class _Staging:
 
     def __init__(self, engine):
         self.engine = engine
-        context = engine._context
 
         def lock():
-            pushed = context is not None and engine.cuda.Context.get_current() is None
-            if pushed:
-                context.push()
-            try:
+            with engine.context_current():
                 return engine.pinned(_STAGING_SLOTS * _STAGING_SLOT, np.uint8, "frame mode's staging slots")
-            finally:
-                if pushed:
-                    engine.cuda.Context.pop()
 
         self._locking = _lock_pool().submit(lock)
         self._slots: Optional[List[np.ndarray]] = None
@@ -399,25 +392,11 @@ class _Staging:
             self._slots = [buf[i * _STAGING_SLOT:(i + 1) * _STAGING_SLOT] for i in range(_STAGING_SLOTS)]
         return self._slots is not None
 
-    def shot_rows(self, stream, dest: np.ndarray, device: int) -> bool:
-        """Shot-major rows [shots, row_bytes] from `device` (contiguous) into `dest`, a slot's worth
-        of rows at a time; False (nothing done) when one row is larger than a slot."""
-        row = dest.shape[1]
-        per = _STAGING_SLOT // max(1, row)
-        if per == 0 or stream is None:
-            return False
-        cuda = self.engine.cuda
-        for r0 in range(0, dest.shape[0], per):
-            part = dest[r0:r0 + per]
-            index, slot = self._take()
-            cuda.memcpy_dtoh_async(slot[:part.nbytes], device + r0 * row, stream)
-            self._fill(index, stream, part)
-        return True
-
-    def columns(self, stream, dest: np.ndarray, device: int, pitch: int) -> bool:
-        """dest [rows, words] (uint64, a column range of the result) from `device`, rows `pitch`
-        bytes apart, a slot's worth of rows at a time; False when one row is larger than a slot."""
-        width = 8 * dest.shape[1]
+    def rows(self, stream, dest: np.ndarray, device: int, pitch: int) -> bool:
+        """dest [rows, width] (shot-major rows, or a column range of the [records, words] result)
+        from `device`, rows `pitch` bytes apart there, a slot's worth of rows at a time; False
+        (nothing done) when one row is larger than a slot."""
+        width = dest.shape[1] * dest.itemsize
         per = _STAGING_SLOT // max(1, width)
         if per == 0 or stream is None:
             return False

@@ -131,10 +131,16 @@ def window_path(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int)
     if engine.block_windows and W <= BLOCK_MAX_W:
         return "block"
     count = cend - cstart
-    if (engine.batch_windows and count <= batched_width(n) and not (ins[cstart:cend, COND] >= 0).any()
-            and rows_per_block(engine.smem_optin, W) >= 1):
+    if count <= batched_width(n) and _batchable(engine, W, ins, cstart, cend):
         return "lowrank" if engine.lowrank_windows and count >= max(2, engine.lowrank_min) else "rows"
     return "transpose"
+
+
+def _batchable(engine, W: int, ins: np.ndarray, cstart: int, cend: int) -> bool:
+    """Whether collapses [cstart, cend) may take a plan and a pass over the rows (the rows and
+    low-rank paths): batching on, no classically controlled collapse, a row fits a block."""
+    return (engine.batch_windows and rows_per_block(engine.smem_optin, W) >= 1
+            and not (ins[cstart:cend, COND] >= 0).any())
 
 
 def wide_lowrank(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int, randoms: int) -> bool:
@@ -147,11 +153,10 @@ def wide_lowrank(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int
     distance-51 surface code's first round and final data measurement: 3,900 random collapses on
     5,354 qubits, 7,800 launches) goes low-rank. `engine.wide_lowrank = False` keeps every such
     window per collapse."""
-    if not (engine.wide_lowrank and engine.batch_windows and engine.lowrank_windows):
+    if not (engine.wide_lowrank and engine.lowrank_windows):
         return False
     pieces = -(-(cend - cstart) // batched_width(n))
-    return (randoms >= max(engine.lowrank_min, 2 * pieces) and rows_per_block(engine.smem_optin, W) >= 1
-            and not (ins[cstart:cend, COND] >= 0).any())
+    return randoms >= max(engine.lowrank_min, 2 * pieces) and _batchable(engine, W, ins, cstart, cend)
 
 
 def wide_pieces(n: int, cstart: int, cend: int):
