@@ -27,6 +27,7 @@ word decides whether any lane fires at all, so most 64-shot words cost one rando
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import secrets
 from typing import Optional, Tuple
@@ -93,10 +94,25 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in (c0, c1, c2, c3))
     shape = np.broadcast_shapes(c0.shape, c1.shape, c2.shape, c3.shape)
     total = math.prod(shape)
-    flat = [c.reshape(-1) if c.shape == shape else np.broadcast_to(c, shape).reshape(-1) for c in (c0, c1, c2, c3)]
-    outs = np.empty((4, total), dtype=np.uint64)
     shift = np.uint64(32)
     rounds = _round_keys(tuple(int(k) for k in key))
+    if total <= _BLOCK:  # one pass; the ufuncs broadcast the counters as they read them
+        ac, other = np.empty((2, total), dtype=np.uint64), np.empty((2, total), dtype=np.uint64)
+        bd, product = np.empty_like(ac), np.empty_like(ac)
+        np.bitwise_and(c0, MASK32, out=ac[0].reshape(shape))
+        np.bitwise_and(c2, MASK32, out=ac[1].reshape(shape))
+        np.bitwise_and(c1, MASK32, out=bd[0].reshape(shape))
+        np.bitwise_and(c3 | ((c0 >> shift) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1].reshape(shape))
+        for k in rounds:
+            np.multiply(ac, _MULTIPLIERS, out=product)
+            np.right_shift(product[::-1], shift, out=other)
+            other ^= bd
+            other ^= k
+            np.bitwise_and(product[::-1], MASK32, out=bd)
+            ac, other = other, ac
+        return ac[0].reshape(shape), bd[0].reshape(shape), ac[1].reshape(shape), bd[1].reshape(shape)
+    flat = [c.reshape(-1) if c.shape == shape else np.broadcast_to(c, shape).reshape(-1) for c in (c0, c1, c2, c3)]
+    outs = np.empty((4, total), dtype=np.uint64)
     for lo in range(0, total, _BLOCK):
         hi = min(total, lo + _BLOCK)
         x0, x1, x2, x3 = (f[lo:hi] for f in flat)
@@ -177,6 +193,7 @@ def words32_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
     return both[..., off : off + count]
 
 
+@functools.lru_cache(maxsize=4096)
 def fixed_point(p: float) -> int:
     """floor(p * 2^64) clamped to [0, 2^64 - 1]: the threshold a lane's uniform is compared to."""
     if p <= 0:
@@ -265,10 +282,14 @@ def _sparse_lanes(key, slots, p, rows, start: int, count: int):
     drawn = words(key, Stream.NOISE, slots[r, None], np.arange(1, 2 + _FIRST_PASS, dtype=np.uint64)[None, :],
                   cols[:, None])
     u = drawn[:, 0]
-    first = np.empty(len(r), dtype=np.uint64)
-    for value in np.unique(p[r]):
-        sel = p[r] == value
-        first[sel] = np.searchsorted(_first_lane_cuts(float(value)), u[sel], side="right")
+    pr = p[r]
+    if pr.min() == pr.max():  # one probability (a code's noise often is): no sort
+        first = np.searchsorted(_first_lane_cuts(float(pr[0])), u, side="right").astype(np.uint64)
+    else:
+        first = np.empty(len(r), dtype=np.uint64)
+        for value in np.unique(pr):
+            sel = pr == value
+            first[sel] = np.searchsorted(_first_lane_cuts(float(value)), u[sel], side="right")
     above = ~((np.uint64(2) << first) - np.uint64(1))  # lanes strictly above `first`
     above[first == 63] = 0
     rest = _bit_sliced_at(key, slots[r], _per_value(fixed_point, p[r]), cols, 2, drawn[:, 1:]) & above
@@ -334,8 +355,19 @@ def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=N
     return out
 
 
+_THRESHOLDS: dict = {}
+
+
 def thresholds(probs: np.ndarray) -> np.ndarray:
-    """Cumulative thresholds (uint64) that split a 64-bit uniform among outcomes ∝ probs."""
+    """Cumulative thresholds (uint64) that split a 64-bit uniform among outcomes ∝ probs (made once
+    per distinct probs: a sampling call asks for each channel's; read-only)."""
     probs = np.asarray(probs, dtype=np.float64)
-    cum = np.cumsum(probs / probs.sum())[:-1]
-    return np.array([fixed_point(c) for c in cum], dtype=np.uint64)
+    found = _THRESHOLDS.get(probs.tobytes())
+    if found is None:
+        if len(_THRESHOLDS) > 4096:
+            _THRESHOLDS.clear()
+        cum = np.cumsum(probs / probs.sum())[:-1]
+        found = np.array([fixed_point(c) for c in cum], dtype=np.uint64)
+        found.flags.writeable = False
+        _THRESHOLDS[probs.tobytes()] = found
+    return found

@@ -165,17 +165,23 @@ class LinearFrames:
             auxes = self.noise_channels
             drawn = sparse_channels(key, [program.channels[aux] for aux in auxes],
                                     [unit.noise_slots[aux] for aux in auxes], start, count)
+            # every channel's X and Z masks per input, then one scatter (XOR commutes)
+            inputs, masks, words = [], [], []
             for aux, (index, word, xm, zm) in zip(auxes, drawn):
                 arity = unit.arity[aux]
                 for j in range(arity):
                     first = unit.noise_base[aux] + 2 * (index * arity + j)
-                    for inputs, masks in ((first, xm[j]), (first + 1, zm[j])):
-                        some = masks != 0
-                        inputs, masks, at_word = inputs[some], masks[some], word[some]
-                        lo = self.noise_ptr[inputs]
-                        hit, at = expand_ranges(lo, self.noise_ptr[inputs + 1] - lo)  # the outputs each reaches
-                        if len(at):
-                            np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
+                    inputs += (first, first + 1)
+                    masks += (xm[j], zm[j])
+                    words += (word, word)
+            if inputs:
+                masks = np.concatenate(masks)
+                some = masks != 0
+                inputs, masks, at_word = np.concatenate(inputs)[some], masks[some], np.concatenate(words)[some]
+                lo = self.noise_ptr[inputs]
+                hit, at = expand_ranges(lo, self.noise_ptr[inputs + 1] - lo)  # the outputs each reaches
+                if len(at):
+                    np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
         out ^= constant
         return out
 
