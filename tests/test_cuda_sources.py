@@ -263,9 +263,9 @@ def test_foldable_gate_windows_are_unconditional_unitaries():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_foldable_windows_equal_one_window_at_a_time(seed):
-    """measure.foldable_windows (one sum a window's segment of rows) against each window checked on
-    its own slice, on the gate windows of random programs with noise and feedback, in any order,
-    repeated, empty and adjacent."""
+    """measure.foldable_windows (one sum a window's segment of rows) and measure.foldable_runs (a
+    sum over the schedule's runs) against each window checked on its own slice, on the gate windows
+    of random programs with noise and feedback, in any order, repeated, empty and adjacent."""
     import random
 
     from cirq_quasarq.core import opcodes
@@ -291,10 +291,13 @@ def test_foldable_windows_equal_one_window_at_a_time(seed):
     given = windows + extra
     rng.shuffle(given)
     assert measure.foldable_windows(ins, given) == {w: one(ins, *w) for w in given}
+    # from the runs: the plan's windows (whole runs) and the others (empty, split) through the rows
+    assert measure.foldable_runs(sched, given) == {w: one(ins, *w) for w in given}
     if windows and windows[0][1] - windows[0][0] >= 2:  # a window split in two adjacent halves
         (start, end), rest = windows[0], windows[1:]
         halves = [(start, start + 1), (start + 1, end)] + rest
         assert measure.foldable_windows(ins, halves) == {w: one(ins, *w) for w in halves}
+        assert measure.foldable_runs(sched, halves) == {w: one(ins, *w) for w in halves}
         with pytest.raises(ValueError, match="overlapping"):
             measure.foldable_windows(ins, halves + [(start, end)])
 

@@ -290,6 +290,36 @@ def foldable_windows(ins: np.ndarray, windows) -> dict:
     return found
 
 
+def foldable_runs(schedule, windows) -> dict:
+    """`foldable_windows` from the schedule's runs: a run holds one opcode, and a classically
+    controlled instruction is a run of its own (a barrier), so a window that is a union of whole
+    runs, as a plan's gate windows are, is read a run at a time instead of a row at a time (a
+    random circuit of 10k qubits: 1,200 runs for 700k rows, whose columns cost 6 ms on the 2-core
+    machine and 12-13 ms on an H100 host). Other windows go to `foldable_windows`."""
+    runs, ins = schedule.runs, schedule.instructions
+    given = list(dict.fromkeys((int(s), int(e)) for s, e in windows))
+    if not len(runs) or not given:
+        return foldable_windows(ins, given)
+    starts, ends, ops = (runs[:, i].astype(np.int64) for i in range(3))
+    bad = (ins[starts, COND] >= 0) | (opcodes.KIND[ops] != _UNITARY)
+    two = np.where(opcodes.ARITY[ops] == 2, ends - starts, 0)
+    bad_before = np.concatenate([[0], np.cumsum(bad)])
+    two_before = np.concatenate([[0], np.cumsum(two)])
+    spans = np.array(given, dtype=np.int64).reshape(-1, 2)
+    lo = np.searchsorted(starts, spans[:, 0])
+    hi = np.searchsorted(starts, spans[:, 1])
+    whole = ((spans[:, 1] > spans[:, 0]) & (lo < len(runs)) & (starts[np.minimum(lo, len(runs) - 1)] == spans[:, 0])
+             & (hi > lo) & (ends[np.maximum(hi - 1, 0)] == spans[:, 1]))
+    unfit = (bad_before[hi] - bad_before[lo]) > 0
+    pairs = two_before[hi] - two_before[lo]
+    found = {w: (None if u else int(k)) for w, ok, u, k in zip(given, whole.tolist(), unfit.tolist(), pairs.tolist())
+             if ok}
+    others = [w for w, ok in zip(given, whole.tolist()) if not ok]
+    if others:
+        found.update(foldable_windows(ins, others))
+    return found
+
+
 def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold: Optional[Fold] = None) -> None:
     """The window as low-rank updates of the tableau, LOWRANK_CHUNK collapses each (measure_lowrank.cu).
     fold: the gate window that follows, folded into the last chunk's pass 2 (the caller checked that

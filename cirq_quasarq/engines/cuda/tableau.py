@@ -228,8 +228,8 @@ class TableauMode:
         folds, rows_folds = {}, {}
         if engine.fold_gates:
             if dp.foldable is None:  # {gate window: its two-qubit gates, or None}
-                dp.foldable = measure.foldable_windows(ins, [(start, end) for kind, start, end, _ in actions
-                                                             if kind == "G"])
+                dp.foldable = measure.foldable_runs(dp.schedule, [(start, end) for kind, start, end, _ in actions
+                                                                  if kind == "G"])
             for a, (kind, start, end, _) in enumerate(actions[:-1]):
                 nxt = actions[a + 1]
                 if kind != "C" or nxt[0] != "G":
