@@ -881,18 +881,32 @@ class ProgramBuilder:
         return self._expand_detectors(detector_blocks), self._expand_observables(observable_blocks)
 
     def _expand_detectors(self, blocks) -> Annotations:
+        """Detectors one per instance, in execution order. Every block's instances are written
+        straight into the result's arrays (sized first), not made apart and concatenated: at
+        d = 51 (132,600 detectors) the copies were half of this expansion."""
         if not blocks:
             return Annotations("detector", [0], [])
         width = max(coords.shape[1] for _, _, _, coords, _, _ in blocks)
-        events, lengths, records, coord_blocks, widths = [], [], [], [], []
-        for loop_ids, offsets, recs, coords, w, ev in blocks:
-            shifts = self._shifts(loop_ids)  # [I]
-            events.append((self._shifts(loop_ids, self._event_strides)[:, None] + ev[None, :]).reshape(-1))
-            records.append((shifts[:, None] + recs[None, :]).reshape(-1))
-            lengths.append(np.tile(np.diff(offsets), len(shifts)))
-            widths.append(np.tile(w, len(shifts)))
+        shifts_of = [self._shifts(loop_ids) for loop_ids, *_ in blocks]  # [I] per block
+        counts = [len(shifts) * len(ev) for shifts, (*_, ev) in zip(shifts_of, blocks)]
+        total = sum(counts)
+        total_records = sum(len(shifts) * len(recs) for shifts, (_, _, recs, *_) in zip(shifts_of, blocks))
+        events = np.empty(total, dtype=np.int64)
+        lengths = np.empty(total, dtype=np.int64)
+        widths = np.empty(total, dtype=np.int64)
+        records = np.empty(total_records, dtype=np.int64)
+        coords_out = np.zeros((total, width))
+        at = rec_at = 0
+        for shifts, count, (loop_ids, offsets, recs, coords, w, ev) in zip(shifts_of, counts, blocks):
+            iters = len(shifts)
+            event_shifts = self._shifts(loop_ids, self._event_strides)
+            np.add(event_shifts[:, None], ev[None, :], out=events[at:at + count].reshape(iters, len(ev)))
+            np.add(shifts[:, None], recs[None, :],
+                   out=records[rec_at:rec_at + iters * len(recs)].reshape(iters, len(recs)))
+            lengths[at:at + count].reshape(iters, len(ev))[:] = np.diff(offsets)[None, :]
+            widths[at:at + count].reshape(iters, len(ev))[:] = w[None, :]
             k = coords.shape[1]
-            block = np.zeros((len(shifts), len(ev), width))
+            block = coords_out[at:at + count].reshape(iters, len(ev), width)
             block[:, :, :k] = coords[None, :, :]
             loop_offsets = self._coord_offsets(loop_ids) if k else None
             if loop_offsets is not None:  # to each coordinate a detector has, none to the padding
@@ -903,11 +917,12 @@ class ProgramBuilder:
                 else:
                     has = np.arange(v)[None, :] < w[:, None]
                     block[:, :, :v] = np.where(has[None, :, :], shifted + loop_offsets[:, None, :v], shifted)
-            coord_blocks.append(block.reshape(len(shifts) * len(ev), width))
-        events = np.concatenate(events)
-        lengths = np.concatenate(lengths)
-        detectors = Annotations("detector", np.concatenate([[0], np.cumsum(lengths)]), np.concatenate(records),
-                                np.concatenate(coord_blocks), np.concatenate(widths))
+            at += count
+            rec_at += iters * len(recs)
+        offsets = np.empty(total + 1, dtype=np.int64)
+        offsets[0] = 0
+        np.cumsum(lengths, out=offsets[1:])
+        detectors = Annotations("detector", offsets, records, coords_out, widths)
         if (events[1:] > events[:-1]).all():  # already in execution order
             return detectors
         return detectors._take(np.argsort(events, kind="stable"))
