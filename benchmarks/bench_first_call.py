@@ -1,7 +1,7 @@
 """The first call on a circuit new to a warm process, beside the repeat call, and where it goes.
 
     python -m benchmarks.bench_first_call [--device gpu|cpu] [--cases NAME ...] [--peers] [--json FILE]
-                                          [--same-process]
+                                          [--samples N] [--baseline DIR] [--same-process]
 
 What a user meets: a process that has already run a small circuit (kernels built, caches warm),
 then `sample_measurements(circuit, shots, bit_packed=True)` (or `sample_detectors`) with a new
@@ -15,7 +15,10 @@ sampling). Peers (`--peers`, where installed): quasarq's first and repeat call t
 (quasarq ends its process on an illegal memory access at 100k qubits). Our cases too run each in a
 process of its own (warmed as above), so that no case inherits another's result memory (a kept
 page-locked buffer, or the miss count that makes one); `--same-process` runs them one after the
-other in this one. One JSON line a case; `first_gc_s` / `repeat_gc_s` are the seconds the cyclic
+other in this one. `--baseline DIR` runs each case also with the cirq_quasarq of another checkout,
+in turn with this one, and `--samples N` repeats the whole sequence: the code before and after a
+change in one run, several times (this host's Python timings move by 30-50 % between samples).
+One JSON line a case and sample; `first_gc_s` / `repeat_gc_s` are the seconds the cyclic
 garbage collector ran inside those calls (a full collection of a process with Cirq imported takes
 about 100 ms, and lands in whichever call allocates when it comes due).
 """
@@ -25,10 +28,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import pathlib
 import subprocess
 import sys
 import time
 import zlib
+from typing import Optional
 
 CASES = {
     # name: (kind, size, depth or rounds, shots, detectors)
@@ -124,6 +129,7 @@ def ours(name: str, device: str) -> dict:
     t_rest, _ = _timed(lambda: _call(sim, twin, shots, detectors))
     return {"case": name, "peer": "cirq-quasarq", "device": device, "first_s": first, "repeat_s": repeat,
             "first_gc_s": first_gc.seconds, "repeat_gc_s": repeat_gc.seconds,
+            "package": str(pathlib.Path(cirq_quasarq.__file__).parent),
             "compile_s": t_compile, "schedule_s": t_schedule, "reference_s": t_reference,
             "prepare_and_sample_s": t_rest, "instructions": int(program.num_instructions),
             "records": int(program.num_records), "build_circuit_s": t_build}
@@ -147,14 +153,34 @@ def quasarq_peer(name: str) -> dict:
     return {"case": name, "peer": "quasarq", "first_s": first, "repeat_s": repeat}
 
 
-def _in_own_process(args, name: str, peer: str) -> dict:
-    """One case in a fresh process of this module (`--ours-only` / `--peer-only`): its JSON line, or
-    the exit status and the end of its errors."""
-    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_first_call", *args], capture_output=True, text=True)
+# A child that imports cirq_quasarq from another version's checkout (--baseline), then runs this module
+# as it is here: the harness is the same for both versions.
+_BASELINE_CHILD = """
+import runpy, sys
+sys.path.insert(0, sys.argv[1])
+import cirq_quasarq
+sys.path.remove(sys.argv[1])
+sys.argv = ["bench_first_call"] + sys.argv[2:]
+runpy.run_module("benchmarks.bench_first_call", run_name="__main__")
+"""
+
+
+def _in_own_process(args, name: str, peer: str, baseline: Optional[str] = None) -> dict:
+    """One case in a fresh process of this module (`--ours-only` / `--peer-only`), with `baseline`
+    the cirq_quasarq of that checkout: its JSON line, or the exit status and the end of its errors."""
+    if baseline is None:
+        command = [sys.executable, "-m", "benchmarks.bench_first_call", *args]
+    else:
+        command = [sys.executable, "-c", _BASELINE_CHILD, baseline, *args]
+    done = subprocess.run(command, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode == 0 and lines:
-        return json.loads(lines[-1])
-    return {"case": name, "peer": peer, "error": f"exit {done.returncode}: " + " ".join(done.stderr.split())[-200:]}
+        row = json.loads(lines[-1])
+    else:
+        row = {"case": name, "peer": peer, "error": f"exit {done.returncode}: " + " ".join(done.stderr.split())[-200:]}
+    if baseline is not None:
+        row["baseline"] = baseline
+    return row
 
 
 def main(argv=None):
@@ -165,6 +191,10 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     ap.add_argument("--same-process", action="store_true",
                     help="run our cases one after the other in this process (their result memory carries over)")
+    ap.add_argument("--samples", type=int, default=1, help="run every case this many times (each in turn)")
+    ap.add_argument("--baseline", default=None, metavar="DIR",
+                    help="also run each case with the cirq_quasarq (and cuda_src) of the checkout DIR, in turn "
+                         "with this one (e.g. `git worktree add DIR REV`): the code before, in the same run")
     ap.add_argument("--peer-only", default=None, help=argparse.SUPPRESS)  # one peer case, in its own process
     ap.add_argument("--ours-only", default=None, help=argparse.SUPPRESS)  # one of our cases, in its own process
     args = ap.parse_args(argv)
@@ -176,20 +206,27 @@ def main(argv=None):
         return
     names = args.cases or (CPU_CASES if args.device == "cpu" else
                            [n for n in CASES if n not in CPU_CASES])
+    if args.baseline and args.same_process:
+        ap.error("--baseline runs every case in a process of its own")
     out = open(args.json, "a") if args.json else None
-    for name in names:
-        if args.same_process:
-            rows = [ours(name, args.device)]
-        else:
-            rows = [_in_own_process(["--ours-only", name, "--device", args.device], name, "cirq-quasarq")]
-        if args.peers:
-            rows.append(_in_own_process(["--peer-only", name], name, "quasarq"))
-        for row in rows:
-            line = json.dumps(row)
-            print(line, flush=True)
-            if out:
-                out.write(line + "\n")
-                out.flush()
+    for sample in range(args.samples):
+        for name in names:
+            ours_args = ["--ours-only", name, "--device", args.device]
+            if args.same_process:
+                rows = [ours(name, args.device)]
+            else:
+                rows = [_in_own_process(ours_args, name, "cirq-quasarq")]
+            if args.baseline:
+                rows.append(_in_own_process(ours_args, name, "cirq-quasarq", baseline=args.baseline))
+            if args.peers:
+                rows.append(_in_own_process(["--peer-only", name], name, "quasarq"))
+            for row in rows:
+                row["sample"] = sample
+                line = json.dumps(row)
+                print(line, flush=True)
+                if out:
+                    out.write(line + "\n")
+                    out.flush()
 
 
 if __name__ == "__main__":
