@@ -274,6 +274,7 @@ def test_tableau_floor_is_one_read_and_write_a_layer():
 def test_first_call_benchmark_runs_a_baseline_checkout_in_turn(tmp_path):
     """bench_first_call --baseline DIR --samples 2: each case in a process of its own, once with this
     checkout's cirq_quasarq and once with DIR's, in turn, every sample; rows say which package ran."""
+    pytest.importorskip("stim")  # the case's circuit
     base = tmp_path / "base"
     shutil.copytree(ROOT / "cirq_quasarq", base / "cirq_quasarq", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "cuda_src", base / "cuda_src")
