@@ -94,44 +94,39 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in (c0, c1, c2, c3))
     shape = np.broadcast_shapes(c0.shape, c1.shape, c2.shape, c3.shape)
     total = math.prod(shape)
-    shift = np.uint64(32)
     rounds = _round_keys(tuple(int(k) for k in key))
-    if total <= _BLOCK:  # one pass; the ufuncs broadcast the counters as they read them
-        ac, other = np.empty((2, total), dtype=np.uint64), np.empty((2, total), dtype=np.uint64)
-        bd, product = np.empty_like(ac), np.empty_like(ac)
-        np.bitwise_and(c0, MASK32, out=ac[0].reshape(shape))
-        np.bitwise_and(c2, MASK32, out=ac[1].reshape(shape))
-        np.bitwise_and(c1, MASK32, out=bd[0].reshape(shape))
-        np.bitwise_and(c3 | ((c0 >> shift) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1].reshape(shape))
-        for k in rounds:
-            np.multiply(ac, _MULTIPLIERS, out=product)
-            np.right_shift(product[::-1], shift, out=other)
-            other ^= bd
-            other ^= k
-            np.bitwise_and(product[::-1], MASK32, out=bd)
-            ac, other = other, ac
+    if total <= _BLOCK:  # one pass, the counters as they are
+        ac, bd = _philox_pass(c0, c1, c2, c3, shape, rounds)
         return ac[0].reshape(shape), bd[0].reshape(shape), ac[1].reshape(shape), bd[1].reshape(shape)
     flat = [c.reshape(-1) if c.shape == shape else np.broadcast_to(c, shape).reshape(-1) for c in (c0, c1, c2, c3)]
     outs = np.empty((4, total), dtype=np.uint64)
     for lo in range(0, total, _BLOCK):
         hi = min(total, lo + _BLOCK)
-        x0, x1, x2, x3 = (f[lo:hi] for f in flat)
-        ac, other = np.empty((2, hi - lo), dtype=np.uint64), np.empty((2, hi - lo), dtype=np.uint64)
-        bd, product = np.empty_like(ac), np.empty_like(ac)
-        np.bitwise_and(x0, MASK32, out=ac[0])
-        np.bitwise_and(x2, MASK32, out=ac[1])
-        np.bitwise_and(x1, MASK32, out=bd[0])
-        np.bitwise_and(x3 | ((x0 >> shift) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1])
-        for k in rounds:
-            np.multiply(ac, _MULTIPLIERS, out=product)  # [a * M0, c * M1]
-            # (a, c) <- (hi(c * M1) ^ b ^ k0, hi(a * M0) ^ d ^ k1); (b, d) <- (lo(c * M1), lo(a * M0))
-            np.right_shift(product[::-1], shift, out=other)
-            other ^= bd
-            other ^= k
-            np.bitwise_and(product[::-1], MASK32, out=bd)
-            ac, other = other, ac
+        ac, bd = _philox_pass(*(f[lo:hi] for f in flat), (hi - lo,), rounds)
         outs[0, lo:hi], outs[1, lo:hi], outs[2, lo:hi], outs[3, lo:hi] = ac[0], bd[0], ac[1], bd[1]
     return tuple(o.reshape(shape) for o in outs)
+
+
+def _philox_pass(c0, c1, c2, c3, shape, rounds):
+    """The ten rounds on counters broadcast to `shape` (the ufuncs broadcast them as they read them,
+    no copies): (ac, bd), uint64 [2, prod(shape)] each, rows (r0, r2) and (r1, r3) of the output."""
+    shift = np.uint64(32)
+    m = math.prod(shape)
+    ac, other = np.empty((2, m), dtype=np.uint64), np.empty((2, m), dtype=np.uint64)
+    bd, product = np.empty_like(ac), np.empty_like(ac)
+    np.bitwise_and(c0, MASK32, out=ac[0].reshape(shape))
+    np.bitwise_and(c2, MASK32, out=ac[1].reshape(shape))
+    np.bitwise_and(c1, MASK32, out=bd[0].reshape(shape))
+    np.bitwise_and(c3 | ((c0 >> shift) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1].reshape(shape))
+    for k in rounds:
+        np.multiply(ac, _MULTIPLIERS, out=product)  # [a * M0, c * M1]
+        # (a, c) <- (hi(c * M1) ^ b ^ k0, hi(a * M0) ^ d ^ k1); (b, d) <- (lo(c * M1), lo(a * M0))
+        np.right_shift(product[::-1], shift, out=other)
+        other ^= bd
+        other ^= k
+        np.bitwise_and(product[::-1], MASK32, out=bd)
+        ac, other = other, ac
+    return ac, bd
 
 
 def word(key, stream: int, a: int, b: int, index: int) -> int:
