@@ -308,8 +308,8 @@ def foldable_runs(schedule, windows) -> dict:
     spans = np.array(given, dtype=np.int64).reshape(-1, 2)
     lo = np.searchsorted(starts, spans[:, 0])
     hi = np.searchsorted(starts, spans[:, 1])
-    whole = ((spans[:, 1] > spans[:, 0]) & (lo < len(runs)) & (starts[np.minimum(lo, len(runs) - 1)] == spans[:, 0])
-             & (hi > lo) & (ends[np.maximum(hi - 1, 0)] == spans[:, 1]))
+    # runs tile the rows in order, so a window from a run's start to a run's end is whole runs
+    whole = (spans[:, 1] > spans[:, 0]) & np.isin(spans[:, 0], starts) & np.isin(spans[:, 1], ends)
     unfit = (bad_before[hi] - bad_before[lo]) > 0
     pairs = two_before[hi] - two_before[lo]
     found = {w: (None if u else int(k)) for w, ok, u, k in zip(given, whole.tolist(), unfit.tolist(), pairs.tolist())
