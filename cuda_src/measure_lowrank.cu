@@ -46,6 +46,17 @@
 //                    last chunk: each row read and written once for both (below).
 //   lowrank_gate_groups, lowrank_idle_groups  the folded window's groups of rows: its two-qubit
 //                    gates, one-qubit gates and idle qubits.
+// Fused windows (a low-rank window, the gate window folded into it, then a low-rank window of one
+// chunk): the next window's pass 1 rides on this one's last pass, so a layer reads and writes the
+// tableau once instead of reading it twice and writing it once (measure.py, fuse_pass):
+//   lowrank_ahead    the next window's measured rows (its zrows) as they will be after this chunk
+//                    and the gates, k rows that measure_window_plan then decides on (`side`);
+//                    lowrank_prepare prepares its chunk as usual.
+//   lowrank_apply_gates_counts  lowrank_apply_gates, and per octet of new rows (a warp's two
+//                    groups) the next window's e_i on the tensor cores, tile by tile as partial
+//                    counts, and the rows' bits on its pivots (qq_lr_octet_counts).
+//   lowrank_reduce   the partial counts summed over the tiles and the phase (qq_lr_phase): what
+//                    lowrank_counts would have given on the rows the pass wrote.
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include "paulis.cuh"
 #include "tables.cuh"
@@ -579,23 +590,96 @@ static_assert(4 * QQ_LR_ROW_LANES == 32, "a warp holds a group: four rows");
 // lowrank_apply_gates' words a warp in shared memory after the tables: a group's words, both planes.
 #define QQ_LR_XCH_WORDS (2 * QQ_LR_LANE_WORDS * 32)
 
-// GATES: the next gate window folded in; GROUPS: groups a warp has in flight.
-template <bool GATES, int GROUPS>
+// The next collapse window's share of lowrank_apply_gates_counts: its victim masks (without its
+// pivots), pivots, and whether it has random collapses; where pass 1's partial counts go (per tile,
+// octet of rows and lane: QQ_LR_VT_MTILES bytes of 16 collapses) and the rows' bits on its pivots
+// (four words a row: x on pivot columns 0..127, then z; OR-ed in, zero before the pass).
+struct QQNextCounts {
+    const qq_u64* VN;
+    const int* meta;
+    const int* pivots;
+    const int* active;
+    int kc;
+    qq_u64* pcounts;
+    qq_u64* pbits;
+    size_t octets;
+};
+#define QQ_LR_VT_MTILES (QQ_LR_CHUNK / 16)  // tiles of 16 collapses: a byte each in a lane's partial word
+#define QQ_LR_VT_TILE_BYTES (4 * 32 * 16)    // the A fragments of 16 collapses on a tile: 4 steps x 32 lanes x 16 bytes
+static_assert(QQ_LR_VT_MTILES == 8, "a lane's partial counts are one 8-byte word");
+
+// Pass 1 of the next window on an octet of new rows (two groups' words in a warp's exchange
+// words, [group][plane][h][lane]), on the tensor cores with the roles of lowrank_counts swapped:
+// A = 16 victim masks (tile mt: fragments as the block staged them, a 16-byte load a lane and step),
+// B = the 8 rows, so that one warp's two groups fill an instruction: a = |z & v| and b = |x & z & v|
+// over the tile's 1,024 columns, m16n8k256 b1 AND + POPC, and e = a + 2b. Lane (g, q) holds rows
+// 2q, 2q + 1 of collapses 16 mt + g and 16 mt + g + 8 (the accumulator's layout) and keeps their
+// e mod 4 as byte mt of its partial word: bits 2f..2f+1 for f = 2 (collapse g + 8) + (row 2q + 1).
+// Row j of the octet is slot j & 3 of group j >> 2.
+__device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4* vt, int mtiles, int lane,
+                                                   qq_u64* pcounts, size_t octet, bool write) {
+    const int g = lane >> 2, q = lane & 3;
+    const qq_u64* rows = st + (g >> 2) * QQ_LR_XCH_WORDS;
+    unsigned bz[4][2], bxz[4][2];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {  // word 4c + q of the tile: lane 4 (c & 1) + q of slot g & 3, half c >> 1
+        const int h = c >> 1, ln = (g & 3) * QQ_LR_ROW_LANES + 4 * (c & 1) + q;
+        const qq_u64 x = rows[h * 32 + ln], z = rows[(QQ_LR_LANE_WORDS + h) * 32 + ln], xz = x & z;
+        bz[c][0] = (unsigned)z;
+        bz[c][1] = (unsigned)(z >> 32);
+        bxz[c][0] = (unsigned)xz;
+        bxz[c][1] = (unsigned)(xz >> 32);
+    }
+    qq_u64 packed = 0ull;
+    for (int mt = 0; mt < mtiles; ++mt) {
+        int a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const uint4 f = vt[(mt * 4 + c) * 32 + lane];
+            qq_lr_mma(a, f.x, f.y, f.z, f.w, bz[c][0], bz[c][1]);
+            qq_lr_mma(b, f.x, f.y, f.z, f.w, bxz[c][0], bxz[c][1]);
+        }
+        unsigned byte = 0u;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) byte |= ((unsigned)(a[k] + 2 * b[k]) & 3u) << (2 * k);
+        packed |= (qq_u64)byte << (8 * mt);
+    }
+    if (write) __stcs((unsigned long long*)pcounts + octet * 32 + lane, packed);
+}
+
+// GATES: the next gate window folded in; GROUPS: groups a warp has in flight. COUNTS (with GATES and
+// one group in flight): the next collapse window's pass 1 too, on the rows this pass writes
+// (lowrank_apply_gates_counts, below).
+template <bool GATES, int GROUPS, bool COUNTS>
 __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits,
                                             const int* meta, const int* pivots, const int* active, const QQTables* T,
                                             const int4* pairs, const int2* halves, int num_pairs, int num_halves,
-                                            unsigned* part, int kc, int n, int W, int groups_per_block) {
+                                            unsigned* part, int kc, int n, int W, int groups_per_block,
+                                            const QQNextCounts next) {
     extern __shared__ __align__(16) qq_u64 qq_lr_tab[];  // [group][idx][plane][wl][h]: word wl + 8 h
     __shared__ int s_np, s_pw[QQ_LR_CHUNK], s_pb[QQ_LR_CHUNK], s_pj[QQ_LR_CHUNK];
+    // the next window's pivots in this tile by word: those of word wt at [s_at2[wt], s_at2[wt + 1]),
+    // so that a lane visits only its own words' (they become bits of four words a row: few atomics)
+    __shared__ int s_at2[QQ_LR_TILE + 1], s_fill2[QQ_LR_TILE], s_pb2[COUNTS ? QQ_LR_CHUNK : 1],
+        s_pj2[COUNTS ? QQ_LR_CHUNK : 1];
+    static_assert(!COUNTS || (GATES && GROUPS == 1), "the next window's counts ride on the folded gates' pass");
     constexpr bool gates = GATES;
     const int kp = meta[QQ_LR_META_KP];
     const bool update = *active != 0 && kp != 0;  // uniform: something random in this chunk
     if (!update && !gates) return;
+    const int kp2 = COUNTS ? next.meta[QQ_LR_META_KP] : 0;
+    const bool counts = COUNTS && *next.active != 0 && kp2 != 0;  // uniform: the next window has random collapses
     int first, last;
     qq_lr_columns(meta, gates, W, &first, &last);
     const int w0 = first + (int)blockIdx.x * QQ_LR_TILE;
     if (w0 >= last) return;  // the grid covers every word; the span is known on the device only
     const int tid = threadIdx.x, groups = update ? (kc + 3) >> 2 : 0;
+    const int warps = QQ_LR_APPLY_BLOCK / 32, warp = tid >> 5;
+    // Shared memory after the tables: a warp's exchange words (two groups' with COUNTS: the octet of
+    // rows pass 1 multiplies), then with COUNTS the next window's victim words of this tile.
+    qq_u64* xch_base = qq_lr_tab + (size_t)groups * 16 * QQ_LR_ENTRY_WORDS;
+    uint4* vt = (uint4*)(xch_base + (size_t)warps * (COUNTS ? 2 : 1) * QQ_LR_XCH_WORDS);
+    const int mtiles = counts ? (next.kc + 15) >> 4 : 0;
     for (int e = tid; e < groups * QQ_LR_TILE; e += QQ_LR_APPLY_BLOCK) {  // a thread a (group, word)
         const int g = e / QQ_LR_TILE, wt = e % QQ_LR_TILE, w = w0 + wt;
         const int at = (wt % QQ_LR_ROW_LANES) * QQ_LR_LANE_WORDS + wt / QQ_LR_ROW_LANES;
@@ -616,7 +700,17 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             entry[QQ_LR_TILE + at] = chi;
         }
     }
+    if (COUNTS)  // the next window's victim words of this tile as A fragments: [tile mt][step c][lane]
+        for (int e = tid; e < mtiles * 4 * 32; e += QQ_LR_APPLY_BLOCK) {
+            const int fl = e & 31, c = (e >> 5) & 3, i0 = 16 * (e >> 7) + (fl >> 2), i1 = i0 + 8;
+            const int w = w0 + 4 * c + (fl & 3);
+            const qq_u64 v0 = i0 < next.kc && w < W ? next.VN[(size_t)i0 * W + w] : 0ull;
+            const qq_u64 v1 = i1 < next.kc && w < W ? next.VN[(size_t)i1 * W + w] : 0ull;
+            vt[e] = make_uint4((unsigned)v0, (unsigned)v1, (unsigned)(v0 >> 32), (unsigned)(v1 >> 32));
+        }
     if (tid == 0) s_np = 0;
+    if (COUNTS && tid <= QQ_LR_TILE) s_at2[tid] = 0;
+    if (COUNTS && tid < QQ_LR_TILE) s_fill2[tid] = 0;
     __syncthreads();
     if (update && tid < kp) {  // the pivots in this tile
         const int p = pivots[tid], wt = (p >> 6) - w0;
@@ -627,9 +721,22 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             s_pj[at] = tid;
         }
     }
+    const int wt2 = counts && tid < kp2 ? (next.pivots[tid] >> 6) - w0 : -1;  // the next window's, by word
+    const bool mine2 = wt2 >= 0 && wt2 < QQ_LR_TILE;
+    if (mine2) atomicAdd(&s_at2[wt2 + 1], 1);
     __syncthreads();
+    if (COUNTS) {  // the counts per word become the starts; then each pivot takes its place
+        if (tid == 0)
+            for (int wt = 1; wt <= QQ_LR_TILE; ++wt) s_at2[wt] += s_at2[wt - 1];
+        __syncthreads();
+        if (mine2) {
+            const int at = s_at2[wt2] + atomicAdd(&s_fill2[wt2], 1);
+            s_pb2[at] = next.pivots[tid] & 63;
+            s_pj2[at] = tid;
+        }
+        __syncthreads();
+    }
     const int np = s_np, lane = tid & 31, slot = lane / QQ_LR_ROW_LANES, wl = lane % QQ_LR_ROW_LANES;
-    const int warps = QQ_LR_APPLY_BLOCK / 32, warp = tid >> 5;
     bool in_span[QQ_LR_LANE_WORDS];
 #pragma unroll
     for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) in_span[h] = w0 + wl + QQ_LR_ROW_LANES * h < last;
@@ -637,15 +744,21 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     const int num_groups = qq_lr_num_groups(halves, num_pairs, num_halves, n);
     const int gb = (int)blockIdx.y * groups_per_block, count = min(groups_per_block, num_groups - gb);
     unsigned* part_tile = part + (size_t)blockIdx.x * num_groups;
+    // Iteration `it`'s group u of this warp. With COUNTS a warp takes two neighbouring groups in
+    // turn (an octet of rows, octet (gb + l) / 2 of the window's: groups_per_block is even).
+    auto group_at = [&](int it, int u) {
+        return COUNTS ? (it >> 1) * 2 * warps + 2 * warp + (it & 1) : (it * GROUPS + u) * warps + warp;
+    };
+    auto more = [&](int it) { return (COUNTS ? (it >> 1) * 2 : it * GROUPS) * warps < count; };
     // A slot's row, the rows its gate multiplies (sel) and its alpha come first: they are loaded an
     // iteration ahead.
     size_t r_next[GROUPS];
     int sel_next[GROUPS];
     qq_u64 al_next[GROUPS][QQ_LR_WORDS];
-    auto load_next = [&](int base) {
+    auto load_next = [&](int it) {
 #pragma unroll
         for (int u = 0; u < GROUPS; ++u) {
-            const int l = base + u * warps + warp;
+            const int l = group_at(it, u);
             const int4 grp = l < count ? qq_lr_group(pairs, halves, num_pairs, num_halves, n, gb + l)
                                        : make_int4(-1, -1, -1, -1);
             const size_t r = qq_lr_slot_row(grp, slot, n);
@@ -657,7 +770,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         }
     };
     load_next(0);
-    for (int base = 0; base < count; base += warps * GROUPS) {
+    for (int it = 0; more(it); ++it) {
         size_t rows[GROUPS];
         int sels[GROUPS];
         unsigned al[GROUPS][2 * QQ_LR_WORDS];
@@ -671,7 +784,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                 al[u][2 * k + 1] = (unsigned)(al_next[u][k] >> 32);
             }
         }
-        load_next(base + warps * GROUPS);
+        load_next(it + 1);
         qq_u64 x[GROUPS][QQ_LR_LANE_WORDS], z[GROUPS][QQ_LR_LANE_WORDS];
 #pragma unroll
         for (int u = 0; u < GROUPS; ++u) {  // every load first: several rows in flight
@@ -685,7 +798,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         }
 #pragma unroll
         for (int u = 0; u < GROUPS; ++u) {
-            const int l = base + u * warps + warp;
+            const int l = group_at(it, u);
             const size_t r = rows[u];
             qq_u64 clo[QQ_LR_LANE_WORDS] = {}, chi[QQ_LR_LANE_WORDS] = {};
 #pragma unroll
@@ -725,10 +838,11 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                         }
             }
             int phase = 0;
+            // This warp's exchange words for this group: [plane][h][lane]
+            qq_u64* xch = xch_base + (size_t)(COUNTS ? 2 * warp + (it & 1) : warp) * QQ_LR_XCH_WORDS;
             if (gates) {  // the new row of this slot: a product of the group's rows (after the update)
-                // The group's words go through the warp's share of shared memory, [plane][h][lane];
-                // a slot reads only the rows its gate multiplies (none where its row stays itself).
-                qq_u64* xch = qq_lr_tab + (size_t)groups * 16 * QQ_LR_ENTRY_WORDS + warp * QQ_LR_XCH_WORDS;
+                // The group's words go through the warp's share of shared memory; a slot reads only
+                // the rows its gate multiplies (none where its row stays itself).
                 const int sel = sels[u];
                 __syncwarp();  // the previous group's words are read
 #pragma unroll
@@ -774,6 +888,44 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 #pragma unroll
             for (int s = 0; s < 4; ++s) word |= __shfl_sync(0xFFFFFFFFu, byte, QQ_LR_ROW_LANES * s) << (8 * s);
             if (lane == 0 && l < count) part_tile[gb + l] = word;
+            if (counts) {
+                // The next window's pass 1 on the new rows: their bits on its pivots (in this tile),
+                // then, every second group, the octet's counts on the tensor cores.
+                if (r != (size_t)-1) {  // a lane's pivot bits gathered first: at most four atomics
+                    qq_u64 pb[2 * QQ_LR_WORDS] = {};  // x bits of pivot columns 0..63, 64..127, then z
+#pragma unroll
+                    for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                        const int wt = wl + QQ_LR_ROW_LANES * h;
+                        for (int k = s_at2[wt]; k < s_at2[wt + 1]; ++k) {
+                            const int j = s_pj2[k], b = s_pb2[k];
+                            const qq_u64 bit = 1ull << (j & 63);
+                            const qq_u64 bx = (xw[h] >> b) & 1ull ? bit : 0ull, bz = (zw[h] >> b) & 1ull ? bit : 0ull;
+                            if (j < 64) {
+                                pb[0] |= bx;
+                                pb[2] |= bz;
+                            } else {
+                                pb[1] |= bx;
+                                pb[3] |= bz;
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int e = 0; e < 2 * QQ_LR_WORDS; ++e)
+                        if (pb[e]) atomicOr((unsigned long long*)next.pbits + 4 * r + e, (unsigned long long)pb[e]);
+                }
+                __syncwarp();  // every slot has read the group's words
+#pragma unroll
+                for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                    xch[h * 32 + lane] = xw[h];
+                    xch[(QQ_LR_LANE_WORDS + h) * 32 + lane] = zw[h];
+                }
+                if (it & 1) {
+                    __syncwarp();
+                    qq_lr_octet_counts(xch_base + (size_t)2 * warp * QQ_LR_XCH_WORDS, vt, mtiles, lane,
+                                       next.pcounts, (size_t)blockIdx.x * next.octets + (gb >> 1) + (it >> 1) * warps + warp,
+                                       group_at(it, 0) - 1 < count);
+                }
+            }
         }
     }
 }
@@ -781,16 +933,221 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
               const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
-    qq_lr_apply<false, QQ_LR_APPLY_GROUPS>(X, Z, VN, rowbits, meta, pivots, active, nullptr, nullptr, nullptr, 0,
-                                           0, part, kc, n, W, groups_per_block);
+    qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, nullptr, nullptr,
+                                                  nullptr, 0, 0, part, kc, n, W, groups_per_block, QQNextCounts{});
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
                     const int* pivots, const int* active, const QQTables* T, const int4* pairs, const int2* halves,
                     int num_pairs, int num_halves, unsigned* part, int kc, int n, int W, int groups_per_block) {
-    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS>(X, Z, VN, rowbits, meta, pivots, active, T, pairs, halves, num_pairs,
-                                                num_halves, part, kc, n, W, groups_per_block);
+    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, T, pairs, halves,
+                                                       num_pairs, num_halves, part, kc, n, W, groups_per_block,
+                                                       QQNextCounts{});
+}
+
+// lowrank_apply_gates and the next collapse window's pass 1 in one pass over the rows: each row is
+// read once, updated, taken through the folded gates, written once, and its new words counted
+// against the next window's victim masks (qq_lr_octet_counts) and read at its pivots. The next
+// window was decided ahead of this pass on its measured rows alone (lowrank_ahead, then
+// measure_window_plan on those rows, lowrank_prepare); lowrank_reduce then sums the partial counts
+// over the tiles and runs the phase, as lowrank_counts would have on the rows this pass wrote.
+extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
+lowrank_apply_gates_counts(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
+                           const int* pivots, const int* active, const QQTables* T, const int4* pairs,
+                           const int2* halves, int num_pairs, int num_halves, unsigned* part, int kc, int n, int W,
+                           int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2,
+                           const int* active2, int kc2, qq_u64* pcounts, qq_u64* pbits) {
+    const size_t octets = (size_t)(qq_lr_num_groups(halves, num_pairs, num_halves, n) + 1) / 2;
+    qq_lr_apply<true, 1, true>(X, Z, VN, rowbits, meta, pivots, active, T, pairs, halves, num_pairs, num_halves, part,
+                               kc, n, W, groups_per_block,
+                               QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
+}
+
+// The next window's pass 1 finished: per octet of rows (as lowrank_apply_gates_counts wrote them) a
+// warp sums its lanes' partial words over the tiles (mod 4 in each 2-bit field: fields two bits
+// apart, so a carry falls into a masked gap) and turns them into each row's bit sets e0, e1 (a
+// ballot a bit plane, every fourth bit of it a row's); four octets a warp, then a lane a row runs
+// the phase (qq_lr_phase, as lowrank_counts does), clearing the row's pivot bits for the next pass.
+#define QQ_LR_REDUCE_BLOCK 256
+#define QQ_LR_REDUCE_INFLIGHT 8
+__device__ __forceinline__ unsigned qq_every_fourth_bit(unsigned m) {  // bits 0, 4, ..., 28 -> 0..7
+    m &= 0x11111111u;
+    m = (m | (m >> 3)) & 0x03030303u;
+    m = (m | (m >> 6)) & 0x000F000Fu;
+    return (m | (m >> 12)) & 0xFFu;
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_REDUCE_BLOCK)
+lowrank_reduce(unsigned char* S, const int* plan, const int* meta, const int* pcol, const qq_u64* vp,
+               const int* special, const int* active, const int4* pairs, const int2* halves, int num_pairs,
+               int num_halves, const qq_u64* pcounts, qq_u64* pbits, qq_u64* rowbits, int kc, int n, int tiles) {
+    __shared__ int s_col[QQ_LR_CHUNK], s_yz[QQ_LR_CHUNK], s_inject[QQ_LR_CHUNK];
+    __shared__ qq_u64 s_vp[QQ_LR_CHUNK * QQ_LR_WORDS];
+    if (*active == 0 || meta[QQ_LR_META_KP] == 0) return;  // uniform: nothing random in the window
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int e = tid; e < QQ_LR_CHUNK * QQ_LR_WORDS; e += QQ_LR_REDUCE_BLOCK) s_vp[e] = vp[e];
+    if (tid < QQ_LR_CHUNK) {
+        s_col[tid] = pcol[tid];
+        const int* pl = plan + QQ_PLAN_FIELDS * min(tid, kc - 1);
+        s_yz[tid] = pl[QQ_PLAN_YZ];
+        s_inject[tid] = pl[QQ_PLAN_INJECT];
+    }
+    __syncthreads();
+    const int num_groups = qq_lr_num_groups(halves, num_pairs, num_halves, n), octets = (num_groups + 1) / 2;
+    // A warp takes four octets, one after the other, and lane j keeps the bit sets of row j & 7 of
+    // octet j >> 3: then all 32 lanes run a phase.
+    const int o0 = 4 * ((int)blockIdx.x * (QQ_LR_REDUCE_BLOCK / 32) + (tid >> 5));
+    if (o0 >= octets) return;  // warp-uniform
+    const qq_u64 lo2 = 0x3333333333333333ull, hi2 = 0xCCCCCCCCCCCCCCCCull;
+    const size_t stride = (size_t)octets * 32;  // a tile's partial words
+    const int j = lane & 7, c = j & 1;            // row j of its octet: B column j = 2q + c
+    qq_lr_bits e[2] = {qq_lr_make(0ull, 0ull), qq_lr_make(0ull, 0ull)};
+    for (int oo = 0; oo < 4 && o0 + oo < octets; ++oo) {
+        const unsigned long long* part = (const unsigned long long*)pcounts + (size_t)(o0 + oo) * 32 + lane;
+        qq_u64 sum = 0ull;
+        for (int t0 = 0; t0 < tiles; t0 += QQ_LR_REDUCE_INFLIGHT) {  // that many loads in flight a lane
+            qq_u64 v[QQ_LR_REDUCE_INFLIGHT];
+#pragma unroll
+            for (int u = 0; u < QQ_LR_REDUCE_INFLIGHT; ++u)
+                v[u] = t0 + u < tiles ? __ldcs(part + (t0 + u) * stride) : 0ull;
+#pragma unroll
+            for (int u = 0; u < QQ_LR_REDUCE_INFLIGHT; ++u)
+                sum = (((sum & lo2) + (v[u] & lo2)) & lo2) | (((sum & hi2) + (v[u] & hi2)) & hi2);
+        }
+        for (int mt = 0; mt < ((kc + 15) >> 4); ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+                for (int cc = 0; cc < 2; ++cc)
+#pragma unroll
+                    for (int b = 0; b < 2; ++b) {
+                        const int f = 2 * hh + cc;
+                        const unsigned m = __ballot_sync(0xFFFFFFFFu, (sum >> (8 * mt + 2 * f + b)) & 1ull);
+                        if ((lane >> 3) == oo && cc == c) {
+                            const int at = 16 * mt + 8 * hh;  // collapses at .. at + 7, bit g of the gathered byte
+                            const qq_u64 bits = (qq_u64)qq_every_fourth_bit(m >> (j >> 1)) << (at & 63);
+                            if (at < 64)
+                                e[b].lo |= bits;
+                            else
+                                e[b].hi |= bits;
+                        }
+                    }
+    }
+    const int o = o0 + (lane >> 3), grp_index = 2 * o + (j >> 2);
+    if (o >= octets || grp_index >= num_groups) return;
+    const size_t r = qq_lr_slot_row(qq_lr_group(pairs, halves, num_pairs, num_halves, n, grp_index), j & 3, n);
+    if (r == (size_t)-1) return;
+    qq_u64* pb = pbits + 4 * r;
+    const qq_lr_bits xP = qq_lr_make(pb[0], pb[1]), zP = qq_lr_make(pb[2], pb[3]);
+    pb[0] = pb[1] = pb[2] = pb[3] = 0ull;
+    qq_lr_phase(S, e[0], e[1], xP, zP, s_col, s_vp, s_yz, s_inject, special, meta[QQ_LR_META_SPECIAL], kc, r,
+                rowbits);
+}
+
+// The next window's measured rows before the pass that brings the tableau to them: block j makes
+// the zrow of the next window's collapse j (qubit q, instruction cstart + j) as it will be after
+// this chunk's update and the gate window [gstart, gend) folded into its pass, into row j of AX, AZ,
+// AS (measure_window_plan's `side` rows). The rows q's gate multiplies (gate_of; none: q's zrow
+// alone) each take the update as pass 2 gives it (x ^= bit0(c) with c = sum of alpha_i v_i mod 4,
+// the bits on P from rowbits, sign = the phase's ^ |z & bit1(c)|), then their product and its sign
+// as lowrank_signs makes it.
+#define QQ_LR_AHEAD_BLOCK 256
+extern "C" __global__ void __launch_bounds__(QQ_LR_AHEAD_BLOCK)
+lowrank_ahead(const qq_u64* X, const qq_u64* Z, const unsigned char* S, const qq_u64* VN, const qq_u64* rowbits,
+              const int* meta, const int* pivots, const int* active, int kc, const QQTables* T, const int* gate_of,
+              int gstart, int gend, int cstart, int n, int W, qq_u64* AX, qq_u64* AZ, unsigned char* AS) {
+    __shared__ int s_piv[QQ_LR_CHUNK];
+    __shared__ qq_u64 s_bits[4][QQ_LR_ROWBITS];
+    __shared__ int s_phase[QQ_LR_AHEAD_BLOCK / 32], s_par[QQ_LR_AHEAD_BLOCK / 32];
+    const int tid = threadIdx.x, lane = tid & 31, j = blockIdx.x;
+    const int kp = meta[QQ_LR_META_KP];
+    const bool update = *active != 0 && kp != 0;
+    const int q = T->ins[(size_t)(cstart + j) * QQ_NF + QQ_F_A];
+    int op = -1, arity = 0, qa = q, qb = -1, slot = 1;
+    const int g = gate_of[q];
+    if (g >= gstart && g < gend) {
+        const int* row = T->ins + (size_t)g * QQ_NF;
+        const int o = row[QQ_F_OP];
+        if (row[QQ_F_A] == q || (qq_arity[o] == 2 && row[QQ_F_B] == q)) {
+            op = o;
+            arity = qq_arity[o];
+            if (arity == 2) {
+                qa = row[QQ_F_A];
+                qb = row[QQ_F_B];
+                slot = q == qa ? 1 : 3;
+            }
+        }
+    }
+    const unsigned char(*img)[5] = qq_inverse_images[op < 0 ? 0 : op];
+    const int sel = op < 0 ? 1 << slot : arity == 2 ? qq_image_rows(img, 2, slot) : qq_image_rows(img, 1, 1);
+    size_t rows[4];
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        const int qs = s < 2 ? qa : qb;
+        rows[s] = qs < 0 ? (size_t)-1 : (size_t)qs + (s & 1 ? (size_t)n : 0);
+    }
+    if (update)
+        for (int e = tid; e < kp; e += QQ_LR_AHEAD_BLOCK) s_piv[e] = pivots[e];
+    if (tid < 4 * QQ_LR_ROWBITS) {
+        const int s = tid / QQ_LR_ROWBITS, k = tid % QQ_LR_ROWBITS;
+        s_bits[s][k] = update && ((sel >> s) & 1) ? rowbits[QQ_LR_ROWBITS * rows[s] + k] : 0ull;
+    }
+    __syncthreads();
+    int phase = 0, par = 0;  // par: bit s the parity |z & bit1(c)| of slot s's row
+    for (int w = tid; w < W; w += QQ_LR_AHEAD_BLOCK) {
+        qq_u64 ox = 0ull, oz = 0ull;
+        for (int s = 0; s < 4; ++s) {
+            if (!((sel >> s) & 1)) continue;
+            const size_t r = rows[s];
+            qq_u64 x = X[r * W + w];
+            qq_u64 z = Z[r * W + w];
+            if (update) {
+                qq_u64 clo = 0ull, chi = 0ull;
+                for (int i = 0; i < kc; ++i)
+                    if ((((i < 64 ? s_bits[s][0] : s_bits[s][1]) >> (i & 63)) & 1ull)) {
+                        const qq_u64 v = VN[(size_t)i * W + w];
+                        chi ^= clo & v;
+                        clo ^= v;
+                    }
+                par ^= (qq_popc(z & chi) & 1) << s;
+                x ^= clo;
+                for (int e = 0; e < kp; ++e)
+                    if ((s_piv[e] >> 6) == w) {
+                        const qq_u64 bit = 1ull << (s_piv[e] & 63);
+                        const qq_u64 xb = (s_bits[s][QQ_LR_WORDS + (e >> 6)] >> (e & 63)) & 1ull;
+                        const qq_u64 zb = (s_bits[s][2 * QQ_LR_WORDS + (e >> 6)] >> (e & 63)) & 1ull;
+                        x = (x & ~bit) | (xb ? bit : 0ull);
+                        z = (z & ~bit) | (zb ? bit : 0ull);
+                    }
+            }
+            phase += qq_mul_phase(ox, oz, x, z);
+            ox ^= x;
+            oz ^= z;
+        }
+        AX[(size_t)j * W + w] = ox;
+        AZ[(size_t)j * W + w] = oz;
+    }
+    for (int off = 16; off; off >>= 1) {
+        phase += __shfl_xor_sync(0xFFFFFFFFu, phase, off);
+        par ^= __shfl_xor_sync(0xFFFFFFFFu, par, off);
+    }
+    if (lane == 0) {
+        s_phase[tid >> 5] = phase;
+        s_par[tid >> 5] = par;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int total = 0, parity = 0;
+        for (int w = 0; w < QQ_LR_AHEAD_BLOCK / 32; ++w) {
+            total += s_phase[w];
+            parity ^= s_par[w];
+        }
+        int old[4] = {0, 0, 0, 0};
+        for (int s = 0; s < 4; ++s)
+            if ((sel >> s) & 1) old[s] = S[rows[s]] ^ ((parity >> s) & 1);
+        AS[j] = (unsigned char)(op < 0 ? old[slot] : qq_gate_sign(img, arity, arity == 2 ? slot : 1, total, old));
+    }
 }
 
 // The signs after pass 2 (and the folded gates): a thread a group sums its `part` words over the
@@ -845,7 +1202,8 @@ lowrank_signs(unsigned char* S, const int* meta, const int* active, const QQTabl
 
 // The folded gate window's groups for lowrank_apply: its two-qubit gates a group each (pairs), its
 // one-qubit gates (I included) and then the qubits it leaves idle (lowrank_idle_groups) a half each
-// (halves). Slots come from two counters that only grow (cnt[0] pairs, cnt[1] halves: the host
+// (halves); and per gated qubit its gate's instruction (gate_of, for lowrank_ahead: an entry is this
+// window's only where it lies in [start, end) and that instruction acts on the qubit). Slots come from two counters that only grow (cnt[0] pairs, cnt[1] halves: the host
 // passes their values before this window, so nothing resets them); a warp takes its slots with one
 // atomic. The order of the groups is a race and changes nothing: a group's rows are its own.
 __device__ __forceinline__ unsigned long long qq_lr_take_slot(unsigned long long* counter, bool want) {
@@ -859,7 +1217,8 @@ __device__ __forceinline__ unsigned long long qq_lr_take_slot(unsigned long long
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_GROUPS_BLOCK)
 lowrank_gate_groups(const QQTables* T, int start, int end, int4* pairs, int2* halves, unsigned long long* cnt,
-                    unsigned long long pairs_before, unsigned long long halves_before, unsigned char* mark) {
+                    unsigned long long pairs_before, unsigned long long halves_before, unsigned char* mark,
+                    int* gate_of) {
     const int i = start + (int)(blockIdx.x * blockDim.x + threadIdx.x);
     const int* row = T->ins + (size_t)min(i, end - 1) * QQ_NF;
     const int op = row[QQ_F_OP], q0 = row[QQ_F_A];
@@ -869,9 +1228,11 @@ lowrank_gate_groups(const QQTables* T, int start, int end, int4* pairs, int2* ha
     if (pair) {
         pairs[ps] = make_int4(q0, row[QQ_F_B], i, -2);
         mark[q0] = mark[row[QQ_F_B]] = 1;
+        gate_of[q0] = gate_of[row[QQ_F_B]] = i;
     } else if (half) {
         halves[hs] = make_int2(q0, i);
         mark[q0] = 1;
+        gate_of[q0] = i;
     }
 }
 

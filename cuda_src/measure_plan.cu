@@ -9,7 +9,9 @@
 //                        form (Alg. 7), H / H_YZ and the coin's X (Alg. 8). It writes the records, the
 //                        plan (measure_plan.cuh) and the number of random collapses (`active`), which
 //                        measure_rows_apply (measure_rows.cu) and the low-rank update
-//                        (measure_lowrank.cu) then carry to the whole tableau.
+//                        (measure_lowrank.cu) then carry to the whole tableau. With `side`, the
+//                        k rows come from X, Z, S as given, row j of collapse j (lowrank_ahead's
+//                        rows of a window decided before the pass that brings the tableau to it).
 //
 // Block b owns word columns [bW/B, (b+1)W/B) of the slice (B = gridDim.x). A random collapse i is
 // one grid-wide step: every block runs Alg. 7 on its columns for the rows still to decide (j >= i)
@@ -135,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(QQ_PLAN_BLOCK, 1)
 measure_window_plan(const QQTables* T, const int* ctx, int cstart, int cend, const qq_u64* X, const qq_u64* Z,
                     const unsigned char* S, qq_u64* sx, qq_u64* sz, int slice_in_smem, unsigned* pub, unsigned* bar,
                     int* plan, qq_u64* V, int* active, unsigned char* rec, int W, qq_u32 k0, qq_u32 k1,
-                    int repetition, int reference) {
+                    int repetition, int reference, int side) {
     extern __shared__ qq_u64 plan_smem[];
     __shared__ int s_cand, s_owner, s_inject;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, threads = blockDim.x;
@@ -164,7 +166,7 @@ measure_window_plan(const QQTables* T, const int* ctx, int cstart, int cend, con
             const int* row = T->ins + (size_t)(cstart + j) * QQ_NF;
             sQ[j] = row[QQ_F_A];
             sRec[j] = row[QQ_F_REC] + ctx[0];
-            sign = S[(size_t)n + row[QQ_F_A]];
+            sign = side ? S[j] : S[(size_t)n + row[QQ_F_A]];
             reset = row[QQ_F_OP] != QQ_OP_M;
             norec = row[QQ_F_OP] == QQ_OP_R;
             invert = row[QQ_F_FLAGS] & QQ_FLAG_INVERT;
@@ -185,7 +187,7 @@ measure_window_plan(const QQTables* T, const int* ctx, int cstart, int cend, con
     __syncthreads();
     for (size_t idx = tid; idx < (size_t)k * (c1 - c0); idx += threads) {  // gather this block's columns
         const int j = (int)(idx / (c1 - c0)), w = c0 + (int)(idx % (c1 - c0));
-        const size_t r = (size_t)n + sQ[j];
+        const size_t r = side ? (size_t)j : (size_t)n + sQ[j];
         *sl.xw(j, w) = X[r * W + w];
         *sl.zw(j, w) = Z[r * W + w];
     }

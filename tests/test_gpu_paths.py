@@ -42,11 +42,14 @@ def lowrank_max(n: int) -> int:
     return max(64, n // 64)
 
 
-def _paper_layer(b: ProgramBuilder, n: int, r: random.Random) -> None:
-    """~0.7 n gates of the paper's set on a shuffled order (two-qubit partners from the rest)."""
+def _paper_layer(b: ProgramBuilder, n: int, r: random.Random, first=()) -> None:
+    """~0.7 n gates of the paper's set on a shuffled order (two-qubit partners from the rest), the
+    qubits `first` among those that get one."""
     order = list(range(n))
     r.shuffle(order)
-    active, partners = order[: int(0.7 * n)], order[int(0.7 * n):]
+    if len(first):
+        order = list(first) + [q for q in order if q not in set(first)]
+    active, partners = order[: max(len(first), int(0.7 * n))], order[max(len(first), int(0.7 * n)):]
     codes, a, bb = [], [], []
     for q in active:
         g = r.choice(PAPER_GATES)
@@ -111,9 +114,12 @@ def engines():
     default = CudaEngine()
     unfolded = CudaEngine()
     unfolded.fold_gates = False
+    unfused = CudaEngine()
+    unfused.fuse_windows = False
     rows = CudaEngine(lowrank_windows=False)
     sequential = CudaEngine(batch_windows=False)
-    return {"default": default, "fold_gates=False": unfolded, "lowrank_windows=False": rows}, sequential
+    return {"default": default, "fold_gates=False": unfolded, "fuse_windows=False": unfused,
+            "lowrank_windows=False": rows}, sequential
 
 
 def assert_paths_equal(program, seed: int, expect_paths=(), settings=None,
@@ -295,6 +301,81 @@ def test_wide_windows_take_the_lowrank_update_when_the_scan_finds_many_random_co
     assert took == pieces * sum(got for _, got in decided), took
     if scramble == 0:  # the windows with width, need and width / 2 random collapses, in each of 3 runs
         assert [randoms for randoms, _ in decided] == [width, need, need - 1, width // 2] * 3, decided
+
+
+def layered_program(n: int, seed: int, widths, resets: bool = False):
+    """Per width: a paper layer that gates the window's qubits and the last window's (so that the
+    schedule keeps each measurement in its layer: windows of exactly these widths), then M of them (a third measured before, a
+    fifth inverted); width 0: the last window's qubits again after H on every other qubit (all
+    deterministic). With `resets`, a few R and MR in every third window. No barriers: each
+    window's gate layer folds into the window before it, and each window of one chunk is decided
+    and counted by the pass before it (measure.fuse_pass) where that window folds its gates."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    measured, qubits = [], []
+    for index, width in enumerate(widths):
+        if width == 0:
+            others = np.setdiff1d(np.arange(n), qubits)
+            b.gate_layer(np.full(len(others), _CODE["H"]), others, np.full(len(others), -1))
+        else:
+            last = qubits
+            again = r.sample(measured, min(len(measured), width // 3))
+            fresh = [q for q in r.sample(range(n), 2 * width) if q not in set(again) | set(last)]
+            qubits = (again + fresh)[:width]
+            r.shuffle(qubits)
+            _paper_layer(b, n, r, first=list(dict.fromkeys(list(last) + qubits)))
+        b.next_step()
+        for q in qubits:
+            roll = r.random()
+            if resets and index % 3 == 2 and roll > 0.9:
+                if roll > 0.95:
+                    b.reset(q)
+                else:
+                    b.measure(q, reset=True)
+            else:
+                b.measure(q, invert=roll < 0.2)
+        measured = list(dict.fromkeys(measured + list(qubits)))
+        b.next_step()
+    return b.build()
+
+
+@pytest.mark.parametrize("n,widths,resets", [
+    (13001, [8, 9, 16, 17, 40, 64, 100, 128, 128, 12, 0, 9, 8], False),  # odd n: a half group alone
+    (13000, [200, 30, 128, 20, 150, 8, 0, 24], True),  # two chunks before a fused window; resets
+    (13000, [64, 0, 64, 40], False),  # an all-deterministic window between two random ones
+    (30000, [128, 21, 180, 140, 64, 33], False),
+])
+def test_fused_windows_equal_each_window_its_own_pass_1(n, widths, resets):
+    """A low-rank window's last pass, its gate layer folded in, also makes the next window's pass 1
+    (lowrank_ahead, the plan on those rows, lowrank_apply_gates_counts, lowrank_reduce): records and
+    final tableau equal each window making its own pass 1 and the per-collapse path bit for bit.
+    The schedule's layering moves measurements, so the windows fused into the one before them are
+    (checked on the CPU when these were chosen) of 9 to 127 collapses: every count of 16-collapse
+    tiles, across each tile's edge (15, 16, 17; 32, 39; ...), all deterministic ones (the 64 after
+    64), ones after a two-chunk window (200), and ones with resets, whose rows are replayed."""
+    program = layered_program(n, n + len(widths), widths, resets)
+    assert_paths_equal(program, 5, ("collapse window (low rank, fused)",),
+                       settings=("default", "fuse_windows=False"))
+
+
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_fused_windows_do_not_depend_on_the_plan_blocks(blocks):
+    """The next window's plan on rows made ahead, over 1 and 3 blocks (measure_window_plan's grid
+    barrier between them), equals the default engine's."""
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    program = layered_program(13000, blocks, [64, 65, 128, 8, 16])
+    sched = schedule(program)
+    fused, unfused = CudaEngine(), CudaEngine()
+    fused.plan_blocks = blocks
+    unfused.fuse_windows = False
+    fused.profile = True
+    for repetition, reference in ((0, False), (2, False), (0, True)):
+        key = rng.make_key(blocks)
+        got = fused.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        want = unfused.run_tableau(program, sched, key, repetition=repetition, reference=reference)
+        assert np.array_equal(got.records, want.records) and got.tableau.equals(want.tableau), (repetition, reference)
+    assert "collapse window (low rank, fused)" in fused.stage_seconds
 
 
 @pytest.mark.gpu_long

@@ -152,6 +152,10 @@ class CudaEngine(Engine):
         # (each row read and written once for both: lowrank_apply_gates, measure_rows_apply_gates);
         # False: its own gate kernel (the oracle)
         self.fold_gates = True
+        # a low-rank window's last pass (its gates folded in) also makes the next low-rank window's
+        # pass 1, that window decided ahead on its measured rows (measure.fuse_pass); False: each
+        # window its own pass 1 (the oracle)
+        self.fuse_windows = True
         # frame mode runs a chunk as pieces on their own streams when it copies back at least this
         self.pipeline_min_bytes = PIPELINE_MIN_BYTES
         # frame mode's shot-major records from the frame kernel's epilogue (False: a separate

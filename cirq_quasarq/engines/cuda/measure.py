@@ -15,7 +15,11 @@ Kernels driven, per window ('C' action of the plan), one of four equivalent path
   of measurements alone takes the gate window after it into its last pass 2 (`can_fold`,
   `foldable_gates`: lowrank_gate_groups, lowrank_idle_groups, lowrank_apply_gates), so the rows
   are read and written once for both; `engine.fold_gates = False` leaves the gates to gates.cu (the
-  oracle of both folds).
+  oracle of both folds). Where the collapse window after that gate window takes the low-rank path
+  in one chunk, the same pass makes its pass 1 too (`can_fuse`, `fuse_pass`: that window is
+  decided first on its measured rows made ahead, lowrank_ahead and measure_window_plan; then
+  lowrank_apply_gates_counts and lowrank_reduce), so a layer reads and writes the tableau once;
+  `engine.fuse_windows = False` gives each window its own pass 1 (the oracle).
 - rows (`batch_windows`, for the windows low rank does not take, or all when it is off): the same
   plan, then measure_rows_apply takes every row of the tableau through all of the window's
   collapses one after the other in shared memory (measure_rows.cu): one read and one write of the
@@ -101,6 +105,9 @@ LOWRANK_XCH_WORDS = loader.source_define("measure_lowrank.cu", "QQ_LR_XCH_WORDS"
 LOWRANK_SIGNS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_SIGNS_BLOCK")
 LOWRANK_GROUPS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_GROUPS_BLOCK")
 LOWRANK_META_FIELDS = loader.source_define("measure_lowrank.cu", "QQ_LR_META_FIELDS")
+LOWRANK_VT_TILE_BYTES = loader.source_define("measure_lowrank.cu", "QQ_LR_VT_TILE_BYTES")
+LOWRANK_REDUCE_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_REDUCE_BLOCK")
+LOWRANK_AHEAD_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_AHEAD_BLOCK")
 # Below this many collapses a window costs the rows path less than the low-rank update's two passes
 # (H100, docs/benchmarks-collapse.md, with the gate windows folded into both: random Clifford depth
 # 100, 30k qubits 103.7 ms with 16, 96.9 ms with 8 or 4; 10k 18.0, 17.9, 17.7 ms, the last
@@ -119,6 +126,15 @@ class Fold(NamedTuple):
     pairs: int
     idle: int = 0
     idle_count: int = 0
+
+
+class Fuse(NamedTuple):
+    """The collapse window [start, end) (loop context ctx, a device address) after a folded gate
+    window, whose pass 1 the pass before it takes (`fuse_pass`)."""
+
+    start: int
+    end: int
+    ctx: int
 
 
 def rows_per_block(smem_optin: int, W: int) -> int:
@@ -198,10 +214,15 @@ def plan_shared_bytes(W: int, blocks: int, k: int, slice_in_smem: bool) -> int:
     return 8 * cols + (16 * k * cols if slice_in_smem else 0) + 8 * k + 4 * PLAN_PLANES * -(-k // 32)
 
 
-def _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None:
+def _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag, side=None) -> None:
     """The window's records and decisions, from the measured qubits' rows (measure_window_plan, or
-    measure_rows_plan on small tableaux)."""
+    measure_rows_plan on small tableaux); side: those rows made ahead, (X, Z, S) of k rows
+    (measure_window_plan only)."""
     W, k, blocks = ws.W, cend - cstart, plan_blocks(engine, ws.W)
+    S = ws.S if side is None else side[2]
+    if side is not None:
+        X, Z = side[0], side[1]
+        assert blocks > 0, "rows made ahead take measure_window_plan"
     if blocks == 0:
         smem = 16 * k * W + 4 * k  # the slice and its signs
         in_smem = engine.plan_slice_shared and smem <= engine.smem_optin - 1024
@@ -212,9 +233,9 @@ def _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag) -> None
         return
     in_smem = engine.plan_slice_shared and plan_shared_bytes(W, blocks, k, True) <= engine.smem_optin - 1024
     engine.launcher.launch("collapse window plan", "measure_window_plan", (blocks, 1), (PLAN_BLOCK, 1, 1), T, ctx,
-                           cstart, cend, int(X), int(Z), int(ws.S), int(ws.sx), int(ws.sz), int(in_smem),
+                           cstart, cend, int(X), int(Z), int(S), int(ws.sx), int(ws.sz), int(in_smem),
                            int(ws.plan_pub), int(ws.plan_bar), int(ws.plan), int(ws.vrows), int(ws.active),
-                           int(ws.rec), W, k0, k1, rep, ref_flag,
+                           int(ws.rec), W, k0, k1, rep, ref_flag, int(side is not None),
                            shared_size=plan_shared_bytes(W, blocks, k, in_smem))
 
 
@@ -258,6 +279,12 @@ def lowrank_apply_shape(n: int, W: int, sm_count: int):
 def lowrank_part_words(n: int, W: int) -> int:
     """Words of lowrank_apply's per-tile sign parities and phases (a word a tile and group)."""
     return -(-W // LOWRANK_TILE) * -(-n // 2)
+
+
+def fused_count_words(n: int, W: int) -> int:
+    """8-byte words of lowrank_apply_gates_counts' partial counts: per tile of columns, octet of
+    rows (two groups) and lane, 2 bits a row and collapse of 16 x 8 collapses."""
+    return -(-W // LOWRANK_TILE) * -(-(-(-n // 2)) // 2) * 32
 
 
 def foldable_gates(ins: np.ndarray, start: int, end: int) -> Optional[int]:
@@ -320,27 +347,29 @@ def foldable_runs(schedule, windows) -> dict:
     return found
 
 
-def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold: Optional[Fold] = None) -> None:
+def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold: Optional[Fold] = None,
+             counted: bool = False, ahead: Optional[Fuse] = None) -> None:
     """The window as low-rank updates of the tableau, LOWRANK_CHUNK collapses each (measure_lowrank.cu).
     fold: the gate window that follows, folded into the last chunk's pass 2 (the caller checked that
-    it may be: `can_fold`)."""
+    it may be: `can_fold`). counted: the window (one chunk) was decided and its pass 1 made by the
+    pass before it (`fuse_pass`), its buffers current. ahead: the collapse window after the fold,
+    whose pass 1 this window's last pass takes (`can_fuse`)."""
     launch = engine.launcher.launch
     n, W, k = ws.n, ws.W, cend - cstart
-    _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
+    if not counted:
+        _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
     apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
-    prep_words = max(8, -(-W // (2 * engine.sm_count)))  # lowrank_prepare: words a block
     groups = -(-n // 2)
     signs_grid = (-(-groups // LOWRANK_SIGNS_BLOCK), 1)
     for c0 in range(0, k, LOWRANK_CHUNK):
         kc = min(LOWRANK_CHUNK, k - c0)
-        launch("collapse window (low rank)", "lowrank_prepare", (-(-W // prep_words), 1), (LOWRANK_PREP_BLOCK, 1, 1),
-               int(ws.plan), int(ws.vrows), c0, kc, k, n, W, prep_words, int(ws.vn), int(ws.lr_meta),
-               int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp), int(ws.lr_special), int(ws.lr_span))
-        counts = LOWRANK_COUNTS[min(c for c in LOWRANK_COUNTS if c >= kc)]
-        launch("collapse window (low rank)", counts,
-               (-(-2 * n // LOWRANK_COUNT_ROWS), 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
-               int(ws.plan), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
-               int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W, shared_size=LOWRANK_COUNT_SMEM)
+        if not counted:
+            _prepare(engine, ws, c0, kc, k)
+            counts = LOWRANK_COUNTS[min(c for c in LOWRANK_COUNTS if c >= kc)]
+            launch("collapse window (low rank)", counts,
+                   (-(-2 * n // LOWRANK_COUNT_ROWS), 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
+                   int(ws.plan), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
+                   int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W, shared_size=LOWRANK_COUNT_SMEM)
         tables = 2 * 8 * 16 * LOWRANK_TILE * -(-kc // 4)  # 16 entries a group of 4 collapses, two planes, a tile
         if fold is not None and c0 + LOWRANK_CHUNK >= k:
             gstart, gend, pairs = fold.start, fold.end, fold.pairs
@@ -349,10 +378,13 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
             stage = "collapse window (low rank) + gates"
             launch(stage, "lowrank_gate_groups", (-(-(gend - gstart) // LOWRANK_GROUPS_BLOCK), 1),
                    (LOWRANK_GROUPS_BLOCK, 1, 1), T, gstart, gend, int(ws.gpairs), int(ws.ghalves), int(ws.gcnt),
-                   before[0], before[1], int(ws.gmark))
+                   before[0], before[1], int(ws.gmark), int(ws.gate_of))
             launch(stage, "lowrank_idle_groups", (-(-n // LOWRANK_GROUPS_BLOCK), 1), (LOWRANK_GROUPS_BLOCK, 1, 1), n,
                    int(ws.ghalves), int(ws.gcnt), before[1], int(ws.gmark))
             ws.group_counts = (before[0] + pairs, before[1] + halves)
+            if ahead is not None:
+                fuse_pass(engine, ws, T, X, Z, kc, fold, ahead, k0, k1, rep, ref_flag)
+                continue
             launch(stage, "lowrank_apply_gates", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z), int(ws.vn),
                    int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), T, int(ws.gpairs),
                    int(ws.ghalves), pairs, halves, int(ws.lr_part), kc, n, W, per,
@@ -369,6 +401,69 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
     if special:  # rows whose sign a reset clears mid-window: one collapse after the other
         assert fold is None
         _rows_apply(engine, ws, X, Z, k, "collapse window (low rank)", 1, special, int(ws.lr_special))
+
+
+def _prepare(engine, ws, c0: int, kc: int, k: int) -> None:
+    """lowrank_prepare: chunk [c0, c0 + kc) of a window of k collapses, into the current buffers."""
+    W = ws.W
+    prep_words = max(8, -(-W // (2 * engine.sm_count)))  # words a block
+    engine.launcher.launch("collapse window (low rank)", "lowrank_prepare", (-(-W // prep_words), 1),
+                           (LOWRANK_PREP_BLOCK, 1, 1), int(ws.plan), int(ws.vrows), c0, kc, k, ws.n, W, prep_words,
+                           int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
+                           int(ws.lr_special), int(ws.lr_span))
+
+
+def can_fuse(engine, paths: dict, W: int, a: int, actions, fold: Optional[Fold]) -> bool:
+    """Whether collapse window `a`'s last pass (the gate window after it folded in: `fold`) may also
+    take the pass 1 of collapse window a + 2 (`fuse_pass`): that window takes the low-rank path in
+    one chunk, and its plan may read rows made ahead (measure_window_plan: `plan_blocks`)."""
+    if not engine.fuse_windows or fold is None or fold.path != "lowrank" or a + 2 >= len(actions):
+        return False
+    kind, start, end, _ = actions[a + 2]
+    return (kind == "C" and paths.get(a + 2) == "lowrank" and end - start <= LOWRANK_CHUNK
+            and plan_blocks(engine, W) > 0)
+
+
+def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, ref_flag) -> None:
+    """The current window's last pass 2 with the folded gate window, and the next collapse window's
+    pass 1, in one pass over the rows (lowrank_apply_gates_counts). The next window is decided
+    first, on its measured rows made ahead (lowrank_ahead: those rows after this window's update
+    and the gates), then its chunk prepared; after the pass lowrank_signs makes this window's signs
+    and lowrank_reduce the next one's phase. The next window's buffers are current afterwards: the
+    caller runs it `counted`. Every row is read and written once a layer where two passes read it
+    before (docs/benchmarks-collapse.md)."""
+    launch = engine.launcher.launch
+    n, W = ws.n, ws.W
+    fused = ws.fused
+    k2 = nxt.end - nxt.start
+    pairs = fold.pairs
+    halves = n - 2 * pairs
+    stage = "collapse window (low rank, fused)"
+    cur = ws.window
+    ws.swap_windows()  # the next window's buffers: its plan and chunk go there
+    launch(stage, "lowrank_ahead", (k2, 1), (LOWRANK_AHEAD_BLOCK, 1, 1), int(X), int(Z), int(ws.S), int(cur.vn),
+           int(ws.lr_rows), int(cur.meta), int(cur.pivots), int(cur.active), kc, T, int(ws.gate_of), fold.start,
+           fold.end, nxt.start, n, W, int(fused.ax), int(fused.az), int(fused.as_))
+    _plan(engine, ws, T, nxt.ctx, nxt.start, nxt.end, X, Z, k0, k1, rep, ref_flag,
+          side=(fused.ax, fused.az, fused.as_))
+    _prepare(engine, ws, 0, k2, k2)
+    apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
+    tables = 2 * 8 * 16 * LOWRANK_TILE * -(-kc // 4)
+    staged = 8 * 2 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32)  # two groups' words a warp
+    victims = LOWRANK_VT_TILE_BYTES * -(-k2 // 16)  # the next window's A fragments on the tile
+    launch(stage, "lowrank_apply_gates_counts", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z),
+           int(cur.vn), int(ws.lr_rows), int(cur.meta), int(cur.pivots), int(cur.active), T, int(ws.gpairs),
+           int(ws.ghalves), pairs, halves, int(ws.lr_part), kc, n, W, per, int(ws.vn), int(ws.lr_meta),
+           int(ws.lr_pivots), int(ws.active), k2, int(fused.pcounts), int(fused.pbits),
+           shared_size=tables + staged + victims)
+    groups = -(-n // 2)
+    launch(stage, "lowrank_signs", (-(-groups // LOWRANK_SIGNS_BLOCK), 1), (LOWRANK_SIGNS_BLOCK, 1, 1), int(ws.S),
+           int(cur.meta), int(cur.active), T, int(ws.gpairs), int(ws.ghalves), pairs, halves, int(ws.lr_part), n, W)
+    octets = -(-groups // 2)
+    launch(stage, "lowrank_reduce", (-(-octets // (4 * LOWRANK_REDUCE_BLOCK // 32)), 1), (LOWRANK_REDUCE_BLOCK, 1, 1),
+           int(ws.S), int(ws.plan), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_vp), int(ws.lr_special),
+           int(ws.active), int(ws.gpairs), int(ws.ghalves), pairs, halves, int(fused.pcounts), int(fused.pbits),
+           int(ws.lr_rows), k2, n, -(-W // LOWRANK_TILE))
 
 
 def can_fold(engine, path: str, W: int, ins: np.ndarray, cstart: int, cend: int) -> bool:
@@ -390,15 +485,17 @@ def elimination_seg_shift(sm_count: int, n: int) -> int:
 
 
 def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1, rep, ref_flag, path: str,
-                    fold: Optional[Fold] = None):
+                    fold: Optional[Fold] = None, counted: bool = False, ahead: Optional[Fuse] = None):
     """Collapses [cstart, cend) of one window by `path` (`window_path`); returns the buffers (X, Z,
     X2, Z2), gate layout first. fold: the next gate window, when the caller found it may be folded
-    into this one (`can_fold`)."""
+    into this one (`can_fold`). counted / ahead (low rank only): the window was decided by the pass
+    before it / its last pass takes the next collapse window's pass 1 (`fuse_pass`)."""
     cuda, launch = engine.cuda, engine.launcher.launch
     n, W = ws.n, ws.W
     if path == "lowrank":
-        _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold)
+        _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold, counted, ahead)
         return X, Z, X2, Z2
+    assert not counted and ahead is None
     if path == "rows":
         _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag, fold)
         return X, Z, X2, Z2

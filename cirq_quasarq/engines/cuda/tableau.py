@@ -55,35 +55,68 @@ class _Workspace:
         self.vw = alloc(4 * self.W)
         self.vmask = alloc(8 * self.W)
         slice_words = max(1, max_collapses) * self.W
-        self.sx, self.sz, self.vrows = alloc(8 * slice_words), alloc(8 * slice_words), alloc(8 * slice_words)
+        self.sx, self.sz = alloc(8 * slice_words), alloc(8 * slice_words)
         self.ss = alloc(4 * max(1, max_collapses))  # measure_rows_plan's signs of the slice rows
         self.plan_pub = alloc(4 * measure.plan_published_words(max_collapses))
         self.plan_bar = alloc(8)  # measure_window_plan's barrier: zero between launches
         engine.cuda.memset_d32(self.plan_bar, 0, 2)
-        self.plan = alloc(4 * measure.PLAN_FIELDS * max(1, max_collapses))
-        self.active = alloc(4)
-        # the low-rank update's chunk (measure_lowrank.cu)
-        chunk, words = measure.LOWRANK_CHUNK, measure.LOWRANK_WORDS
+        self.window = self.main_window = _WindowBuffers(alloc, self.W, max_collapses)
         self.lr_span = alloc(12)  # lowrank_prepare's span of words over its blocks: (min, max, blocks done)
         engine.cuda.memcpy_htod(self.lr_span, np.array([0x7FFFFFFF, 0, 0], dtype=np.int32))
-        self.vn = alloc(8 * chunk * self.W + tail)
+        words = measure.LOWRANK_WORDS
         self.lr_rows = alloc(8 * 3 * words * 2 * max(1, n))  # per row: alpha, its pivot bits x, z (measure_lowrank.cu)
-        self.lr_meta = alloc(4 * measure.LOWRANK_META_FIELDS)
-        self.lr_pcol, self.lr_pivots, self.lr_vp = alloc(4 * chunk), alloc(4 * chunk), alloc(8 * words * chunk)
-        self.lr_special = alloc(4 * 2 * max(1, max_collapses))
         self.lr_part = alloc(4 * measure.lowrank_part_words(n, self.W))  # lowrank_apply -> lowrank_signs
         # a gate window folded into the low-rank update: its groups of rows, counters that only grow
-        # (reset each run, `group_counts` their values on the host) and the marks of gated qubits
+        # (reset each run, `group_counts` their values on the host), the marks of gated qubits and
+        # each gated qubit's instruction (lowrank_ahead reads it; -1 before any)
         groups = -(-n // 2)
         self.gpairs, self.ghalves, self.gmark = alloc(16 * groups), alloc(8 * 2 * groups), alloc(max(1, n))
+        self.gate_of = alloc(4 * max(1, n))
+        engine.cuda.memset_d32(self.gate_of, 0xFFFFFFFF, max(1, n))
         self.gcnt = alloc(16)  # zeroed, with the marks, by each run that folds gates (TableauMode.run)
         self.group_counts = (0, 0)
+        self.fused: Optional[_FusedBuffers] = None  # made by the first run that fuses windows (`fusion`)
         self.max_collapses = max_collapses
         self.scratch = need_scratch
         self.seg_shift = 0  # measure_eliminate's threads per row (2^seg_shift); set by the owner
+        self._alloc = alloc
+
+    # The current collapse window's buffers (measure.py reads them by these names).
+    plan = property(lambda self: self.window.plan)
+    vrows = property(lambda self: self.window.vrows)
+    active = property(lambda self: self.window.active)
+    vn = property(lambda self: self.window.vn)
+    lr_meta = property(lambda self: self.window.meta)
+    lr_pcol = property(lambda self: self.window.pcol)
+    lr_pivots = property(lambda self: self.window.pivots)
+    lr_vp = property(lambda self: self.window.vp)
+    lr_special = property(lambda self: self.window.special)
+
+    def fusion(self, engine) -> Optional["_FusedBuffers"]:
+        """The buffers of fused windows (measure.fuse_pass), made once when the device has room for
+        them (about an eighth of the tableau, for the partial counts); None when it has not (the
+        windows then run apart)."""
+        if self.fused is None:
+            need = _FusedBuffers.bytes_needed(self.n, self.W)
+            if need > engine.free_bytes() - (64 << 20):
+                return None
+            self.fused = _FusedBuffers(self._alloc, self.n, self.W)
+        return self.fused
+
+    def swap_windows(self) -> None:
+        """The next collapse window's buffers become the current ones (the next window is decided
+        while the current one's update is still to run: measure.fuse_pass)."""
+        self.window, self.fused.window = self.fused.window, self.window
+
+    def settle_window(self) -> None:
+        """The main buffers current again (sized for the widest window; the fused ones hold one
+        chunk), for a window that no fused pass decided."""
+        if self.window is not self.main_window:
+            self.swap_windows()
 
     @staticmethod
     def bytes_needed(n: int, num_records: int, need_scratch: bool, max_collapses: int = 0) -> int:
+        """Bytes of the workspace (without the fused windows' buffers, made only where they fit)."""
         W = max(1, (n + 63) // 64)
         buffers = 4 if need_scratch else 2
         return (8 * 2 * n * W * buffers + (buffers + 1) * measure.LOWRANK_TAIL_BYTES + 2 * n + num_records
@@ -92,7 +125,45 @@ class _Workspace:
                 + 4 * measure.plan_published_words(max_collapses) + 8
                 + 8 * measure.LOWRANK_CHUNK * W + 12 + 16 * measure.LOWRANK_CHUNK * measure.LOWRANK_WORDS
                 + 48 * measure.LOWRANK_WORDS * n
-                + 4 * measure.lowrank_part_words(n, W) + 32 * -(-n // 2) + n + 16)
+                + 4 * measure.lowrank_part_words(n, W) + 32 * -(-n // 2) + 5 * n + 16)
+
+
+class _WindowBuffers:
+    """A collapse window's plan (measure_plan.cu) and low-rank chunk (measure_lowrank.cu)."""
+
+    def __init__(self, alloc, W: int, max_collapses: int):
+        chunk, words, k = measure.LOWRANK_CHUNK, measure.LOWRANK_WORDS, max(1, max_collapses)
+        self.plan = alloc(4 * measure.PLAN_FIELDS * k)
+        self.vrows = alloc(8 * k * W)  # the victim masks V_i
+        self.active = alloc(4)  # the window's random collapses
+        self.vn = alloc(8 * chunk * W + measure.LOWRANK_TAIL_BYTES)
+        self.meta = alloc(4 * measure.LOWRANK_META_FIELDS)
+        self.pcol, self.pivots, self.vp = alloc(4 * chunk), alloc(4 * chunk), alloc(8 * words * chunk)
+        self.special = alloc(4 * 2 * k)
+
+    @staticmethod
+    def bytes_needed(W: int, max_collapses: int) -> int:
+        chunk, words, k = measure.LOWRANK_CHUNK, measure.LOWRANK_WORDS, max(1, max_collapses)
+        return (4 * measure.PLAN_FIELDS * k + 8 * k * W + 4 + 8 * chunk * W + measure.LOWRANK_TAIL_BYTES
+                + 4 * measure.LOWRANK_META_FIELDS + 8 * chunk + 8 * words * chunk + 8 * k)
+
+
+class _FusedBuffers:
+    """What fused windows add (measure.fuse_pass): the next window's buffers, its measured rows made
+    ahead (lowrank_ahead), and pass 1's partial counts and pivot bits."""
+
+    def __init__(self, alloc, n: int, W: int):
+        chunk = measure.LOWRANK_CHUNK
+        self.window = _WindowBuffers(alloc, W, chunk)
+        self.ax, self.az, self.as_ = alloc(8 * chunk * W), alloc(8 * chunk * W), alloc(chunk)
+        self.pcounts = alloc(8 * measure.fused_count_words(n, W))
+        self.pbits = alloc(8 * 4 * 2 * max(1, n))  # zeroed by each run that fuses; lowrank_reduce clears its rows'
+
+    @staticmethod
+    def bytes_needed(n: int, W: int) -> int:
+        chunk = measure.LOWRANK_CHUNK
+        return (_WindowBuffers.bytes_needed(W, chunk) + 16 * chunk * W + chunk
+                + 8 * measure.fused_count_words(n, W) + 64 * max(1, n))
 
 
 class _LazyTableauRun(TableauRun):
@@ -140,7 +211,7 @@ class TableauMode:
         n = program.num_qubits
         W = max(1, (n + 63) // 64)
         ins = schedule.instructions
-        paths, folds = self._routes(dp, n, W, ins)
+        paths, folds, fuses = self._routes(dp, n, W, ins)
         # The second tableau buffer only for windows that take the transpose path.
         need_scratch = "transpose" in paths.values()
         ws = self._workspace(n, program.num_records, plan.max_collapses, need_scratch)
@@ -176,7 +247,13 @@ class TableauMode:
             cuda.memset_d32(ws.gcnt, 0, 4)
             cuda.memset_d8(ws.gmark, 0, n)
             ws.group_counts = (0, 0)
+        if fuses and ws.fusion(engine) is not None:
+            cuda.memset_d32(ws.fused.pbits, 0, 8 * 2 * n)  # a run cut short may have left pivot bits
+        else:
+            fuses = {}  # no room for the partial counts: each window makes its own pass 1
+        ws.settle_window()
         folded = -1  # the gate window a collapse window took into its pass
+        counted = -1  # the collapse window a fused pass decided and counted (measure.fuse_pass)
         for a, (kind, start, end, ctx_id) in enumerate(actions):
             ctx = ctx_base + 4 * CTX_STRIDE * ctx_id
             if a == folded:
@@ -194,8 +271,17 @@ class TableauMode:
                 fold = folds.get(a)
                 if fold is not None:
                     folded = a + 1
+                if a != counted:
+                    ws.settle_window()
+                ahead = None
+                if a in fuses:
+                    _, nstart, nend, nctx = actions[a + 2]
+                    ahead = measure.Fuse(nstart, nend, ctx_base + 4 * CTX_STRIDE * nctx)
                 X, Z, X2, Z2 = measure.collapse_window(engine, ws, T, ctx, start, end, ins, X, Z, X2, Z2, k0, k1,
-                                                       rep, ref_flag, paths[a], fold)
+                                                       rep, ref_flag, paths[a], fold, a == counted, ahead)
+                if ahead is not None:
+                    counted = a + 2
+        ws.settle_window()
         records = np.empty(program.num_records, dtype=np.uint8)
         if program.num_records:
             cuda.memcpy_dtoh(records, ws.rec)
@@ -210,10 +296,12 @@ class TableauMode:
     def _routes(self, dp, n: int, W: int, ins):
         """({action index of a collapse window: its path (measure.window_path)}, {action index of a
         collapse window: the measure.Fold of the gate window after it that its pass over the rows takes
-        with it}): found once per DeviceProgram and engine setting, not on every run."""
+        with it}, {action indices of the collapse windows whose last pass takes the next collapse
+        window's pass 1 (measure.can_fuse)}): found once per DeviceProgram and engine setting, not
+        on every run."""
         engine = self.engine
         key = (engine.block_windows, engine.batch_windows, engine.lowrank_windows, engine.lowrank_min,
-               engine.fold_gates, engine.smem_optin)
+               engine.fold_gates, engine.fuse_windows, engine.plan_blocks, engine.smem_optin)
         routes = dp.routes.get(key)
         if routes is not None:
             return routes
@@ -246,8 +334,9 @@ class TableauMode:
             for a, (start, end, pairs) in rows_folds.items():
                 if idle[start, end] is not None:  # None: past the idle lists' budget
                     folds[a] = measure.Fold("rows", start, end, pairs, *idle[start, end])
-        dp.routes[key] = (paths, folds)
-        return paths, folds
+        fuses = {a for a in folds if measure.can_fuse(engine, paths, W, a, actions, folds[a])}
+        dp.routes[key] = (paths, folds, fuses)
+        return paths, folds, fuses
 
     def _workspace(self, n: int, num_records: int, max_collapses: int, need_scratch: bool) -> _Workspace:
         """The workspace for this shape: the current one when it fits, else a new one."""
