@@ -1,7 +1,7 @@
 """GPU tableau mode (single shot) on the paper's random Clifford circuits.
 
     python -m benchmarks.bench_gpu_tableau [--sizes 5000 10000 100000] [--depth 100] [--repeat 3]
-                                           [--stages] [--compare]
+                                           [--stages] [--compare] [--unfused] [--kernels]
 
 Per layer 70% of the qubits get a gate from {X, Y, Z, H, S, S†, CX, CY, CZ, SWAP, ISWAP}, then
 max(1, n // 1400) random Z measurements (benchmarks/random_clifford.py, built straight into a
@@ -64,6 +64,33 @@ def best_of(engine, program, sched, repeat: int):
     return best, run
 
 
+def kernel_times(engine, program, sched, repeat: int):
+    """[(kernel, (launches a run, device ms a run))], largest first: `repeat` runs with every launch
+    bracketed by CUDA events."""
+    launcher = engine.launcher
+    timed, launch = [], launcher.launch
+
+    def bracketed(stage, name, *args, **kwargs):
+        kwargs.pop("timed", None)
+        events = launch(stage, name, *args, timed=True, **kwargs)
+        timed.append((name, events))
+        return events
+
+    launcher.launch = bracketed
+    try:
+        for _ in range(repeat):
+            run = engine.run_tableau(program, sched, rng.make_key(1))
+            run = None  # noqa: F841 (dropped: the next run would download it)
+        launcher.synchronize()
+    finally:
+        launcher.launch = launch
+    per = {}
+    for name, (start, end) in timed:
+        count, ms = per.get(name, (0, 0.0))
+        per[name] = (count + 1, ms + end.time_since(start))
+    return sorted(((k, (c // repeat, ms / repeat)) for k, (c, ms) in per.items()), key=lambda kv: -kv[1][1])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 10000, 100000])
@@ -73,6 +100,12 @@ def main(argv=None):
     ap.add_argument("--compare", action="store_true",
                     help="also time the rows path (each row through every collapse: the low-rank update's oracle) "
                          "and check that both give the same records (and tableau up to n = 30k)")
+    ap.add_argument("--unfused", action="store_true",
+                    help="also time each window making its own pass 1 (fuse_windows=False: the fused passes' oracle) "
+                         "and check that both give the same records and, up to n = 100k, the same final tableau")
+    ap.add_argument("--kernels", action="store_true",
+                    help="--repeat more runs per size (and per engine with --unfused) with every launch bracketed by "
+                         "CUDA events: device ms per kernel a run, and its launches")
     ap.add_argument("--lowrank-min", type=int, default=None,
                     help="windows of at least this many collapses take the low-rank update (default: the engine's)")
     args = ap.parse_args(argv)
@@ -82,14 +115,18 @@ def main(argv=None):
     if args.lowrank_min is not None:
         engine.lowrank_min = args.lowrank_min
     rows_engine = CudaEngine(lowrank_windows=False) if args.compare else None
+    unfused_engine = CudaEngine() if args.unfused else None
+    if unfused_engine is not None:
+        unfused_engine.fuse_windows = False
     warm = random_clifford_program(200, 5)
-    for e in (engine, rows_engine):
+    for e in (engine, rows_engine, unfused_engine):
         if e is not None:
             e.run_tableau(warm, schedule(warm), rng.make_key(0))
     bandwidth = copy_bandwidth(engine)
     print(f"device copy bandwidth {bandwidth / 1e9:.0f} GB/s (read + write)")
     print(f"{'n':>7} {'depth':>5} {'gates':>9} {'meas':>6} {'GPU s':>8} {'target':>7} {'floor s':>8}"
-          + (f" {'rows s':>8} {'same':>5}" if args.compare else ""))
+          + (f" {'rows s':>8} {'same':>5}" if args.compare else "")
+          + (f" {'unfused s':>9} {'same':>5}" if args.unfused else ""))
     for n in args.sizes:
         program = random_clifford_program(n, args.depth)
         sched = schedule(program)
@@ -107,7 +144,20 @@ def main(argv=None):
             if n <= 30000:
                 same = same and run.tableau.equals(rows_run.tableau)
             line += f" {rows_best:>8.4f} {str(same):>5}"
+        if unfused_engine is not None:
+            unfused_best, unfused_run = best_of(unfused_engine, program, sched, args.repeat)
+            same = np.array_equal(run.records, unfused_run.records)
+            if n <= 100000:
+                same = same and run.tableau.equals(unfused_run.tableau)
+            unfused_run = None
+            line += f" {unfused_best:>9.4f} {str(same):>5}"
         print(line, flush=True)
+        if args.kernels:
+            for name, e in (("fused", engine), ("unfused", unfused_engine)):
+                if e is not None:
+                    print(f"        kernels, {name} (device ms a run / launches): " + ", ".join(
+                        f"{k} {ms:.1f}/{count}" for k, (count, ms) in kernel_times(e, program, sched, args.repeat)),
+                        flush=True)
         if args.stages:  # launches bracketed by events: slower end to end, exact per stage
             engine.profile = True
             engine.run_tableau(program, sched, rng.make_key(1))

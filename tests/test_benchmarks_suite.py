@@ -288,3 +288,43 @@ def test_first_call_benchmark_runs_a_baseline_checkout_in_turn(tmp_path):
     assert all("error" not in r and r["first_s"] > 0 for r in rows)
     assert {Path(r["package"]) for r in rows if "baseline" in r} == {base / "cirq_quasarq"}
     assert {Path(r["package"]) for r in rows if "baseline" not in r} == {ROOT / "cirq_quasarq"}
+
+
+def test_gpu_tableau_kernel_times_sum_each_kernel_a_run():
+    """bench_gpu_tableau --kernels: every launch timed, summed per kernel and divided by the runs,
+    largest first; the engine's own launch is restored afterwards."""
+    from benchmarks import bench_gpu_tableau
+
+    class Event:
+        def __init__(self, t):
+            self.t = t
+
+        def time_since(self, other):
+            return self.t - other.t
+
+    class Launcher:
+        def __init__(self):
+            self.clock = 0.0
+
+        def launch(self, stage, name, *args, timed=False, **kwargs):
+            assert timed
+            start = Event(self.clock)
+            self.clock += {"a": 1.0, "b": 3.0}[name]
+            return start, Event(self.clock)
+
+        def synchronize(self):
+            pass
+
+    class Engine:
+        def __init__(self):
+            self.launcher = Launcher()
+
+        def run_tableau(self, program, sched, key):
+            for name in ("a", "b", "a"):
+                self.launcher.launch("stage", name, (1, 1), (1, 1, 1))
+
+    engine = Engine()
+    own = engine.launcher.launch
+    got = bench_gpu_tableau.kernel_times(engine, None, None, repeat=2)
+    assert got == [("b", (1, 3.0)), ("a", (2, 2.0))]
+    assert engine.launcher.launch == own
