@@ -283,8 +283,10 @@ def lowrank_part_words(n: int, W: int) -> int:
 
 def fused_count_words(n: int, W: int) -> int:
     """8-byte words of lowrank_apply_gates_counts' partial counts: per tile of columns, octet of
-    rows (two groups) and lane, 2 bits a row and collapse of 16 x 8 collapses."""
-    return -(-W // LOWRANK_TILE) * -(-(-(-n // 2)) // 2) * 32
+    rows (two groups of four) and lane: 2 bits a row and collapse, for up to 8 x 16 collapses."""
+    groups = -(-n // 2)
+    octets = -(-groups // 2)
+    return -(-W // LOWRANK_TILE) * octets * 32
 
 
 def foldable_gates(ins: np.ndarray, start: int, end: int) -> Optional[int]:
