@@ -65,30 +65,20 @@ def best_of(engine, program, sched, repeat: int):
 
 
 def kernel_times(engine, program, sched, repeat: int):
-    """[(kernel, (launches a run, device ms a run))], largest first: `repeat` runs with every launch
-    bracketed by CUDA events."""
-    launcher = engine.launcher
-    timed, launch = [], launcher.launch
-
-    def bracketed(stage, name, *args, **kwargs):
-        kwargs.pop("timed", None)
-        events = launch(stage, name, *args, timed=True, **kwargs)
-        timed.append((name, events))
-        return events
-
-    launcher.launch = bracketed
+    """[(kernel, (launches a run, device ms a run))], largest first: `repeat` profiled runs (every
+    launch bracketed by CUDA events, summed per kernel in the launcher's `kernel_totals`)."""
+    totals = engine.launcher.kernel_totals
+    totals.clear()
+    engine.profile = True
     try:
         for _ in range(repeat):
             run = engine.run_tableau(program, sched, rng.make_key(1))
             run = None  # noqa: F841 (dropped: the next run would download it)
-        launcher.synchronize()
     finally:
-        launcher.launch = launch
-    per = {}
-    for name, (start, end) in timed:
-        count, ms = per.get(name, (0, 0.0))
-        per[name] = (count + 1, ms + end.time_since(start))
-    return sorted(((k, (c // repeat, ms / repeat)) for k, (c, ms) in per.items()), key=lambda kv: -kv[1][1])
+        engine.profile = False
+    per = [(k, (count // repeat, 1e3 * seconds / repeat)) for k, (count, seconds) in totals.items()]
+    totals.clear()
+    return sorted(per, key=lambda kv: -kv[1][1])
 
 
 def main(argv=None):

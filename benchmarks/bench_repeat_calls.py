@@ -37,23 +37,13 @@ def main():
     warm = stim.Circuit("H 0\nCX 0 1\nX_ERROR(0.1) 1\nM 0 1\nDETECTOR rec[-1] rec[-2]")
     cq.QuasarqSimulator(seed=0, device="gpu").sample_detectors(warm, 64, bit_packed=True)
 
-    named = []  # (kernel, its events) of every launch since the last `kernels()`
-    orig = L.launch
-
-    def launch(stage, name, *a, **k):
-        ev = orig(stage, name, *a, timed=True, **{x: y for x, y in k.items() if x != "timed"})
-        named.append((name, ev))
-        return ev
-
-    L.launch = launch
+    eng.profile = True  # every launch bracketed by events, summed per kernel in L.kernel_totals
 
     def kernels():
-        L.synchronize()
-        per = {}
-        for name, (s, e) in named:
-            per[name] = per.get(name, 0.0) + e.time_since(s)
-        named.clear()
-        return {k: round(v, 3) for k, v in per.items()}
+        """Device ms per kernel of the calls since the last `kernels()`."""
+        per = {k: round(1e3 * seconds, 3) for k, (_, seconds) in L.kernel_totals.items()}
+        L.kernel_totals.clear()
+        return per
 
     for d, shots in ((51, 10_000), (25, 100_000)):
         c = surface_code_stim(d, d, 1e-3)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -291,40 +292,47 @@ def test_first_call_benchmark_runs_a_baseline_checkout_in_turn(tmp_path):
 
 
 def test_gpu_tableau_kernel_times_sum_each_kernel_a_run():
-    """bench_gpu_tableau --kernels: every launch timed, summed per kernel and divided by the runs,
-    largest first; the engine's own launch is restored afterwards."""
+    """bench_gpu_tableau --kernels: profiled runs, the launcher's per-kernel totals divided by the
+    runs, largest first; profiling is off again and the totals cleared afterwards."""
     from benchmarks import bench_gpu_tableau
-
-    class Event:
-        def __init__(self, t):
-            self.t = t
-
-        def time_since(self, other):
-            return self.t - other.t
-
-    class Launcher:
-        def __init__(self):
-            self.clock = 0.0
-
-        def launch(self, stage, name, *args, timed=False, **kwargs):
-            assert timed
-            start = Event(self.clock)
-            self.clock += {"a": 1.0, "b": 3.0}[name]
-            return start, Event(self.clock)
-
-        def synchronize(self):
-            pass
 
     class Engine:
         def __init__(self):
-            self.launcher = Launcher()
+            self.profile = False
+            self.launcher = types.SimpleNamespace(kernel_totals={"stale": [1, 9.0]})
 
         def run_tableau(self, program, sched, key):
-            for name in ("a", "b", "a"):
-                self.launcher.launch("stage", name, (1, 1), (1, 1, 1))
+            assert self.profile
+            for name, seconds in (("a", 0.001), ("b", 0.003), ("a", 0.001)):
+                total = self.launcher.kernel_totals.setdefault(name, [0, 0.0])
+                total[0] += 1
+                total[1] += seconds
 
     engine = Engine()
-    own = engine.launcher.launch
     got = bench_gpu_tableau.kernel_times(engine, None, None, repeat=2)
-    assert got == [("b", (1, 3.0)), ("a", (2, 2.0))]
-    assert engine.launcher.launch == own
+    assert [(k, (c, round(ms, 9))) for k, (c, ms) in got] == [("b", (1, 3.0)), ("a", (2, 2.0))]
+    assert not engine.profile and engine.launcher.kernel_totals == {}
+
+
+def test_launcher_collect_sums_per_stage_and_per_kernel():
+    """Launcher.collect: device seconds per stage, and the same launches added to kernel_totals
+    per kernel (launches, seconds), which later collects keep adding to."""
+    from cirq_quasarq.engines.cuda import loader
+
+    class Event:
+        def __init__(self, ms):
+            self.ms = ms
+
+        def time_since(self, other):
+            return self.ms - other.ms
+
+    launcher = loader.Launcher.__new__(loader.Launcher)
+    launcher._cuda = types.SimpleNamespace(Context=types.SimpleNamespace(synchronize=lambda: None),
+                                           Error=RuntimeError)
+    launcher.kernel_totals = {}
+    launcher._events = [("gates", "g", Event(0), Event(2)), ("plan", "p", Event(2), Event(3)),
+                        ("gates", "g", Event(3), Event(7))]
+    assert launcher.collect() == {"gates": 0.006, "plan": 0.001}
+    launcher._events = [("plan", "p", Event(0), Event(1))]
+    assert launcher.collect() == {"plan": 0.001}
+    assert launcher.kernel_totals == {"g": [2, 0.006], "p": [2, 0.002]}

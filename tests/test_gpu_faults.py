@@ -110,7 +110,7 @@ def _fake_engine(cuda, sample):
     engine = CudaEngine.__new__(CudaEngine)
     engine.cuda, engine.memory_limit = cuda, None
     engine.launcher = loader.Launcher.__new__(loader.Launcher)
-    engine.launcher._cuda, engine.launcher._events = cuda, [("frames", None, None)]
+    engine.launcher._cuda, engine.launcher._events = cuda, [("frames", "frames_program_shared", None, None)]
     engine.launcher.last_launch = ("frames", "frames_program_shared", (3, 1), (256, 1, 1), 4096)
     engine._frames = types.SimpleNamespace(sample=sample)
     return engine

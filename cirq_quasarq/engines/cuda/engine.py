@@ -103,7 +103,8 @@ class CudaEngine(Engine):
     False keeps measure_rows_apply for them (its oracle).
     profile: when set, every kernel launch is bracketed by CUDA events and each run_tableau /
     sample_frames leaves its device time per stage in stage_seconds (init, gates, confusion,
-    transpose, pivot search + compaction, elimination, collapse window (one block), frames).
+    transpose, pivot search + compaction, elimination, collapse window (one block), frames); the
+    launcher's `kernel_totals` sums the same times per kernel (launches, seconds) until cleared.
     last_frame_kernel_s: device time of the last sample_frames' frame kernels, per chunk from the
     first one's start to the last one's end (always measured).
     memory_limit: bytes (or a size such as "512M", "2G"; default: $CIRQ_QUASARQ_GPU_MEMORY_LIMIT,

@@ -384,7 +384,8 @@ class Launcher:
     prototype; every launch of the engine goes through `launch` (`checked_launch`: a CUDA error
     names the kernel and its launch shape), which remembers the last launch (`last_launch`) so that
     a fault found at a later synchronisation point can name it too (`synchronize`, `fault`). With
-    `profile` set, each launch is bracketed by CUDA events and `collect()` sums their times per stage."""
+    `profile` set, each launch is bracketed by CUDA events and `collect()` sums their times per stage
+(and into `kernel_totals`, per kernel, for benchmarks)."""
 
     def __init__(self):
         import pycuda.driver as cuda
@@ -396,7 +397,9 @@ class Launcher:
             for name, arg_types in kernels.items():
                 self.functions[name] = module.function(name, arg_types)
         self.profile = False
-        self._events: List[Tuple[str, object, object]] = []
+        self._events: List[Tuple[str, str, object, object]] = []  # (stage, kernel, start, end)
+        # every profiled launch collected since this was last cleared: kernel -> [launches, seconds]
+        self.kernel_totals: Dict[str, List] = {}
         self.last_launch: Optional[faults.Launch] = None  # (stage, name, grid, block, shared bytes)
 
     def register(self, name: str, function) -> None:
@@ -419,7 +422,7 @@ class Launcher:
         checked_launch(fn, stage, name, grid, block, *args, shared_size=shared_size, stream=stream)
         end.record(stream)
         if self.profile:
-            self._events.append((stage, start, end))
+            self._events.append((stage, name, start, end))
         return start, end
 
     def _allow_shared(self, fn, name: str, shared_size: int) -> None:
@@ -453,11 +456,16 @@ class Launcher:
         self._events = []
 
     def collect(self) -> Dict[str, float]:
-        """Seconds of device time per stage since the last collect (waits for the device)."""
+        """Seconds of device time per stage since the last collect (waits for the device); the
+        same launches are added to `kernel_totals`, per kernel."""
         self.synchronize("collecting the profile's events")
         seconds: Dict[str, float] = {}
-        for stage, start, end in self._events:
-            seconds[stage] = seconds.get(stage, 0.0) + end.time_since(start) / 1e3
+        for stage, name, start, end in self._events:
+            took = end.time_since(start) / 1e3
+            seconds[stage] = seconds.get(stage, 0.0) + took
+            total = self.kernel_totals.setdefault(name, [0, 0.0])
+            total[0] += 1
+            total[1] += took
         self._events = []
         return seconds
 
