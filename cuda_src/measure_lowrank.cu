@@ -840,16 +840,19 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             int phase = 0;
             // This warp's exchange words for this group: [plane][h][lane]
             qq_u64* xch = xch_base + (size_t)(COUNTS ? 2 * warp + (it & 1) : warp) * QQ_LR_XCH_WORDS;
-            if (gates) {  // the new row of this slot: a product of the group's rows (after the update)
-                // The group's words go through the warp's share of shared memory; a slot reads only
-                // the rows its gate multiplies (none where its row stays itself).
-                const int sel = sels[u];
-                __syncwarp();  // the previous group's words are read
+            auto exchange = [&]() {  // this lane's words of its slot's row into them
 #pragma unroll
                 for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                     xch[h * 32 + lane] = xw[h];
                     xch[(QQ_LR_LANE_WORDS + h) * 32 + lane] = zw[h];
                 }
+            };
+            if (gates) {  // the new row of this slot: a product of the group's rows (after the update)
+                // The group's words go through the warp's share of shared memory; a slot reads only
+                // the rows its gate multiplies (none where its row stays itself).
+                const int sel = sels[u];
+                __syncwarp();  // the previous group's words are read
+                exchange();
                 __syncwarp();
                 if (sel != 1 << slot) {
                     qq_u64 ox[QQ_LR_LANE_WORDS] = {}, oz[QQ_LR_LANE_WORDS] = {};
@@ -914,11 +917,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                         if (pb[e]) atomicOr((unsigned long long*)next.pbits + 4 * r + e, (unsigned long long)pb[e]);
                 }
                 __syncwarp();  // every slot has read the group's words
-#pragma unroll
-                for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
-                    xch[h * 32 + lane] = xw[h];
-                    xch[(QQ_LR_LANE_WORDS + h) * 32 + lane] = zw[h];
-                }
+                exchange();  // the new row's, for the octet's product
                 if (it & 1) {
                     __syncwarp();
                     qq_lr_octet_counts(xch_base + (size_t)2 * warp * QQ_LR_XCH_WORDS, vt, mtiles, lane,
@@ -1063,30 +1062,26 @@ lowrank_ahead(const qq_u64* X, const qq_u64* Z, const unsigned char* S, const qq
     const int tid = threadIdx.x, lane = tid & 31, j = blockIdx.x;
     const int kp = meta[QQ_LR_META_KP];
     const bool update = *active != 0 && kp != 0;
+    // q's group as lowrank_gate_groups / lowrank_idle_groups make it (its gate's, or q idle), and
+    // the slot of q's zrow in it
     const int q = T->ins[(size_t)(cstart + j) * QQ_NF + QQ_F_A];
-    int op = -1, arity = 0, qa = q, qb = -1, slot = 1;
+    int4 grp = make_int4(q, -1, -1, -1);
+    int slot = 1;
     const int g = gate_of[q];
     if (g >= gstart && g < gend) {
         const int* row = T->ins + (size_t)g * QQ_NF;
-        const int o = row[QQ_F_OP];
-        if (row[QQ_F_A] == q || (qq_arity[o] == 2 && row[QQ_F_B] == q)) {
-            op = o;
-            arity = qq_arity[o];
-            if (arity == 2) {
-                qa = row[QQ_F_A];
-                qb = row[QQ_F_B];
-                slot = q == qa ? 1 : 3;
-            }
+        const bool pair = qq_arity[row[QQ_F_OP]] == 2;
+        if (row[QQ_F_A] == q || (pair && row[QQ_F_B] == q)) {
+            grp = pair ? make_int4(row[QQ_F_A], row[QQ_F_B], g, -2) : make_int4(q, -1, g, -1);
+            slot = pair && row[QQ_F_A] != q ? 3 : 1;
         }
     }
+    const int op = grp.z < 0 ? -1 : T->ins[(size_t)grp.z * QQ_NF + QQ_F_OP], arity = grp.w == -2 ? 2 : 1;
     const unsigned char(*img)[5] = qq_inverse_images[op < 0 ? 0 : op];
-    const int sel = op < 0 ? 1 << slot : arity == 2 ? qq_image_rows(img, 2, slot) : qq_image_rows(img, 1, 1);
+    const int sel = qq_lr_gate_rows(T, grp, slot);
     size_t rows[4];
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-        const int qs = s < 2 ? qa : qb;
-        rows[s] = qs < 0 ? (size_t)-1 : (size_t)qs + (s & 1 ? (size_t)n : 0);
-    }
+    for (int s = 0; s < 4; ++s) rows[s] = qq_lr_slot_row(grp, s, n);
     if (update)
         for (int e = tid; e < kp; e += QQ_LR_AHEAD_BLOCK) s_piv[e] = pivots[e];
     if (tid < 4 * QQ_LR_ROWBITS) {
