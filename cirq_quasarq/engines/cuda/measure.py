@@ -361,8 +361,6 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
     if not counted:
         _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
     apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
-    groups = -(-n // 2)
-    signs_grid = (-(-groups // LOWRANK_SIGNS_BLOCK), 1)
     for c0 in range(0, k, LOWRANK_CHUNK):
         kc = min(LOWRANK_CHUNK, k - c0)
         if not counted:
@@ -372,7 +370,7 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
                    (-(-2 * n // LOWRANK_COUNT_ROWS), 1), (LOWRANK_COUNT_BLOCK, 1, 1), int(X), int(Z), int(ws.S),
                    int(ws.plan), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
                    int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W, shared_size=LOWRANK_COUNT_SMEM)
-        tables = 2 * 8 * 16 * LOWRANK_TILE * -(-kc // 4)  # 16 entries a group of 4 collapses, two planes, a tile
+        tables = _tables_bytes(kc)
         if fold is not None and c0 + LOWRANK_CHUNK >= k:
             gstart, gend, pairs = fold.start, fold.end, fold.pairs
             halves = n - 2 * pairs
@@ -391,18 +389,33 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
                    int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), T, int(ws.gpairs),
                    int(ws.ghalves), pairs, halves, int(ws.lr_part), kc, n, W, per,
                    shared_size=tables + 8 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32))
-            launch(stage, "lowrank_signs", signs_grid, (LOWRANK_SIGNS_BLOCK, 1, 1), int(ws.S), int(ws.lr_meta),
-                   int(ws.active), T, int(ws.gpairs), int(ws.ghalves), pairs, halves, int(ws.lr_part), n, W)
+            _signs(engine, stage, ws, ws.window, T, fold)
         else:
             launch("collapse window (low rank)", "lowrank_apply", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X),
                    int(Z), int(ws.vn), int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active),
                    int(ws.lr_part), kc, n, W, per, shared_size=tables)
-            launch("collapse window (low rank)", "lowrank_signs", signs_grid, (LOWRANK_SIGNS_BLOCK, 1, 1), int(ws.S),
-                   int(ws.lr_meta), int(ws.active), 0, 0, 0, 0, 0, int(ws.lr_part), n, W)
+            _signs(engine, "collapse window (low rank)", ws, ws.window, T, None)
     special = 2 * int(np.count_nonzero(ins[cstart:cend, OP] != _M))
     if special:  # rows whose sign a reset clears mid-window: one collapse after the other
         assert fold is None
         _rows_apply(engine, ws, X, Z, k, "collapse window (low rank)", 1, special, int(ws.lr_special))
+
+
+def _tables_bytes(kc: int) -> int:
+    """Pass 2's tables for a chunk of kc collapses: 16 entries a group of 4, two planes, a tile."""
+    return 2 * 8 * 16 * LOWRANK_TILE * -(-kc // 4)
+
+
+def _signs(engine, stage: str, ws, window, T, fold: Optional[Fold]) -> None:
+    """lowrank_signs: the signs after the pass 2 of `window`'s chunk (its buffers), and after the
+    gates of `fold` where they were folded in."""
+    n = ws.n
+    groups = -(-n // 2)
+    pairs = fold.pairs if fold is not None else 0
+    gates = (T, int(ws.gpairs), int(ws.ghalves), pairs, n - 2 * pairs) if fold is not None else (0, 0, 0, 0, 0)
+    engine.launcher.launch(stage, "lowrank_signs", (-(-groups // LOWRANK_SIGNS_BLOCK), 1),
+                           (LOWRANK_SIGNS_BLOCK, 1, 1), int(ws.S), int(window.meta), int(window.active), *gates,
+                           int(ws.lr_part), n, ws.W)
 
 
 def _prepare(engine, ws, c0: int, kc: int, k: int) -> None:
@@ -450,7 +463,7 @@ def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, 
           side=(fused.ax, fused.az, fused.as_))
     _prepare(engine, ws, 0, k2, k2)
     apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
-    tables = 2 * 8 * 16 * LOWRANK_TILE * -(-kc // 4)
+    tables = _tables_bytes(kc)
     staged = 8 * 2 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32)  # two groups' words a warp
     victims = LOWRANK_VT_TILE_BYTES * -(-k2 // 16)  # the next window's A fragments on the tile
     launch(stage, "lowrank_apply_gates_counts", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z),
@@ -458,10 +471,9 @@ def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, 
            int(ws.ghalves), pairs, halves, int(ws.lr_part), kc, n, W, per, int(ws.vn), int(ws.lr_meta),
            int(ws.lr_pivots), int(ws.active), k2, int(fused.pcounts), int(fused.pbits),
            shared_size=tables + staged + victims)
+    _signs(engine, stage, ws, cur, T, fold)
     groups = -(-n // 2)
-    launch(stage, "lowrank_signs", (-(-groups // LOWRANK_SIGNS_BLOCK), 1), (LOWRANK_SIGNS_BLOCK, 1, 1), int(ws.S),
-           int(cur.meta), int(cur.active), T, int(ws.gpairs), int(ws.ghalves), pairs, halves, int(ws.lr_part), n, W)
-    octets = -(-groups // 2)
+    octets = -(-groups // 2)  # octets of rows: two groups of four
     launch(stage, "lowrank_reduce", (-(-octets // (4 * LOWRANK_REDUCE_BLOCK // 32)), 1), (LOWRANK_REDUCE_BLOCK, 1, 1),
            int(ws.S), int(ws.plan), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_vp), int(ws.lr_special),
            int(ws.active), int(ws.gpairs), int(ws.ghalves), pairs, halves, int(fused.pcounts), int(fused.pbits),

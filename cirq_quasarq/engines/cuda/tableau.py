@@ -251,7 +251,6 @@ class TableauMode:
             cuda.memset_d32(ws.fused.pbits, 0, 8 * 2 * n)  # a run cut short may have left pivot bits
         else:
             fuses = {}  # no room for the partial counts: each window makes its own pass 1
-        ws.settle_window()
         folded = -1  # the gate window a collapse window took into its pass
         counted = -1  # the collapse window a fused pass decided and counted (measure.fuse_pass)
         for a, (kind, start, end, ctx_id) in enumerate(actions):
@@ -281,7 +280,6 @@ class TableauMode:
                                                        rep, ref_flag, paths[a], fold, a == counted, ahead)
                 if ahead is not None:
                     counted = a + 2
-        ws.settle_window()
         records = np.empty(program.num_records, dtype=np.uint8)
         if program.num_records:
             cuda.memcpy_dtoh(records, ws.rec)
