@@ -17,6 +17,9 @@
 //                         signs. Noise (tableau mode, one shot) flips signs only. Three blocks a
 //                         multiprocessor (80 registers): the read and write masks had taken it to 101.
 //   tableau_confusion     one thread: CONFUSION instruction i resamples its records for one shot.
+//   tableau_differs       grid-stride over the 2n*W words of X and Z and the 2n signs: sets *differs
+//                         where the tableau is not the saved one (a reference run's loop iterations
+//                         stop repeating once it repeats: engines/cuda/tableau.py, `_LoopFolding`).
 #include "paulis.cuh"
 #include "tables.cuh"
 
@@ -34,6 +37,19 @@ extern "C" __global__ void tableau_init(qq_u64* X, qq_u64* Z, unsigned char* S, 
         Z[idx] = r < (size_t)n ? 0ull : bit;
         if (w == 0) S[r] = 0;
     }
+}
+
+extern "C" __global__ void tableau_differs(const qq_u64* X, const qq_u64* Z, const unsigned char* S,
+                                           const qq_u64* X0, const qq_u64* Z0, const unsigned char* S0,
+                                           int n, int W, unsigned int* differs) {
+    const size_t total = (size_t)2 * n * W;
+    bool d = false;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        d |= (X[idx] != X0[idx]) | (Z[idx] != Z0[idx]);
+        if (idx < (size_t)2 * n) d |= S[idx] != S0[idx];
+    }
+    if (__any_sync(0xffffffffu, d) && (threadIdx.x & 31) == 0) *differs = 1u;
 }
 
 __device__ __forceinline__ void qq_apply_pauli_signs(unsigned char* S, int n, int q, int pauli) {

@@ -5,7 +5,9 @@
 // no X part is deterministic: its record is its sign, written here (Alg. 5's search for all
 // measurements of the window, with the deterministic outcomes computed in parallel). The engine
 // reads flags[] back (the window's one host read) and launches measure_pivot / measure_eliminate
-// only for the random collapses; with no host read (small tableaux) it skips this kernel.
+// only for the random collapses, or the low-rank path in pieces where there are many (on small
+// tableaux only for windows past the batched width, which measure_window_block takes otherwise);
+// with no host read it skips this kernel.
 //
 // Kernel:
 //   measure_window_scan  one warp per collapse instruction of [cstart, cend);

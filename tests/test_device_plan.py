@@ -71,3 +71,41 @@ def test_walked_plan_equals_its_reference(text):
         got, want = _walked_plan(program, sched), walked_plan_reference(program, sched)
         assert got.actions == want.actions and got.max_collapses == want.max_collapses
         np.testing.assert_array_equal(got.ctx, want.ctx)
+
+
+@pytest.mark.parametrize("text,folded", [
+    ("R 0 1\nREPEAT 5 {\n  H 0\n  CX 0 1\n  M 1\n}\nM 0", [5]),
+    # nested: only the top-level loop; a loop that reads records, one of two iterations, one without
+    # records: none of them
+    ("REPEAT 3 {\n  H 0\n  REPEAT 4 {\n    CX 0 1\n    MR 1\n  }\n  M 0\n}\nREPEAT 6 {\n  M 0\n  CX rec[-1] 1\n}\n"
+     "REPEAT 2 {\n  M 1\n}\nREPEAT 4 {\n  H 0\n}\nM 0", [3]),
+    ("M 0\nREPEAT 4 {\n  M 0\n}\nREPEAT 3 {\n  X 1\n  M 1 0\n}", [4, 3]),  # consecutive loops, one-launch bodies
+])
+def test_walked_plan_marks_the_iterations_of_foldable_loops(text, folded):
+    """`_Plan.loops`: per top-level loop of more than two iterations that writes records and reads
+    none (device_program.foldable_loop), the first action of each iteration, the first after the
+    loop, and its records: each iteration's actions carry its own loop context and write its own
+    records, and no action outside them belongs to the loop."""
+    from cirq_quasarq.core.program import REC
+
+    from .plan_oracle import walked_plan_reference
+
+    program = QuasarqSimulator().compile(stim.Circuit(text))
+    sched = schedule(program)
+    plan = _walked_plan(program, sched)
+    assert [loop.count for loop in plan.loops] == folded
+    ins = sched.instructions
+    for loop in plan.loops:
+        bounds = loop.starts + [loop.end]
+        for k in range(loop.count):
+            for kind, start, end, ctx in plan.actions[bounds[k]:bounds[k + 1]]:
+                assert plan.ctx[ctx, 3] == k * loop.stride  # the loop's record shift: iteration k
+                recs = ins[start:end, REC]
+                recs = recs[recs >= 0] + plan.ctx[ctx, 0]
+                lo = loop.first_record + k * loop.stride
+                assert np.all((lo <= recs) & (recs < lo + loop.stride))
+        for kind, start, end, ctx in plan.actions[:loop.starts[0]] + plan.actions[loop.end:]:
+            recs = ins[start:end, REC]
+            recs = recs[recs >= 0] + plan.ctx[ctx, 0]
+            assert not np.any((loop.first_record <= recs) & (recs < loop.first_record + loop.count * loop.stride))
+    assert plan.actions == walked_plan_reference(program, sched).actions

@@ -3,10 +3,10 @@ domain it accepts (cirq_quasarq/engines/cuda/measure.py, `window_path`):
 
 | path | takes a window of k collapses on n qubits (W = ceil(n / 64) words a row) when |
 |---|---|
-| one block (measure_block.cu) | W <= 64 (n <= 4096) |
+| one block (measure_block.cu) | W <= 64 (n <= 4096); past max(64, n // 64) collapses only where the scan finds few random ones |
 | low rank (measure_lowrank.cu) | W > 64, 8 <= k <= max(64, n // 64), no classical control; chunks of 128 collapses, a chunk's pivot columns up to 128; the next gate window folded into its last pass when the window holds only M |
 | rows (measure_rows.cu) | W > 64, k <= max(64, n // 64), below the low-rank path's k; the next gate window folded in when W <= 160; the plan in one block when W <= 160 |
-| low rank after the scan | W > 64, k past the low-rank path's width, no classical control, and the window's scan finds at least max(8, 2 x its pieces) possibly random collapses (`wide_lowrank`): the low-rank path on consecutive pieces of at most max(64, n // 64) collapses, widths equal within one (`wide_pieces`) |
+| low rank after the scan | any W, k past the low-rank path's width, no classical control, and the window's scan finds at least max(8, 2 x its pieces) possibly random collapses (`wide_lowrank`): the low-rank path on consecutive pieces of at most max(64, n // 64) collapses, widths equal within one (`wide_pieces`) |
 | per collapse, transposed | everything else (the oracle of all: `batch_windows=False`) |
 
 Each window here has an exact width, the edges of each domain: 1, 7, 8 (low rank's first),
@@ -261,16 +261,19 @@ def _wide_windows_program(n: int, fresh_counts, width: int, scramble: int, seed:
     return b.build()
 
 
-@pytest.mark.parametrize("n,width,scramble", [(4200, 300, 0), (13000, 1300, 0), (13000, 1300, 2)])
+@pytest.mark.parametrize("n,width,scramble", [(4200, 300, 0), (13000, 1300, 0), (13000, 1300, 2),
+                                               (1324, 300, 0), (4096, 130, 2)])
 def test_wide_windows_take_the_lowrank_update_when_the_scan_finds_many_random_collapses(n, width, scramble,
                                                                                       monkeypatch):
-    """Windows wider than the low-rank path takes (`window_path`: per collapse) read their scan's
-    flags; with at least max(8, 2 x pieces) possibly random collapses the window takes the low-rank
-    path in consecutive pieces as wide as it takes from the start (`measure.wide_lowrank`), with
-    fewer the per-collapse path. W = 66 (300 collapses: five pieces of 60, plans in one block) and
-    W = 204 (1,300, a distance-51 surface code's round: seven of 185-186, spread plans); thresholds
-    10 and 14; windows with exactly the threshold's random collapses and one fewer. Records and
-    final tableau equal the per-collapse path bit for bit."""
+    """Windows wider than the low-rank path takes (`window_path`: per collapse, or in one block for
+    W <= 64) read their scan's flags; with at least max(8, 2 x pieces) possibly random collapses the
+    window takes the low-rank path in consecutive pieces as wide as it takes from the start
+    (`measure.wide_lowrank`), with fewer the per-collapse path (the one block). W = 66 (300
+    collapses: five pieces of 60, plans in one block), W = 204 (1,300, a distance-51 surface code's
+    round: seven of 185-186, spread plans), W = 21 (a distance-25 code's round: five pieces of 60)
+    and W = 64 (the one-block path's widest rows, three pieces of 43-44); thresholds 10, 14, 10 and
+    8; windows with exactly the threshold's random collapses and one fewer. Records and final
+    tableau equal the per-collapse (one-block) path bit for bit."""
     from cirq_quasarq.engines.cuda import measure
 
     step = lowrank_max(n)
@@ -295,7 +298,8 @@ def test_wide_windows_take_the_lowrank_update_when_the_scan_finds_many_random_co
 
     monkeypatch.setattr(measure, "wide_lowrank", decide)
     monkeypatch.setattr(measure, "_lowrank", lowrank)
-    assert_paths_equal(program, n, ("collapse window (low rank)", "elimination"), settings=("default",))
+    single = "collapse window (one block)" if n <= 4096 else "elimination"
+    assert_paths_equal(program, n, ("collapse window (low rank)", single), settings=("default",))
     assert decided and all(got == (randoms >= need) for randoms, got in decided), decided
     pieces = [end - start for start, end in measure.wide_pieces(n, 0, width)]
     assert took == pieces * sum(got for _, got in decided), took
@@ -395,6 +399,105 @@ def test_wide_windows_on_large_tableaux(n):
 @pytest.mark.parametrize("n,width", [(60000, 900), (100000, 1000), (100000, 1562)])
 def test_measuring_twice_repeats_on_large_tableaux(n, width):
     _measure_twice(n, width, 20)
+
+
+# ------------------------------------------------------------------------------- loops, reference run
+# engines/cuda/tableau.py `_LoopFolding`: a reference run stops repeating a top-level loop once the
+# tableau repeats, copies the skipped iterations' records from the cycle, and runs the iterations
+# that take the tableau to its final state; `fold_loops=False` runs every iteration (the oracle).
+
+
+def _loop_folding_equal(program, engines_, expect_folded=None, numpy=True):
+    """Reference runs of each engine equal `fold_loops=False`'s (records and final tableau), and so
+    does the NumPy engine's (`numpy`); the engines `expect_folded` names skipped iterations. Runs
+    that are not a reference run every iteration."""
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    sched = schedule(program)
+    key = rng.make_key(7)
+    oracle = CudaEngine()
+    oracle.fold_loops = False
+    want = oracle.run_tableau(program, sched, key, reference=True)
+    assert oracle._tableau.folded_iterations == 0
+    if numpy:
+        host = NumpyEngine().run_tableau(program, sched, key, reference=True)
+        assert np.array_equal(host.records, want.records) and host.tableau.equals(want.tableau)
+    for name, engine in engines_.items():
+        got = engine.run_tableau(program, sched, key, reference=True)
+        assert np.array_equal(got.records, want.records), name
+        assert got.tableau.equals(want.tableau), name
+        if expect_folded is not None and name in expect_folded:
+            assert engine._tableau.folded_iterations > 0, name
+        sampled = engine.run_tableau(program, sched, key, repetition=1)  # not a reference run: every iteration
+        assert engine._tableau.folded_iterations == 0
+        again = oracle.run_tableau(program, sched, key, repetition=1)
+        assert np.array_equal(sampled.records, again.records), name
+
+
+@pytest.mark.parametrize("text", [
+    # period 4 (S) and 2 (H) with a random collapse a round; counts 23-26: every tail of a period 4
+    *(f"R 0 1 2\nH 0\nREPEAT {count} {{\n  S 0\n  H 1\n  CX 0 2\n  M 1\n}}\nM 0 1 2" for count in range(23, 27)),
+    # a nested loop inside, records of both levels; then a loop that reads records (never folded)
+    "H 0 2\nREPEAT 9 {\n  H 0\n  REPEAT 3 {\n    CX 0 1\n    MR 1\n  }\n  M 0\n}\n"
+    "REPEAT 5 {\n  M 2\n  CX rec[-1] 1\n  H 2\n}\nM 0 1 2",
+    # one launch an iteration, and consecutive loops
+    "H 0\nREPEAT 7 {\n  M 0\n}\nREPEAT 4 {\n  H 1\n  M 1\n}\nM 0 1",
+])
+def test_reference_runs_fold_loops_into_the_same_records(text):
+    import stim
+
+    from cirq_quasarq.compiler.stim_circuit import compile_stim
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    _loop_folding_equal(compile_stim(stim.Circuit(text)), {"default": CudaEngine()}, expect_folded=("default",))
+
+
+@pytest.mark.parametrize("name,d,rounds", [
+    ("surface_code:rotated_memory_z", 5, 20), ("surface_code:rotated_memory_x", 3, 31),
+    ("color_code:memory_xyz", 5, 30), ("surface_code:rotated_memory_z", 51, 10),  # W > 64: rows, wide windows
+])
+def test_reference_runs_fold_the_rounds_of_codes(name, d, rounds):
+    """The generated codes' rounds (one loop): the reference run folds them, same records and
+    tableau as every round run; at d = 51 the round windows take the batched paths (W = 84)."""
+    import stim
+
+    from cirq_quasarq.compiler.stim_circuit import compile_stim
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    circuit = stim.Circuit.generated(name, distance=d, rounds=rounds, after_clifford_depolarization=1e-3,
+                                     before_measure_flip_probability=1e-3)
+    _loop_folding_equal(compile_stim(circuit), {"default": CudaEngine()}, expect_folded=("default",), numpy=d < 51)
+
+
+def test_reference_runs_fold_loops_whose_windows_fold_the_next_gates():
+    """n = 13000: a loop whose body is H on 64 qubits then M of them (the low-rank path, which takes
+    the next iteration's H into its pass: the boundaries are compared after it) and a paper layer on
+    the others. Without fused windows the loop folds; with them (each window's pass decides the next
+    iteration's window) every iteration runs; both equal every iteration run."""
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    n, r = 13000, random.Random(4)
+    b = ProgramBuilder(n)
+    _paper_layer(b, n, r)
+    qubits = np.array(sorted(r.sample(range(n), 64)))
+    b.begin_loop(9)
+    b.next_step()
+    b.gate_layer(np.full(64, _CODE["H"]), qubits, np.full(64, -1))
+    b.next_step()
+    for q in qubits.tolist():
+        b.measure(q)
+    b.next_step()
+    b.end_loop()
+    b.next_step()
+    for q in range(0, n, 97):
+        b.measure(q)
+    program = b.build()
+    unfused = CudaEngine()
+    unfused.fuse_windows = False
+    unfused.profile = True
+    _loop_folding_equal(program, {"fuse_windows=False": unfused, "default": CudaEngine()},
+                        expect_folded=("fuse_windows=False",), numpy=False)
+    assert "collapse window (low rank) + gates" in unfused.stage_seconds, sorted(unfused.stage_seconds)
 
 
 # ------------------------------------------------------------------------------------- frame mode

@@ -17,10 +17,10 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 
 from ...core import opcodes, rng
-from ...core.program import A, B, COND, OP, Program
+from ...core.program import A, B, COND, OP, REC, Program
 from ...errors import UnsupportedOperationError
 from ...schedule import Schedule
-from ...schedule.walk import walk
+from ...schedule.walk import LoopBlock, walk
 from ...schedule.windows import RUN_START, RUN_WINDOW
 from . import loader
 
@@ -55,12 +55,30 @@ def upload(cuda, a: np.ndarray):
 
 
 @dataclasses.dataclass
+class LoopIterations:
+    """A top-level loop of the plan whose iterations a reference run may fold (tableau.py): its
+    body reads no records and each iteration writes its own `stride` records, from `first_record`
+    on. `starts[k]`: the action index of iteration k's first launch; `end`: the first after the loop."""
+
+    starts: List[int]
+    end: int
+    first_record: int
+    stride: int
+
+    @property
+    def count(self) -> int:
+        return len(self.starts)
+
+
+@dataclasses.dataclass
 class _Plan:
-    """Tableau mode's launch list for one (program, schedule): ('G'|'C'|'F', start, end, ctx)."""
+    """Tableau mode's launch list for one (program, schedule): ('G'|'C'|'F', start, end, ctx), and
+    the loops a reference run may fold."""
 
     actions: List[Tuple[str, int, int, int]]
     ctx: np.ndarray  # int32 [num_ctx, CTX_STRIDE]
     max_collapses: int
+    loops: List[LoopIterations] = dataclasses.field(default_factory=list)
 
 
 class DeviceProgram:
@@ -224,9 +242,18 @@ _PART = [_PART_COLLAPSE if kind in _COLLAPSE else _PART_CONFUSION if kind == Kin
          else _PART_GATE if kind in (Kind.UNITARY, Kind.NOISE) else _PART_OTHER for kind in opcodes.KIND.tolist()]
 
 
+def foldable_loop(block: LoopBlock) -> bool:
+    """Whether a reference run may stop repeating this loop once its tableau repeats (the NumPy
+    engine's rule, engines/numpy/engine.py `_TableauPass.loop`): a top-level loop of more than two
+    iterations that writes records and whose body reads none."""
+    return (block.loop.depth == 1 and block.loop.count > 2 and block.loop.rec_stride > 0
+            and not (block.instructions()[:, COND] >= 0).any())
+
+
 def _walked_plan(program: Program, schedule: Schedule) -> _Plan:
     """Walk the schedule once (loops expanded on the host, as launches are) into window launches.
-    Per step only list and dict lookups (a distance-51 surface code's 50 rounds are 10k steps)."""
+    Per step only list and dict lookups (a distance-51 surface code's 50 rounds are 10k steps).
+    The iterations of each foldable loop start groups of their own, whose first actions it notes."""
     runs = schedule.runs
     ins = schedule.instructions
     run_of = {s: r for r, s in enumerate(runs[:, RUN_START].tolist())}
@@ -235,8 +262,29 @@ def _walked_plan(program: Program, schedule: Schedule) -> _Plan:
     ctx_ids = {}
     ctx_rows: List[List[int]] = []
     groups: List[Tuple[int, int, List[Tuple[int, int, int]]]] = []  # (window, ctx, [(start, end, op)])
+    loop_groups: List[Tuple[List[int], int, int, int]] = []  # per folded loop: (first group of each iteration, ...)
+
+    def steps():
+        for item in walk(program, schedule, fold=foldable_loop):
+            if not isinstance(item, LoopBlock):
+                yield item
+                continue
+            rows = item.instructions()
+            firsts: List[int] = []
+            loop_groups.append((firsts, int(rows[rows[:, REC] >= 0, REC].min()) + item.rec_shift,
+                                item.loop.rec_stride, 0))
+            for k in range(item.loop.count):
+                firsts.append(len(groups))
+                yield None  # a group boundary
+                yield from item.iteration(k)
+            yield None
+            loop_groups[-1] = loop_groups[-1][:3] + (len(groups),)
+
     last_run = -1
-    for step in walk(program, schedule):
+    for step in steps():
+        if step is None:
+            last_run = len(runs)  # the next step starts a group
+            continue
         r = run_of[step.start]
         key = (step.rec_shift, step.rand_shift, step.depth_rec_shifts)
         ctx = ctx_ids.get(key)
@@ -253,8 +301,10 @@ def _walked_plan(program: Program, schedule: Schedule) -> _Plan:
             groups.append((window, ctx, [(step.start, step.end, step.op)]))
         last_run = r
     actions: List[Tuple[str, int, int, int]] = []
+    first_action: List[int] = []  # per group
     max_collapses = 0
     for _, ctx, parts in groups:
+        first_action.append(len(actions))
         gate_lo = gate_hi = col_lo = col_hi = -1
         for start, end, op in parts:
             part = part_of[op]
@@ -274,5 +324,8 @@ def _walked_plan(program: Program, schedule: Schedule) -> _Plan:
         if col_lo >= 0:
             actions.append(("C", col_lo, col_hi, ctx))
             max_collapses = max(max_collapses, col_hi - col_lo)
+    first_action.append(len(actions))
     ctx_arr = np.array(ctx_rows, dtype=np.int32).reshape(-1, CTX_STRIDE)
-    return _Plan(actions, ctx_arr, max_collapses)
+    loops = [LoopIterations([first_action[g] for g in firsts], first_action[end], first, stride)
+             for firsts, first, stride, end in loop_groups]
+    return _Plan(actions, ctx_arr, max_collapses, loops)

@@ -157,6 +157,9 @@ class CudaEngine(Engine):
         # pass 1, that window decided ahead on its measured rows (measure.fuse_pass); False: each
         # window its own pass 1 (the oracle)
         self.fuse_windows = True
+        # a reference run stops repeating a loop once its tableau repeats, and copies the records of
+        # the iterations left from the cycle (tableau._LoopFolding); False: every iteration runs
+        self.fold_loops = True
         # frame mode runs a chunk as pieces on their own streams when it copies back at least this
         self.pipeline_min_bytes = PIPELINE_MIN_BYTES
         # frame mode's shot-major records from the frame kernel's epilogue (False: a separate
@@ -340,7 +343,7 @@ class CudaEngine(Engine):
 
 
 def _workspace_bytes(ws) -> int:
-    return ws.bytes_needed(ws.n, ws.num_records, ws.scratch, ws.max_collapses)
+    return ws.bytes_needed(ws.n, ws.num_records, ws.scratch, ws.max_collapses) + ws.extra_bytes()
 
 
 def _pop_context(ctx) -> None:

@@ -66,6 +66,12 @@ BLOCK_MAX_W = loader.source_define("measure_block.cu", "QQ_BLOCK_MAX_W")  # word
 TILE = loader.source_define("transpose.cu", "QQ_TILE")
 TILE_ROWS = loader.source_define("transpose.cu", "QQ_TILE_ROWS")
 SYNC_WINDOW = 16  # collapses in a window above which its flags are read back
+# Rows of at least this many words: a one-block window past the batched width is scanned first and
+# takes the low-rank pieces where it has many random collapses (`wide_lowrank`); below it the block's
+# collapses cost less than the scan's round trip and the pieces' launches. Reference runs of surface
+# codes on an H100 (pieces / one block): W = 8 3.1 / 2.8 ms, W = 10 3.7 / 3.7, W = 13 4.4 / 5.6,
+# W = 21 7.0 / 14.9.
+BLOCK_SCAN_MIN_W = 10
 PLAN_BLOCK = loader.source_define("measure_plan.cu", "QQ_PLAN_BLOCK")
 PLAN_MAX_BLOCKS = loader.source_define("measure_plan.cu", "QQ_PLAN_MAX_BLOCKS")
 PLAN_PLANES = loader.source_define("measure_plan.cu", "QQ_PLAN_PLANES")
@@ -160,15 +166,16 @@ def _batchable(engine, W: int, ins: np.ndarray, cstart: int, cend: int) -> bool:
 
 
 def wide_lowrank(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int, randoms: int) -> bool:
-    """Whether a window past the batched paths' width (`window_path` gave it the transposed path),
-    whose scan found `randoms` collapses that may be random, takes the low-rank update after all, in
-    consecutive pieces of at most `batched_width(n)` collapses (`wide_pieces`). The transposed path
-    launches two kernels and makes a pass over the tableau per random collapse; a piece takes a
-    plan and a low-rank chunk, five launches and two passes, random or not. So a window of mostly
+    """Whether a window past the batched paths' width (`window_path` gave it the transposed path, or
+    the one block), whose scan found `randoms` collapses that may be random, takes the low-rank
+    update after all, in consecutive pieces of at most `batched_width(n)` collapses (`wide_pieces`).
+    The transposed path launches two kernels and makes a pass over the tableau per random collapse,
+    the one block runs them one after the other on one multiprocessor; a piece takes a plan and a
+    low-rank chunk, five launches and two passes, random or not. So a window of mostly
     deterministic collapses (a QEC round after the first) stays, and one of many random ones (a
     distance-51 surface code's first round and final data measurement: 3,900 random collapses on
-    5,354 qubits, 7,800 launches) goes low-rank. `engine.wide_lowrank = False` keeps every such
-    window per collapse."""
+    5,354 qubits, 7,800 launches; distance 25's 300 a window, 7 ms in one block) goes low-rank.
+    `engine.wide_lowrank = False` keeps every such window per collapse (in one block)."""
     if not (engine.wide_lowrank and engine.lowrank_windows):
         return False
     pieces = -(-(cend - cstart) // batched_width(n))
@@ -514,12 +521,21 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
         _rows(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag, fold)
         return X, Z, X2, Z2
     assert fold is None
+    rows = 2 * n
+    count = cend - cstart
     if path == "block":  # small tableau: the whole window in one launch
+        # A window past the batched paths' width runs its random collapses one after the other in
+        # that block (d = 25: 300 a window, 7 ms); where its scan finds many, the low-rank pieces instead.
+        if (count > batched_width(n) and W >= BLOCK_SCAN_MIN_W and engine.wide_lowrank
+                and _batchable(engine, W, ins, cstart, cend)):
+            randoms = int(np.count_nonzero(_scan(engine, ws, T, ctx, cstart, cend, X, W) == 1))
+            if randoms and wide_lowrank(engine, n, W, ins, cstart, cend, randoms):
+                for start, end in wide_pieces(n, cstart, cend):
+                    _lowrank(engine, ws, T, ctx, start, end, ins, X, Z, k0, k1, rep, ref_flag)
+                return X, Z, X2, Z2
         launch("collapse window (one block)", "measure_window_block", (1, 1), (WINDOW_BLOCK, 1, 1),
                T, ctx, cstart, cend, int(X), int(Z), int(ws.S), int(ws.rec), W, k0, k1, rep, ref_flag)
         return X, Z, X2, Z2
-    rows = 2 * n
-    count = cend - cstart
     sync = engine.window_sync
     if sync is None:
         # Read the window's random/deterministic flags back when that saves launches: big
@@ -527,10 +543,7 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
         # transposes of an all-deterministic window outweighs one round trip.
         sync = count > SYNC_WINDOW or 2 * rows * W * 8 > (1 << 30)
     if sync:
-        launch("pivot search + compaction", "measure_window_scan", ((count * 32 + SCAN_BLOCK - 1) // SCAN_BLOCK, 1),
-               (SCAN_BLOCK, 1, 1), T, ctx, cstart, cend, int(X), int(ws.S), int(ws.rec), int(ws.flags), W)
-        flags = ws.host_flags[:count]
-        cuda.memcpy_dtoh(flags, ws.flags)  # the window's one host read: which collapses are random
+        flags = _scan(engine, ws, T, ctx, cstart, cend, X, W)
         randoms = np.flatnonzero(flags == 1)
         det_reset = (flags == 0) & (ins[cstart:cend, OP] != _M)
     else:  # no host read: every collapse goes through measure_pivot, which settles it
@@ -567,6 +580,18 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
     if prev < cend:
         clear_resets(prev, cend)
     return X, Z, X2, Z2
+
+
+def _scan(engine, ws, T, ctx, cstart: int, cend: int, X, W: int) -> np.ndarray:
+    """The window's flags from measure_window_scan (1: the collapse may be random; deterministic
+    outcomes are recorded), read back to the host: the window's one host read."""
+    count = cend - cstart
+    engine.launcher.launch("pivot search + compaction", "measure_window_scan",
+                           ((count * 32 + SCAN_BLOCK - 1) // SCAN_BLOCK, 1), (SCAN_BLOCK, 1, 1), T, ctx, cstart, cend,
+                           int(X), int(ws.S), int(ws.rec), int(ws.flags), W)
+    flags = ws.host_flags[:count]
+    engine.cuda.memcpy_dtoh(flags, ws.flags)
+    return flags
 
 
 def _pivot(launch, ws, T, ctx, i, pend_start, pend_end, cstart, X, Z, k0, k1, rep, ref_flag):

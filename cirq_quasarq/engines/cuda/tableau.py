@@ -76,6 +76,8 @@ class _Workspace:
         self.gcnt = alloc(16)  # zeroed, with the marks, by each run that folds gates (TableauMode.run)
         self.group_counts = (0, 0)
         self.fused: Optional[_FusedBuffers] = None  # made by the first run that fuses windows (`fusion`)
+        self.saved = None  # a copy of the tableau and a flag, for reference runs' loops (`save_tableau`)
+        self.host_differs = None
         self.max_collapses = max_collapses
         self.scratch = need_scratch
         self.seg_shift = 0  # measure_eliminate's threads per row (2^seg_shift); set by the owner
@@ -113,6 +115,50 @@ class _Workspace:
         chunk), for a window that no fused pass decided."""
         if self.window is not self.main_window:
             self.swap_windows()
+
+    def extra_bytes(self) -> int:
+        """Device bytes made past `bytes_needed`: the fused windows' buffers, the saved tableau."""
+        fused = _FusedBuffers.bytes_needed(self.n, self.W) if self.fused is not None else 0
+        return fused + (16 * 2 * self.n * self.W + 2 * self.n + 4 if self.saved is not None else 0)
+
+    def save_tableau(self, engine, X, Z) -> bool:
+        """Copy the tableau (X, Z and the signs) aside for `tableau_differs`; False when the device
+        has no room for the copy (made once per workspace)."""
+        words = 2 * self.n * self.W
+        if self.saved is None:
+            if 16 * words + 2 * self.n + 4 > engine.free_bytes() - (64 << 20):
+                return False
+            self.saved = (self._alloc(8 * words), self._alloc(8 * words), self._alloc(2 * self.n), self._alloc(4))
+            self.host_differs = engine.pinned(1, np.uint32, "tableau mode's loop check")
+        cuda = engine.cuda
+        sx, sz, ss, _ = self.saved
+        if words:
+            cuda.memcpy_dtod(sx, X, 8 * words)
+            cuda.memcpy_dtod(sz, Z, 8 * words)
+            cuda.memcpy_dtod(ss, self.S, 2 * self.n)
+        return True
+
+    def tableau_differs(self, engine, X, Z) -> bool:
+        """Whether the tableau differs from the one `save_tableau` copied (waits for the device)."""
+        cuda = engine.cuda
+        sx, sz, ss, flag = self.saved
+        cuda.memset_d32(flag, 0, 1)
+        total = 2 * self.n * self.W
+        if total:
+            engine.launcher.launch("loop check", "tableau_differs",
+                                   (min(INIT_MAX_BLOCKS, (total + INIT_BLOCK - 1) // INIT_BLOCK), 1), (INIT_BLOCK, 1, 1),
+                                   int(X), int(Z), int(self.S), int(sx), int(sz), int(ss), self.n, self.W, int(flag))
+        cuda.memcpy_dtoh(self.host_differs, flag)
+        return bool(self.host_differs[0])
+
+    def repeat_records(self, engine, source: int, length: int, count: int) -> None:
+        """Records [source + length, source + length + count) := the cycle [source, source + length)
+        repeated (count a multiple of length), by copies that double the repeated span."""
+        cuda, base, done = engine.cuda, int(self.rec), 0
+        while done < count:
+            size = min(length + done, count - done)
+            cuda.memcpy_dtod(base + source + length + done, base + source, size)
+            done += size
 
     @staticmethod
     def bytes_needed(n: int, num_records: int, need_scratch: bool, max_collapses: int = 0) -> int:
@@ -166,6 +212,64 @@ class _FusedBuffers:
                 + 8 * measure.fused_count_words(n, W) + 64 * max(1, n))
 
 
+class _LoopFolding:
+    """A reference run's loops, folded as the NumPy engine folds them (`_TableauPass.loop`): a
+    reference run draws no coins and no noise, so once the tableau after some iteration equals the
+    tableau `period` iterations earlier, every later iteration repeats the records of the one
+    `period` before it. Brent's cycle finding compares the device tableau with a saved copy at
+    iteration boundaries (one small launch and a 4-byte read each); once it repeats, the records of
+    the iterations skipped are copied from the cycle on the device, and the run goes on with the
+    iterations that take the tableau to its final state (the last `period` at most).
+
+    A boundary is the first launch of an iteration, or the one after it where the window before
+    folds that gate window into its pass (`phase` 1: every state compared then has the body's first
+    gate window applied, a fixed Clifford, so equal states stay equal). A loop whose boundaries
+    do not all have one phase is not folded, nor is a jump made while a fused pass has decided a
+    window past the boundary (`pending`)."""
+
+    def __init__(self, engine, ws: _Workspace, loops, folds, fuses):
+        self.engine, self.ws = engine, ws
+        self.checks = {}  # action index of a boundary -> (loop, iteration, phase)
+        for loop in loops:
+            phases = {int(loop.starts[k] - 1 in folds) for k in range(1, loop.count)}
+            phase = phases.pop()
+            bounds = loop.starts + [loop.end]
+            if phases or any(bounds[k] + phase >= bounds[k + 1] for k in range(loop.count)):
+                continue  # boundaries of mixed phase, or an iteration of no launch past one: every iteration runs
+            for k in range(1, loop.count):
+                self.checks[loop.starts[k] + phase] = (loop, k, phase)
+        self.brent = {}  # id(loop) -> [iteration saved, power], or None once folded
+        self.skipped = 0  # iterations not run
+
+    def boundary(self, a: int, X, Z, pending: bool) -> Optional[int]:
+        """At boundary action `a` with the tableau in X, Z (and the workspace's S): the action to
+        go on from where the loop folds here, else None (after saving or comparing the tableau)."""
+        loop, k, phase = self.checks[a]
+        if id(loop) not in self.brent:  # its first boundary
+            if self.ws.save_tableau(self.engine, X, Z):
+                self.brent[id(loop)] = [k, 1]
+            else:
+                self.checks = {}  # no room for the copy: every iteration runs
+            return None
+        state = self.brent[id(loop)]
+        if state is None:
+            return None  # folded already
+        saved, power = state
+        period = k - saved
+        if not self.ws.tableau_differs(self.engine, X, Z):
+            j = loop.count - ((loop.count - k) % period or period)  # the iterations from j on run
+            if j > k and not pending:
+                self.ws.repeat_records(self.engine, loop.first_record + (k - period) * loop.stride,
+                                       period * loop.stride, (j - k) * loop.stride)
+                self.brent[id(loop)] = None
+                self.skipped += j - k
+                return loop.starts[j] + phase
+        if period == power:
+            self.ws.save_tableau(self.engine, X, Z)
+            state[:] = [k, 2 * power]
+        return None
+
+
 class _LazyTableauRun(TableauRun):
     """A TableauRun whose inverse tableau stays on the device until it is first read (the records
     are on the host at once). The engine downloads it anyway before its next run_tableau
@@ -198,6 +302,7 @@ class TableauMode:
         self.engine = engine
         self.ws: Optional[_Workspace] = None
         self.generation = 0  # counts tableau runs; a lazy result holds the one it came from
+        self.folded_iterations = 0  # loop iterations the last run did not run (`_LoopFolding`)
         self.pending = None  # weak reference to the last lazy result not yet downloaded
 
     def run(self, program: Program, schedule: Schedule, key, repetition: int, reference: bool,
@@ -253,9 +358,19 @@ class TableauMode:
             fuses = {}  # no room for the partial counts: each window makes its own pass 1
         folded = -1  # the gate window a collapse window took into its pass
         counted = -1  # the collapse window a fused pass decided and counted (measure.fuse_pass)
-        for a, (kind, start, end, ctx_id) in enumerate(actions):
+        loops = (_LoopFolding(engine, ws, plan.loops, folds, fuses)
+                 if reference and engine.fold_loops and plan.loops else None)
+        a = 0
+        while a < len(actions):
+            if loops is not None and a in loops.checks:
+                jump = loops.boundary(a, X, Z, pending=counted >= a)
+                if jump is not None:
+                    a = jump
+                    continue
+            kind, start, end, ctx_id = actions[a]
             ctx = ctx_base + 4 * CTX_STRIDE * ctx_id
             if a == folded:
+                a += 1
                 continue
             if kind == "G":
                 threads = (end - start) << gshift
@@ -280,6 +395,8 @@ class TableauMode:
                                                        rep, ref_flag, paths[a], fold, a == counted, ahead)
                 if ahead is not None:
                     counted = a + 2
+            a += 1
+        self.folded_iterations = loops.skipped if loops is not None else 0
         records = np.empty(program.num_records, dtype=np.uint8)
         if program.num_records:
             cuda.memcpy_dtoh(records, ws.rec)
