@@ -77,7 +77,6 @@ class _Workspace:
         self.group_counts = (0, 0)
         self.fused: Optional[_FusedBuffers] = None  # made by the first run that fuses windows (`fusion`)
         self.saved = None  # a copy of the tableau and a flag, for reference runs' loops (`save_tableau`)
-        self.host_differs = None
         self.max_collapses = max_collapses
         self.scratch = need_scratch
         self.seg_shift = 0  # measure_eliminate's threads per row (2^seg_shift); set by the owner
@@ -129,7 +128,6 @@ class _Workspace:
             if 16 * words + 2 * self.n + 4 > engine.free_bytes() - (64 << 20):
                 return False
             self.saved = (self._alloc(8 * words), self._alloc(8 * words), self._alloc(2 * self.n), self._alloc(4))
-            self.host_differs = engine.pinned(1, np.uint32, "tableau mode's loop check")
         cuda = engine.cuda
         sx, sz, ss, _ = self.saved
         if words:
@@ -148,8 +146,9 @@ class _Workspace:
             engine.launcher.launch("loop check", "tableau_differs",
                                    (min(INIT_MAX_BLOCKS, (total + INIT_BLOCK - 1) // INIT_BLOCK), 1), (INIT_BLOCK, 1, 1),
                                    int(X), int(Z), int(self.S), int(sx), int(sz), int(ss), self.n, self.W, int(flag))
-        cuda.memcpy_dtoh(self.host_differs, flag)
-        return bool(self.host_differs[0])
+        differs = self.host_flags[:1]  # page-locked already (a window's flags; none is being read now)
+        cuda.memcpy_dtoh(differs, flag)
+        return bool(differs[0])
 
     def repeat_records(self, engine, source: int, length: int, count: int) -> None:
         """Records [source + length, source + length + count) := the cycle [source, source + length)
