@@ -31,6 +31,7 @@ INIT_MAX_BLOCKS = 4096  # tableau_init is grid-stride: any launch shape
 FWD_GENS = loader.source_define("forward.cu", "QQ_FWD_GENS")
 FWD_LETTER_BLOCK = loader.source_define("forward.cu", "QQ_FWD_LETTER_BLOCK")
 FWD_LETTER_BAND_BYTES = 1 << 28  # the letters of a band of generators, on the device at once
+HOST_FLAGS_MIN = 1 << 14  # window flags kept page-locked (64 KiB): any window of a distance-51 code
 
 
 class _Workspace:
@@ -38,7 +39,7 @@ class _Workspace:
     The second tableau buffer (X2, Z2) exists only when some window takes the transpose path; the
     window-batched path needs the measured rows' slice and its plan instead (measure_rows.cu)."""
 
-    def __init__(self, engine, n: int, num_records: int, max_collapses: int, need_scratch: bool):
+    def __init__(self, engine, n: int, num_records: int, max_collapses: int, need_scratch: bool, host_flags):
         self.n, self.num_records = n, num_records
         self.W = max(1, (n + 63) // 64)
         words = 2 * n * self.W
@@ -50,7 +51,7 @@ class _Workspace:
         self.S = alloc(2 * n)
         self.rec = alloc(num_records)
         self.flags = alloc(4 * max(1, max_collapses))
-        self.host_flags = engine.pinned(max(1, max_collapses), np.int32, "tableau mode's window flags")
+        self.host_flags = host_flags  # page-locked, at least max(1, max_collapses) (TableauMode._host_flags)
         self.ms = alloc(4 * 8)
         self.vw = alloc(4 * self.W)
         self.vmask = alloc(8 * self.W)
@@ -302,6 +303,7 @@ class TableauMode:
         self.ws: Optional[_Workspace] = None
         self.generation = 0  # counts tableau runs; a lazy result holds the one it came from
         self.folded_iterations = 0  # loop iterations the last run did not run (`_LoopFolding`)
+        self.host_flags = None  # the workspaces' page-locked window flags, kept across them (`_flags`)
         self.pending = None  # weak reference to the last lazy result not yet downloaded
 
     def run(self, program: Program, schedule: Schedule, key, repetition: int, reference: bool,
@@ -465,10 +467,19 @@ class TableauMode:
                     f"tableau mode on {n} qubits needs {gib(need)} of GPU memory (the 2n x n-bit X and Z "
                     f"parts{' twice, for the measurement transpose' if need_scratch else ''}); "
                     f"{gib(free())} is available to the engine")
-            ws = _Workspace(self.engine, n, num_records, max_collapses, need_scratch)
+            ws = _Workspace(self.engine, n, num_records, max_collapses, need_scratch, self._flags(max_collapses))
             ws.seg_shift = measure.elimination_seg_shift(self.engine.sm_count, n)
             self.ws = ws  # kept only when whole (an interruption above leaves none)
         return ws
+
+    def _flags(self, max_collapses: int):
+        """Page-locked int32 flags for windows of up to `max_collapses` collapses: one buffer of at
+        least HOST_FLAGS_MIN, kept for every workspace, so that a new shape's first run locks no memory
+        (a lock took 1 ms of a distance-11 code's first call on the H100's host)."""
+        need = max(1, max_collapses)
+        if self.host_flags is None or len(self.host_flags) < need:
+            self.host_flags = self.engine.pinned(max(need, HOST_FLAGS_MIN), np.int32, "tableau mode's window flags")
+        return self.host_flags
 
     def settle_pending(self) -> None:
         """Download the last run's tableau if its result is still alive and has not read it."""
