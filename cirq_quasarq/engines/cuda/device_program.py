@@ -262,7 +262,7 @@ def _walked_plan(program: Program, schedule: Schedule) -> _Plan:
     ctx_ids = {}
     ctx_rows: List[List[int]] = []
     groups: List[Tuple[int, int, List[Tuple[int, int, int]]]] = []  # (window, ctx, [(start, end, op)])
-    loop_groups: List[Tuple[List[int], int, int, int]] = []  # per folded loop: (first group of each iteration, ...)
+    loop_groups: List[list] = []  # per foldable loop: [first group of each iteration, first record, stride, end group]
 
     def steps():
         for item in walk(program, schedule, fold=foldable_loop):
@@ -271,14 +271,14 @@ def _walked_plan(program: Program, schedule: Schedule) -> _Plan:
                 continue
             rows = item.instructions()
             firsts: List[int] = []
-            loop_groups.append((firsts, int(rows[rows[:, REC] >= 0, REC].min()) + item.rec_shift,
-                                item.loop.rec_stride, 0))
+            loop = [firsts, int(rows[rows[:, REC] >= 0, REC].min()) + item.rec_shift, item.loop.rec_stride, None]
+            loop_groups.append(loop)
             for k in range(item.loop.count):
                 firsts.append(len(groups))
                 yield None  # a group boundary
                 yield from item.iteration(k)
             yield None
-            loop_groups[-1] = loop_groups[-1][:3] + (len(groups),)
+            loop[3] = len(groups)
 
     last_run = -1
     for step in steps():

@@ -511,7 +511,7 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
     X2, Z2), gate layout first. fold: the next gate window, when the caller found it may be folded
     into this one (`can_fold`). counted / ahead (low rank only): the window was decided by the pass
     before it / its last pass takes the next collapse window's pass 1 (`fuse_pass`)."""
-    cuda, launch = engine.cuda, engine.launcher.launch
+    launch = engine.launcher.launch
     n, W = ws.n, ws.W
     if path == "lowrank":
         _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold, counted, ahead)
