@@ -170,6 +170,26 @@ def test_sinter_workers_take_consecutive_shots_of_one_stream():
     assert pickle.loads(pickle.dumps(sampler)).seed != sampler.seed
 
 
+def test_sinter_cpu_batches_grow_past_sinters_cap_without_changing_the_shots(monkeypatch):
+    """On the CPU the sampler sizes its own batches: from 1,024 shots, four times more after a short
+    call, up to 16,384, never more than sinter asks, half after a long call; the shots are those
+    of one stream whatever the batches (the detection events of all of them equal one draw's)."""
+    sinter, QuasarqSampler = _sinter()
+    from cirq_quasarq import sinter as plug
+
+    task = sinter.Task(circuit=code("surface", 3, 3, p=0.02), json_metadata={})
+    monkeypatch.setattr(plug, "CPU_BATCH_SECONDS", 1e9)  # every call short
+    a = QuasarqSampler(device="cpu", seed=3, count_detection_events=True).compiled_sampler_for_task(task)
+    assert a.handles_throttling()
+    batches = [a.sample(10**6) for _ in range(4)] + [a.sample(5000), a.sample(10**6)]
+    assert [s.shots for s in batches] == [1024, 4096, 16384, 16384, 5000, 16384]
+    dets = a.shots.sample(a.key, 0, sum(s.shots for s in batches))[0]
+    assert sum(s.custom_counts["detection_events"] for s in batches) == int(np.bitwise_count(dets).sum())
+    monkeypatch.setattr(plug, "CPU_BATCH_SECONDS", 0.0)  # every call long
+    b = QuasarqSampler(device="cpu", seed=3).compiled_sampler_for_task(task)
+    assert [b.sample(10**6).shots for _ in range(3)] == [1024, 512, 256]
+
+
 def test_sinter_counts_match_sinters_default_sampler():
     sinter, QuasarqSampler = _sinter()
     circuit = several_observables(p=0.02)
