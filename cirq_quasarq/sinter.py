@@ -62,7 +62,7 @@ from .shots import Shots
 # max_batch_size, 1,024 by default). On the GPU: GPU_BATCH shots a call. On the CPU: from CPU_BATCH_FIRST,
 # four times more after a call shorter than CPU_BATCH_SECONDS / 4, up to CPU_BATCH, and half after one
 # longer than 4 x CPU_BATCH_SECONDS: a call's fixed cost (about 1 ms, mostly its draws' passes) is
-# spread over 16x sinter's shots (d = 5, 100k shots: 279 -> 150 ms a task). The shots are a stream,
+# spread over 16x sinter's shots (d = 5, 100k shots: 279 -> 185 ms a task). The shots are a stream,
 # so the counts do not depend on the batches.
 GPU_BATCH = 1 << 18
 CPU_BATCH_FIRST, CPU_BATCH = 1 << 10, 1 << 14
