@@ -286,16 +286,16 @@ class FrameMode:
         return self._streams[:count]
 
     def _host_records(self, count: int) -> Tuple[np.ndarray, bool]:
-        """Host memory for the records (`count` words) and whether it is page-locked. Page-locked
-        memory takes the device's copy at full link speed (169 MB: 3.1 ms on an H100 host) but costs
-        far more to make than to use (65-90 ms), so at most `_PINNED_KEPT` such buffers are kept and reused whenever no result
-        holds them. A call that finds none free takes ordinary memory (its pages touched on threads,
-        `_start_prefault`, and filled through the staging slots, `_Staging`); one is made only when
-        `_PINNED_AFTER` earlier calls found none free at this size, and while fewer than
+        """Host memory for the records (`count` words) and whether it is page-locked. Page-locked memory
+        takes the device's copy at full link speed (169 MB: 3.1 ms on an H100 host) but costs far more
+        to make than to use (65-90 ms), so at most `_PINNED_KEPT` such buffers are kept and reused
+        whenever no result holds them. A call that finds none free takes ordinary memory (its pages
+        touched on threads, `_start_prefault`, and filled through the staging slots, `_Staging`); one is
+        made only when `_PINNED_AFTER` earlier calls found none free at this size, and while fewer than
         `_PINNED_KEPT` exist. So a process's first large calls (a first call on a new circuit, its
-        repeat) do not pay for locking, a loop that keeps the previous result while it samples the
-        next settles on two buffers used in turn, and a loop that keeps every result stops making
-        buffers once both are held."""
+        repeat) do not pay for locking, a loop that keeps the previous result while it samples the next
+        settles on two buffers used in turn, and a loop that keeps every result stops making buffers
+        once both are held."""
         for buf in self._pinned:
             # 3 references when no result holds it: the list, `buf` and getrefcount's argument
             if buf.size >= count and sys.getrefcount(buf) <= 3:

@@ -385,7 +385,7 @@ class Launcher:
     names the kernel and its launch shape), which remembers the last launch (`last_launch`) so that
     a fault found at a later synchronisation point can name it too (`synchronize`, `fault`). With
     `profile` set, each launch is bracketed by CUDA events and `collect()` sums their times per stage
-(and into `kernel_totals`, per kernel, for benchmarks)."""
+    (and into `kernel_totals`, per kernel, for benchmarks)."""
 
     def __init__(self):
         import pycuda.driver as cuda

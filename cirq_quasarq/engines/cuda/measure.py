@@ -529,9 +529,7 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
         if (count > batched_width(n) and W >= BLOCK_SCAN_MIN_W and engine.wide_lowrank
                 and _batchable(engine, W, ins, cstart, cend)):
             randoms = int(np.count_nonzero(_scan(engine, ws, T, ctx, cstart, cend, X, W) == 1))
-            if randoms and wide_lowrank(engine, n, W, ins, cstart, cend, randoms):
-                for start, end in wide_pieces(n, cstart, cend):
-                    _lowrank(engine, ws, T, ctx, start, end, ins, X, Z, k0, k1, rep, ref_flag)
+            if randoms and _wide_pieces(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, randoms):
                 return X, Z, X2, Z2
         launch("collapse window (one block)", "measure_window_block", (1, 1), (WINDOW_BLOCK, 1, 1),
                T, ctx, cstart, cend, int(X), int(Z), int(ws.S), int(ws.rec), W, k0, k1, rep, ref_flag)
@@ -557,12 +555,7 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
     if len(randoms) == 0:
         clear_resets(cstart, cend)
         return X, Z, X2, Z2
-    if sync and wide_lowrank(engine, n, W, ins, cstart, cend, len(randoms)):
-        # pieces the low-rank path takes from the start (one plan of a whole wide window grows as
-        # k^2 W in one block, d = 51: 168 ms, or costs a grid step a collapse spread, 36 ms), of
-        # equal widths within one, so none is narrower than half of batched_width(n)
-        for start, end in wide_pieces(n, cstart, cend):
-            _lowrank(engine, ws, T, ctx, start, end, ins, X, Z, k0, k1, rep, ref_flag)
+    if sync and _wide_pieces(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, len(randoms)):
         return X, Z, X2, Z2
     _transpose(launch, X, X2, Z, Z2, rows, W)  # gate layout -> word-major
     X, Z, X2, Z2 = X2, Z2, X, Z
@@ -580,6 +573,19 @@ def collapse_window(engine, ws, T, ctx, cstart, cend, ins, X, Z, X2, Z2, k0, k1,
     if prev < cend:
         clear_resets(prev, cend)
     return X, Z, X2, Z2
+
+
+def _wide_pieces(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, randoms: int) -> bool:
+    """A wide window whose scan found `randoms` possibly random collapses: where `wide_lowrank`
+    says so, run it as the low-rank path's pieces and return True. Pieces the low-rank path takes
+    from the start (one plan of a whole wide window grows as k^2 W in one block, d = 51: 168 ms,
+    or costs a grid step a collapse spread, 36 ms), of equal widths within one, so none is narrower
+    than half of batched_width(n)."""
+    if not wide_lowrank(engine, ws.n, ws.W, ins, cstart, cend, randoms):
+        return False
+    for start, end in wide_pieces(ws.n, cstart, cend):
+        _lowrank(engine, ws, T, ctx, start, end, ins, X, Z, k0, k1, rep, ref_flag)
+    return True
 
 
 def _scan(engine, ws, T, ctx, cstart: int, cend: int, X, W: int) -> np.ndarray:

@@ -51,7 +51,7 @@ class _Workspace:
         self.S = alloc(2 * n)
         self.rec = alloc(num_records)
         self.flags = alloc(4 * max(1, max_collapses))
-        self.host_flags = host_flags  # page-locked, at least max(1, max_collapses) (TableauMode._host_flags)
+        self.host_flags = host_flags  # page-locked, at least max(1, max_collapses) (TableauMode._flags)
         self.ms = alloc(4 * 8)
         self.vw = alloc(4 * self.W)
         self.vmask = alloc(8 * self.W)
@@ -99,8 +99,7 @@ class _Workspace:
         them (about an eighth of the tableau, for the partial counts); None when it has not (the
         windows then run apart)."""
         if self.fused is None:
-            need = _FusedBuffers.bytes_needed(self.n, self.W)
-            if need > engine.free_bytes() - (64 << 20):
+            if not _room(engine, _FusedBuffers.bytes_needed(self.n, self.W)):
                 return None
             self.fused = _FusedBuffers(self._alloc, self.n, self.W)
         return self.fused
@@ -119,14 +118,17 @@ class _Workspace:
     def extra_bytes(self) -> int:
         """Device bytes made past `bytes_needed`: the fused windows' buffers, the saved tableau."""
         fused = _FusedBuffers.bytes_needed(self.n, self.W) if self.fused is not None else 0
-        return fused + (16 * 2 * self.n * self.W + 2 * self.n + 4 if self.saved is not None else 0)
+        return fused + (self._saved_bytes() if self.saved is not None else 0)
+
+    def _saved_bytes(self) -> int:
+        return 16 * 2 * self.n * self.W + 2 * self.n + 4  # X, Z, the signs, the flag
 
     def save_tableau(self, engine, X, Z) -> bool:
         """Copy the tableau (X, Z and the signs) aside for `tableau_differs`; False when the device
         has no room for the copy (made once per workspace)."""
         words = 2 * self.n * self.W
         if self.saved is None:
-            if 16 * words + 2 * self.n + 4 > engine.free_bytes() - (64 << 20):
+            if not _room(engine, self._saved_bytes()):
                 return False
             self.saved = (self._alloc(8 * words), self._alloc(8 * words), self._alloc(2 * self.n), self._alloc(4))
         cuda = engine.cuda
@@ -172,6 +174,11 @@ class _Workspace:
                 + 8 * measure.LOWRANK_CHUNK * W + 12 + 16 * measure.LOWRANK_CHUNK * measure.LOWRANK_WORDS
                 + 48 * measure.LOWRANK_WORDS * n
                 + 4 * measure.lowrank_part_words(n, W) + 32 * -(-n // 2) + 5 * n + 16)
+
+
+def _room(engine, nbytes: int) -> bool:
+    """Whether the device has room for `nbytes` more of optional buffers, 64 MiB to spare."""
+    return nbytes <= engine.free_bytes() - (64 << 20)
 
 
 class _WindowBuffers:
@@ -227,7 +234,7 @@ class _LoopFolding:
     do not all have one phase is not folded, nor is a jump made while a fused pass has decided a
     window past the boundary (`pending`)."""
 
-    def __init__(self, engine, ws: _Workspace, loops, folds, fuses):
+    def __init__(self, engine, ws: _Workspace, loops, folds):
         self.engine, self.ws = engine, ws
         self.checks = {}  # action index of a boundary -> (loop, iteration, phase)
         for loop in loops:
@@ -359,7 +366,7 @@ class TableauMode:
             fuses = {}  # no room for the partial counts: each window makes its own pass 1
         folded = -1  # the gate window a collapse window took into its pass
         counted = -1  # the collapse window a fused pass decided and counted (measure.fuse_pass)
-        loops = (_LoopFolding(engine, ws, plan.loops, folds, fuses)
+        loops = (_LoopFolding(engine, ws, plan.loops, folds)
                  if reference and engine.fold_loops and plan.loops else None)
         a = 0
         while a < len(actions):
