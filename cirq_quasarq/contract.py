@@ -91,6 +91,8 @@ def detectors_bytes(program: Program, columns: int, shots: int, unpacked: int = 
 def executed_rows(program: Program) -> float:
     """Instructions the program executes, loops expanded (kept with the program)."""
     done = program.derived.get("executed_rows")
+    if done is None and not program.loops:
+        done = program.derived["executed_rows"] = float(len(program.instructions))
     if done is None:
         ins = program.instructions
         weight = np.ones(len(ins), dtype=np.float64)

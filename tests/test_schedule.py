@@ -1,6 +1,8 @@
 """The window scheduler: windows act on disjoint qubits, each qubit keeps its order, barriers stay
 put, and the scheduled program is equivalent to the original (property tests)."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,23 @@ from cirq_quasarq.schedule.windows import RUN_END, RUN_START, RUN_WINDOW
 
 from .programs import UNITARY_1, UNITARY_2
 from .replay import as_stim_inverse
+
+SORT_PATHS = ("stretches", "rows")
+
+
+@contextlib.contextmanager
+def sort_path(path: str):
+    """The scheduler's two ways of ordering the rows (`windows._sorted`): every program's stretches
+    of one key and opcode moved as slices, or every program's rows one by one."""
+    from cirq_quasarq.schedule import windows
+
+    saved = windows._STRETCH_ROWS
+    windows._STRETCH_ROWS = 1 if path == "stretches" else 2**62
+    try:
+        yield
+    finally:
+        windows._STRETCH_ROWS = saved
+
 
 ops = st.lists(
     st.one_of(
@@ -137,7 +156,8 @@ def _reference_schedule(program):
     return ins[order], [layers[i] for i in order]
 
 
-def test_the_vectorised_schedule_equals_its_definition():
+@pytest.mark.parametrize("path", SORT_PATHS)
+def test_the_vectorised_schedule_equals_its_definition(path):
     from cirq_quasarq.compiler import compile_stim
 
     from .programs import random_program, window_program
@@ -147,7 +167,8 @@ def test_the_vectorised_schedule_equals_its_definition():
     programs += [random_program(20, 8, s, noise=True)[0] for s in range(10)] + [window_program(100, 3)]
     for p in programs:
         want, layers = _reference_schedule(p)
-        got = schedule(p)
+        with sort_path(path):
+            got = schedule(p)
         assert np.array_equal(got.instructions, want)
         starts = got.runs[:, RUN_START]
         assert np.array_equal(np.unique(np.asarray(layers), return_inverse=True)[1][starts], got.runs[:, RUN_WINDOW])
@@ -173,32 +194,36 @@ def _restep(program, steps):
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops, st.integers(1, 6), st.booleans())
-def test_the_schedule_equals_the_previous_scheduler(op_list, group, steps_per_op):
+@given(ops, st.integers(1, 6), st.booleans(), st.sampled_from(SORT_PATHS))
+def test_the_schedule_equals_the_previous_scheduler(op_list, group, steps_per_op, path):
     """Against the scheduler before its rewrite, bit for bit, also where STEP groups reuse a qubit."""
     program, _ = build(op_list)
-    assert_same_schedule(program)
-    rows = len(program.instructions)
-    assert_same_schedule(_restep(program, np.arange(rows) // group if steps_per_op else np.zeros(rows)))
+    with sort_path(path):
+        assert_same_schedule(program)
+        rows = len(program.instructions)
+        assert_same_schedule(_restep(program, np.arange(rows) // group if steps_per_op else np.zeros(rows)))
 
 
+@pytest.mark.parametrize("path", SORT_PATHS)
 @pytest.mark.parametrize("seed", range(30))
-def test_compiled_circuits_schedule_as_the_previous_scheduler(seed):
+def test_compiled_circuits_schedule_as_the_previous_scheduler(seed, path):
     from cirq_quasarq.compiler import compile_stim
 
     from .programs import random_program
     from .test_stim_circuit import random_circuit
 
     program = compile_stim(random_circuit(seed, n=4 + seed % 9, noisy=seed % 2 == 0))
-    assert_same_schedule(program)
     rng_ = np.random.default_rng(seed)
     rows = len(program.instructions)
-    assert_same_schedule(_restep(program, np.sort(rng_.integers(0, max(1, rows // 3), rows))))
-    assert_same_schedule(_restep(program, rng_.integers(0, 3, rows)))  # STEP going back and forth
-    assert_same_schedule(random_program(5 + seed, 6, seed, collapse=0.8, noise=seed % 3 == 0)[0])
+    with sort_path(path):
+        assert_same_schedule(program)
+        assert_same_schedule(_restep(program, np.sort(rng_.integers(0, max(1, rows // 3), rows))))
+        assert_same_schedule(_restep(program, rng_.integers(0, 3, rows)))  # STEP going back and forth
+        assert_same_schedule(random_program(5 + seed, 6, seed, collapse=0.8, noise=seed % 3 == 0)[0])
 
 
-def test_int64_keys_schedule_alike(monkeypatch):
+@pytest.mark.parametrize("path", SORT_PATHS)
+def test_int64_keys_schedule_alike(path, monkeypatch):
     """Programs of over 2**31 / 63 rows sort an int64 key: the same schedule."""
     from cirq_quasarq.compiler import compile_stim
     from cirq_quasarq.schedule import windows
@@ -207,4 +232,5 @@ def test_int64_keys_schedule_alike(monkeypatch):
 
     monkeypatch.setattr(windows, "_INT32_ROWS", 0)
     for seed in range(6):
-        assert_same_schedule(compile_stim(random_circuit(seed, n=8, noisy=True)))
+        with sort_path(path):
+            assert_same_schedule(compile_stim(random_circuit(seed, n=8, noisy=True)))

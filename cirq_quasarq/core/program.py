@@ -329,6 +329,8 @@ class Program:
         instruction that is not a Pauli (or identity) gate (engines/branching.py). Found once a
         program (a sampling call asks up to three times)."""
         found = self.derived.get("needs_branching")
+        if found is None and not self.conditions:  # a row's COND is a condition's id
+            found = self.derived["needs_branching"] = False
         if found is None:
             controlled = self.instructions[self.instructions[:, COND] >= 0, OP]
             pauli = [opcodes.CODE[n] for n in ("I", "X", "Y", "Z")]

@@ -50,6 +50,7 @@ _RANK = np.where(np.isin(np.arange(opcodes.NUM_OPCODES), list(_COLLAPSE)), opcod
 _ARITY0 = opcodes.ARITY == 0
 _SPECIAL_OP = _BARRIER_OP | _ARITY0  # rows that are barriers whatever their COND, and E
 _BLOCK = 1 << 16  # rows a block: a block's rows stay in cache while each of its columns is read
+_STRETCH_ROWS = 64  # mean rows a stretch of one key and opcode from which stretches move as slices
 _INT32_ROWS = 2**31 // (opcodes.NUM_OPCODES + 1)  # up to this many rows a key fits int32 (layer <= rows)
 
 
@@ -75,6 +76,44 @@ def _scan(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
     barrier = (ins[special, COND] >= 0) | _BARRIER_OP[ins[special, OP]]
     bars, ranged = special[barrier], special[~barrier]
     return bars, np.concatenate(cuts) if cuts else np.zeros(0, dtype=np.int64), ranged
+
+
+def _sorted(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
+    """(the rows in a stable sort by key, the first row of each run of one key and opcode in that
+    order, the runs' keys and opcodes). Where the rows come in long stretches of one key and opcode
+    (a compiled circuit's instructions, a layer's gates of one kind together), the stretches move as
+    slices in a sort of their keys; otherwise the rows move one by one (`_sorted_rows`, the oracle)."""
+    n_ins = len(ins)
+    cut = np.flatnonzero((key[1:] != key[:-1]) | (op8[1:] != op8[:-1])) + 1
+    if (len(cut) + 1) * _STRETCH_ROWS > n_ins:
+        return _sorted_rows(ins, key, op8)
+    first = np.append(0, cut)
+    last = np.append(cut, n_ins)
+    stretch_key, stretch_op = key[first], op8[first]
+    order = np.argsort(stretch_key, kind="stable")  # a stretch's rows are in program order already
+    first, last, stretch_key, stretch_op = first[order], last[order], stretch_key[order], stretch_op[order]
+    scheduled = np.empty_like(ins)
+    at = 0
+    for lo, hi in zip(first.tolist(), last.tolist()):
+        scheduled[at:at + hi - lo] = ins[lo:hi]
+        at += hi - lo
+    begins = np.zeros(len(order), dtype=np.int64)
+    np.cumsum(last[:-1] - first[:-1], out=begins[1:])
+    # neighbouring stretches of one key and opcode are one run
+    new_run = np.ones(len(order), dtype=bool)
+    new_run[1:] = (stretch_key[1:] != stretch_key[:-1]) | (stretch_op[1:] != stretch_op[:-1])
+    return scheduled, begins[new_run], stretch_key[new_run], stretch_op[new_run]
+
+
+def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
+    """`_sorted` row by row: one stable argsort of the key (nearly sorted already: the sort's runs
+    make it cheap) and a gather of the rows."""
+    order = np.argsort(key, kind="stable")
+    scheduled = take_rows(ins, order)
+    key_sorted, op_sorted = key[order], op8[order]
+    change = np.flatnonzero((key_sorted[1:] != key_sorted[:-1]) | (op_sorted[1:] != op_sorted[:-1])) + 1
+    starts = np.append(0, change)
+    return scheduled, starts, key_sorted[starts], op_sorted[starts]
 
 
 def schedule(program: Program) -> Schedule:
@@ -136,20 +175,15 @@ def schedule(program: Program) -> Schedule:
         lay *= width
         key[lo:hi] += lay
     # Within a layer: non-collapse runs by opcode, then collapses in program order: by layer, then
-    # rank, then program order, one stable sort of the combined key (nearly sorted already: the
-    # sort's runs make it cheap)
-    order = np.argsort(key, kind="stable")
-    scheduled = take_rows(ins, order)
+    # rank, then program order, one stable sort of the combined key
     if n_ins:
-        key_sorted, op_sorted = key[order], op8[order]
-        change = np.flatnonzero((key_sorted[1:] != key_sorted[:-1]) | (op_sorted[1:] != op_sorted[:-1])) + 1
-        starts = np.concatenate([[0], change])
-        ends = np.concatenate([change, [n_ins]])
-        run_layers = key_sorted[starts] // width
+        scheduled, starts, run_key, run_op = _sorted(ins, key, op8)
+        ends = np.append(starts[1:], n_ins)
+        run_layers = run_key // width
         window = np.concatenate([[0], np.cumsum(run_layers[1:] != run_layers[:-1])])  # layers are sorted
-        runs = np.stack([starts, ends, op_sorted[starts].astype(np.int64), window], axis=1).astype(np.int32)
+        runs = np.stack([starts, ends, run_op.astype(np.int64), window], axis=1).astype(np.int32)
     else:
-        runs = np.zeros((0, 4), dtype=np.int32)
+        scheduled, runs = ins[:0].copy(), np.zeros((0, 4), dtype=np.int32)
     loop_runs = np.full((len(program.loops), 2), -1, dtype=np.int32)
     kind_runs = opcodes.KIND[runs[:, RUN_OP]] if len(runs) else np.zeros(0)
     for r in np.flatnonzero(kind_runs == Kind.LOOP):
