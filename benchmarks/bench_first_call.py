@@ -42,6 +42,14 @@ CASES = {
     "random-10k-1024": ("random", 10000, 100, 1024, False),
     "random-30k-1": ("random", 30000, 100, 1, False),
     "random-100k-1": ("random", 100000, 100, 1, False),
+    # the same circuits with a TICK after each layer (as stimcirq writes the Cirq twin's moments):
+    # from 20k qubits a first call compiles them in pieces while the device runs the pieces before
+    "random-5k-1-ticks": ("random-ticks", 5000, 100, 1, False),
+    "random-10k-1-ticks": ("random-ticks", 10000, 100, 1, False),
+    "random-30k-1-ticks": ("random-ticks", 30000, 100, 1, False),
+    "random-100k-1-ticks": ("random-ticks", 100000, 100, 1, False),
+    "random-180k-1-ticks": ("random-ticks", 180000, 100, 1, False),
+    "random-180k-1": ("random", 180000, 100, 1, False),
     "surface-11-1M": ("surface", 11, 11, 1_000_000, False),
     "surface-25-100k": ("surface", 25, 25, 100_000, False),
     "surface-25-100k-det": ("surface", 25, 25, 100_000, True),
@@ -62,10 +70,10 @@ def build(name: str):
 
     kind, size, depth, _, _ = CASES[name]
     tag = zlib.crc32(name.encode()) % 1000
-    if kind == "random":
+    if kind.startswith("random"):
         from .random_clifford import paper_random_circuit_stim
 
-        return paper_random_circuit_stim(size, depth, seed=tag)
+        return paper_random_circuit_stim(size, depth, seed=tag, ticks=kind == "random-ticks")
     return stim.Circuit.generated("surface_code:rotated_memory_z", distance=size, rounds=depth,
                                   after_clifford_depolarization=1e-3, before_round_data_depolarization=1e-3,
                                   before_measure_flip_probability=1e-3 * (1 + tag * 1e-6),
@@ -102,6 +110,22 @@ class _CollectorTime:
         gc.callbacks.remove(self._callback)
 
 
+def _count_streamed() -> list:
+    """A list that gets an entry each time a first call compiles in pieces while the engine runs
+    them (shots.compiled_with_reference); code without that path leaves it empty."""
+    from cirq_quasarq import shots
+
+    done, real = [], getattr(shots, "_streamed", None)
+    if real is not None:
+        def counted(engine, circuit):
+            program = real(engine, circuit)
+            done.append(1)
+            return program
+
+        shots._streamed = counted
+    return done
+
+
 def ours(name: str, device: str) -> dict:
     import stim
 
@@ -114,6 +138,7 @@ def ours(name: str, device: str) -> dict:
     _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, True)
     _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, False)
     t_build, circuit = _timed(lambda: build(name))
+    streamed = _count_streamed()
     with _CollectorTime() as first_gc:
         first, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
     with _CollectorTime() as repeat_gc:
@@ -128,7 +153,7 @@ def ours(name: str, device: str) -> dict:
     t_reference = _timed(lambda: sim.reference(program))[0] if needs_reference else 0.0
     t_rest, _ = _timed(lambda: _call(sim, twin, shots, detectors))
     return {"case": name, "peer": "cirq-quasarq", "device": device, "first_s": first, "repeat_s": repeat,
-            "first_gc_s": first_gc.seconds, "repeat_gc_s": repeat_gc.seconds,
+            "first_gc_s": first_gc.seconds, "repeat_gc_s": repeat_gc.seconds, "first_streamed": bool(streamed),
             "package": str(pathlib.Path(cirq_quasarq.__file__).parent),
             "compile_s": t_compile, "schedule_s": t_schedule, "reference_s": t_reference,
             "prepare_and_sample_s": t_rest, "instructions": int(program.num_instructions),

@@ -65,8 +65,10 @@ def paper_random_circuit(n: int, depth: int, seed: int = 0) -> Tuple[cirq.Circui
     return cirq.Circuit(moments), stim.Circuit("\n".join(text))
 
 
-def paper_random_circuit_stim(n: int, depth: int, seed: int = 0):
-    """The same circuit as a stim.Circuit only (no Cirq objects: cheap at 100k qubits)."""
+def paper_random_circuit_stim(n: int, depth: int, seed: int = 0, ticks: bool = False):
+    """The same circuit as a stim.Circuit only (no Cirq objects: cheap at 100k qubits). With
+    `ticks`, a TICK after each layer's measurements, as stimcirq writes the Cirq circuit's moments
+    (the same operations in the same order; our compile ends a step at each)."""
     import stim
 
     text = []
@@ -76,6 +78,8 @@ def paper_random_circuit_stim(n: int, depth: int, seed: int = 0):
             by_gate.setdefault(g, []).extend(qs)
         text.extend(f"{g} " + " ".join(map(str, qs)) for g, qs in by_gate.items())
         text.append("M " + " ".join(map(str, measured)))
+        if ticks:
+            text.append("TICK")
     return stim.Circuit("\n".join(text))
 
 

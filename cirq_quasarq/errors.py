@@ -93,3 +93,10 @@ class LongRunWarning(UserWarning):
 class TwirlWarning(UserWarning):
     """Issued once per compilation for each non-Pauli channel that `non_pauli="twirl"` replaces by
     its Pauli twirl (an approximation of the channel). Silence with `warnings.filterwarnings`."""
+
+
+class NotStreamable(Exception):
+    """Internal, never raised to a caller of the public API: a circuit (or a piece of it) that the
+    piecewise path (a compile that hands its pieces to the engine as it goes) does not take; the
+    caller compiles and runs it whole instead."""
+

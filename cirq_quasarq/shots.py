@@ -19,10 +19,11 @@ import numpy as np
 
 from .core import rng
 from .core.parities import Parities, parities_shot_major
-from .core.program import Annotation, Program
+from .core.program import NUM_FIELDS, Annotation, Program
 from .engines import Engine
+from .errors import NotStreamable
 from .results.records import shot_major
-from .schedule import Schedule, schedule
+from .schedule import Schedule, Scheduler, joined, schedule
 
 # The reference sample's key (every coin is forced to 0 there, so its value does not matter).
 REFERENCE_KEY = rng.make_key(0)
@@ -54,6 +55,76 @@ def reference(engine: Engine, program: Program) -> np.ndarray:
         ref = program.derived["reference"] = engine.run_tableau(
             program, prepared(program), REFERENCE_KEY, reference=True).records
     return ref
+
+
+# A stim.Circuit of at least this many qubits, new to the process, of unitaries and collapses only,
+# with TICKs, compiles in pieces (cut after TICKs) whose windows an engine streaming them
+# (`Engine.streams_pieces`) runs while the next compiles: the compile and the device's reference run
+# overlap. Below it the device's part is a few milliseconds, less than the pieces would cost.
+STREAM_MIN_QUBITS = 20_000
+STREAM_PIECES = 12
+
+
+def compiled_with_reference(engine: Engine, circuit) -> Program:
+    """`compile_stim(circuit)` for a call that needs the reference sample: a large circuit new to
+    the process (STREAM_MIN_QUBITS) compiles in pieces while the engine runs them, and comes back
+    with its schedule (`prepared`) and reference sample (`reference`) already made. Other circuits,
+    engines, and circuits the pieces do not take (noise, loops, annotations, no TICKs to cut at:
+    errors.NotStreamable) compile whole, their reference made by `reference` when asked. The same
+    Program, schedule and reference either way."""
+    from .compiler.stim_circuit import cached_stim, compile_stim
+
+    program = cached_stim(circuit)
+    if program is not None:
+        return program
+    if (engine.streams_pieces and circuit.num_qubits >= STREAM_MIN_QUBITS and len(circuit) >= 2 * STREAM_PIECES
+            and not (circuit.num_detectors or circuit.num_observables)):
+        try:
+            return _streamed(engine, circuit)
+        except NotStreamable:
+            pass
+    return compile_stim(circuit)
+
+
+def _streamed(engine: Engine, circuit) -> Program:
+    """The piecewise first call: the compile's pieces are scheduled as they come (a Scheduler: the
+    windows no later row can join), and those windows go to the engine while the rest compiles."""
+    from .compiler.stim_circuit import remember_stim, stim_pieces
+
+    n, num_records = circuit.num_qubits, circuit.num_measurements
+    compiling = stim_pieces(circuit, STREAM_PIECES)
+    scheduler = Scheduler(n, np.zeros(0, dtype=np.int32), 0)
+    schedules, done = [], []
+
+    def pieces():
+        while True:
+            try:
+                rows = next(compiling)
+                sched = scheduler.add(rows)
+            except StopIteration as finished:
+                done.append(finished.value)
+                sched = scheduler.add(np.zeros((0, NUM_FIELDS), dtype=np.int32), last=True)
+            if len(sched.instructions):
+                schedules.append(sched)
+                yield Program(num_qubits=n, instructions=sched.instructions, num_records=num_records,
+                              num_rand_slots=0, ext_qubits=np.zeros(0, dtype=np.int32),
+                              ext_paulis=np.zeros(0, dtype=np.uint8), channels=[], confusions=[], conditions=[],
+                              loops=[], keys=[]), sched
+            if done:
+                return
+
+    def whole():  # called while the last pieces run
+        program, = done
+        program.derived["schedule"] = joined(schedules, scheduler.loop_runs)
+        return program, program.derived["schedule"]
+
+    run = engine.run_reference_pieces(n, num_records, pieces(), REFERENCE_KEY, whole)
+    program, = done
+    if "schedule" not in program.derived:
+        whole()
+    program.derived["reference"] = run.records
+    remember_stim(circuit, program)
+    return program
 
 
 def annotations(program: Program, append_observables: bool) -> list:

@@ -30,6 +30,7 @@ from .results.phase import Amplitudes, replay
 from .results.state import canonical_vector
 from .schedule import schedule
 from .shots import REFERENCE_KEY as _REFERENCE_KEY
+from .shots import compiled_with_reference
 from .shots import draw_key as _draw_key
 from .shots import prepared
 from .shots import reference as _reference
@@ -344,7 +345,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         """Every measurement record of `repetitions` shots in Stim's layout (its
         `compile_sampler().sample(...)`): bool [shots, records], or uint8 bit-packed."""
         repetitions = contract.repetitions(repetitions, "sample_measurements")
-        program = self.compile(circuit)
+        program = compiled_with_reference(self.engine, circuit) if _is_stim(circuit) else self.compile(circuit)
         require_host_memory(
             f"sample_measurements() of {repetitions:,} shots of {program.num_records:,} records"
             + ("" if bit_packed else " as bool arrays"),

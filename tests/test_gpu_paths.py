@@ -576,3 +576,89 @@ def test_shot_major_records_from_the_frame_kernel_at_their_edge():
         program = frames_program(n, records, measure_rounds=records // n)
         assert program.num_records == records
         _frames_equal(program, 700, records, True, {"fused": fused, "fused_shot_major=False": unfused})
+
+
+def _reference_pieces(circuit, count: int):
+    """(the (Program, Schedule) pieces shots._streamed gives an engine, the Program): the compile's
+    pieces cut after TICKs, scheduled as they come."""
+    from cirq_quasarq.compiler.stim_circuit import stim_pieces
+    from cirq_quasarq.core.program import Program
+    from cirq_quasarq.schedule import Scheduler
+
+    n, records = circuit.num_qubits, circuit.num_measurements
+    compiling, scheduler, out = stim_pieces(circuit, count), Scheduler(n, np.zeros(0, dtype=np.int32), 0), []
+    while True:
+        try:
+            part, program = scheduler.add(next(compiling)), None
+        except StopIteration as done:
+            part, program = scheduler.add(np.zeros((0, 9), dtype=np.int32), last=True), done.value
+        if len(part.instructions):
+            out.append((Program(num_qubits=n, instructions=part.instructions, num_records=records, num_rand_slots=0,
+                                ext_qubits=np.zeros(0, dtype=np.int32), ext_paulis=np.zeros(0, dtype=np.uint8),
+                                channels=[], confusions=[], conditions=[], loops=[], keys=[]), part))
+        if program is not None:
+            return out, program
+
+
+@pytest.mark.parametrize("n, depth, count", [(2000, 12, 1), (2000, 12, 5), (13000, 10, 4), (13000, 10, 12),
+                                             (30000, 6, 7)])
+def test_reference_pieces_run_as_the_whole_program(n, depth, count):
+    """CudaEngine.run_reference_pieces on the windows of a paper circuit (with TICKs) cut in
+    `count` pieces, uploaded without waiting: the records and final tableau of run_tableau on the
+    whole program (rows-path windows at 2000, low-rank windows folding the next gates and fused at
+    13000 and 30000)."""
+    from benchmarks.random_clifford import paper_random_circuit_stim
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.shots import REFERENCE_KEY
+
+    circuit = paper_random_circuit_stim(n, depth, seed=n + count, ticks=True)
+    pieces, program = _reference_pieces(circuit, count)
+    engine = CudaEngine()
+    run = engine.run_reference_pieces(n, circuit.num_measurements, iter(pieces), REFERENCE_KEY)
+    got_records, got_tableau = run.records, run.tableau
+    clear_stim_cache()
+    whole = compile_stim(circuit)
+    assert np.array_equal(program.instructions, whole.instructions)
+    want = engine.run_tableau(whole, schedule(whole), REFERENCE_KEY, reference=True)
+    assert np.array_equal(got_records, want.records) and got_tableau.equals(want.tableau)
+
+
+def test_streamed_first_calls_sample_the_bits_of_a_whole_compile(monkeypatch):
+    """sample_measurements on the GPU of a circuit new to the process, streamed (its reference made
+    while it compiled), against the NumPy engine's and an unstreamed GPU call's bits; a circuit whose
+    last window is wider than the first piece's workspace allows (NotStreamable from the engine)
+    falls back to the whole compile with the same bits."""
+    pytest.importorskip("stim")
+    from benchmarks.random_clifford import paper_random_circuit_stim
+    from cirq_quasarq import QuasarqSimulator, shots
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache
+
+    from cirq_quasarq.errors import NotStreamable
+
+    wide = paper_random_circuit_stim(3000, 20, seed=8, ticks=True)
+    wide.append("M", list(range(3000)))
+    calls, real = [], shots._streamed
+
+    def spy(engine, circuit):
+        try:
+            program = real(engine, circuit)
+        except NotStreamable:
+            calls.append("whole")
+            raise
+        calls.append("streamed")
+        return program
+
+    monkeypatch.setattr(shots, "_streamed", spy)
+    for circuit, way in ((paper_random_circuit_stim(3000, 40, seed=7, ticks=True), "streamed"), (wide, "whole")):
+        monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 1)
+        clear_stim_cache()
+        calls.clear()
+        streamed = QuasarqSimulator(seed=3, device="gpu").sample_measurements(circuit, 500, bit_packed=True)
+        assert calls == [way]
+        monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 10**9)
+        clear_stim_cache()
+        whole = QuasarqSimulator(seed=3, device="gpu").sample_measurements(circuit, 500, bit_packed=True)
+        clear_stim_cache()
+        cpu = QuasarqSimulator(seed=3, device="cpu").sample_measurements(circuit, 500, bit_packed=True)
+        assert np.array_equal(streamed, whole) and np.array_equal(streamed, cpu)

@@ -89,7 +89,7 @@ import collections
 import collections.abc
 import itertools
 import threading
-from typing import List, Optional, Tuple
+from typing import Generator, List, Optional, Tuple
 
 import numpy as np
 
@@ -102,7 +102,7 @@ from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _p
 from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
                         _parse_annotations, _parse_targets)
 
-__all__ = ["compile_stim", "clear_stim_cache"]
+__all__ = ["compile_stim", "clear_stim_cache", "cached_stim", "remember_stim", "stim_pieces"]
 
 # A segment of whole instructions is written once its targets' text has this many characters: its
 # arrays then stay in the processor's caches (one array of a 30k-qubit circuit's targets did not).
@@ -137,26 +137,61 @@ def compile_stim(circuit) -> Program:
 
     if not isinstance(circuit, stim.Circuit):
         raise errors.InvalidInputError(f"compile_stim takes a stim.Circuit, got {type(circuit).__name__}")
+    program = cached_stim(circuit)
+    if program is None:
+        program = _StimCompiler(stim, circuit.num_qubits).run(circuit)
+        remember_stim(circuit, program)
+    return program
+
+
+def _fingerprint(circuit) -> tuple:
+    """A cheap key (its text took as long as the rest of a large compile); a hit is used only when
+    its circuit equals the one asked for."""
+    return (circuit.num_qubits, circuit.num_measurements, circuit.num_detectors, circuit.num_observables,
+            circuit.num_ticks, len(circuit))
+
+
+def cached_stim(circuit) -> Optional[Program]:
+    """The cached Program of `circuit` (a stim.Circuit), or None: nothing is compiled."""
     with _RECENT_LOCK:
         recent = _RECENT.get(id(circuit))
     if recent is not None and recent[0] is circuit and recent[1] == circuit:  # unchanged since
-        return recent[2]
-    # A cheap fingerprint (its text took as long as the rest of a large compile); a hit is used only
-    # when its circuit equals this one.
-    key = (circuit.num_qubits, circuit.num_measurements, circuit.num_detectors, circuit.num_observables,
-           circuit.num_ticks, len(circuit))
-    hit = _PROGRAMS.get(key)
-    if hit is not None and hit[1] == circuit:
-        program, kept = hit[0], hit[1]
+        program = recent[2]
     else:
-        program, kept = _StimCompiler(stim, circuit.num_qubits).run(circuit), circuit.copy()
-        _PROGRAMS.put(key, (program, kept), program.num_instructions)
+        hit = _PROGRAMS.get(_fingerprint(circuit))
+        if hit is None or hit[1] != circuit:
+            return None
+        program = hit[0]
+        _remember_object(circuit, hit[1], program)
+    return program
+
+
+def remember_stim(circuit, program: Program) -> None:
+    """Cache `program` as the Program of `circuit` (a stim.Circuit)."""
+    kept = circuit.copy()
+    _PROGRAMS.put(_fingerprint(circuit), (program, kept), program.num_instructions)
+    _remember_object(circuit, kept, program)
+
+
+def _remember_object(circuit, kept, program: Program) -> None:
     with _RECENT_LOCK:  # the cache's copy serves both: neither is ever changed
         _RECENT[id(circuit)] = (circuit, kept, program)
         _RECENT.move_to_end(id(circuit))
         while len(_RECENT) > _RECENT_MAX:
             _RECENT.popitem(last=False)
-    return program
+
+
+def stim_pieces(circuit, pieces: int) -> Generator[np.ndarray, None, Program]:
+    """`compile_stim` of a circuit of unitaries and collapses in about `pieces` runs of its
+    instructions, each ending with a TICK: yields each run's rows in their final order as soon as
+    they are compiled, so that an engine may run them while the rest compiles; returns the Program,
+    the one `compile_stim` makes (not cached here: `remember_stim`). Raises errors.NotStreamable (at
+    any piece) for a circuit of anything more, or without TICKs to cut at."""
+    import stim
+
+    if circuit.num_detectors or circuit.num_observables:
+        raise errors.NotStreamable("the circuit has detectors or observables")
+    return _StimCompiler(stim, circuit.num_qubits).run_pieces(circuit, pieces)
 
 
 class LineQubits(collections.abc.Sequence):
@@ -221,6 +256,54 @@ class _StimCompiler(_InstructionCompiler):
             self._walk(circuit, top=True)
         self._flush_segment()
         self._close()
+        return self._program()
+
+    def run_pieces(self, circuit, pieces: int) -> Generator[np.ndarray, None, Program]:
+        """`run` in about `pieces` runs of the circuit's top-level instructions, each ending with a
+        TICK (a step ends there in any case: the Program is `run`'s, row for row): yields each
+        run's rows, in their final order, as soon as they are compiled; returns the Program. A run
+        is printed to text on its own (a slice of the circuit), so the first rows come out before
+        the whole circuit is printed. Only for circuits of unitaries and collapses: a run that
+        writes anything else (noise, a loop, a condition, an annotation, an external target, a
+        scratch qubit), a circuit without TICKs to cut at and any error raise errors.NotStreamable
+        (the whole compile then says what is wrong, and where)."""
+        if not self.plain or circuit.num_ticks < 2:
+            raise errors.NotStreamable("no TICKs to cut the circuit at")
+        self._moment()
+        count, mark, lo = len(circuit), 0, 0
+        step = -(-count // max(1, pieces))
+        while lo < count:
+            hi = min(count, lo + (step if lo else -(-step // 4)))  # a short first run: the engine starts sooner
+            while True:  # the slice up to its last TICK line; one without a TICK grows
+                piece = circuit[lo:hi]
+                text = str(piece)
+                if "{" in text:
+                    raise errors.NotStreamable("a REPEAT block")
+                padded = "\n" + text + "\n"
+                at = padded.rfind("\nTICK\n")
+                if hi == count or at == len(padded) - 6 >= 0:
+                    body = text
+                    break
+                if at >= 0:
+                    body = padded[1:at + 5]
+                    break
+                hi = min(count, hi + step)
+            try:
+                self._walk_text(piece, body)
+                self._flush_segment()
+                self._close()
+            except Exception as exc:
+                raise errors.NotStreamable(f"instructions from {lo} on: {exc}") from exc
+            b = self.b
+            if (b.channels or b.confusions or b.conditions or b.loops or b.ext_qubits or b.num_events
+                    or b.num_qubits != self.n or self.accumulators or b.num_records > circuit.num_measurements):
+                raise errors.NotStreamable(f"instructions from {lo} on write more than unitaries and collapses")
+            rows, mark = b.rows_since(mark)
+            yield rows
+            lo += body.count("\n") + 1
+        return self._program()
+
+    def _program(self) -> Program:
         rows, recs = self.moment_rows, self.moment_records
         if rows and rows[-1] == self.b.num_rows() and recs[-1] == self.b.num_records:
             rows.pop(), recs.pop()  # no trailing empty moment

@@ -566,6 +566,17 @@ class ProgramBuilder:
             self._append_block(np.fromiter(flat, dtype=np.int32, count=len(flat)).reshape(-1, NUM_FIELDS))
             self._flat = []
 
+    def rows_since(self, mark: int) -> Tuple[np.ndarray, int]:
+        """(the rows written since `mark`, as one int32 [k, NUM_FIELDS] table in their final order;
+        the mark to give next time: 0 the first time). The open moment is ended first, so no later
+        row goes before these (a piecewise compile hands them on while it compiles the rest)."""
+        self.end_moment()
+        self._flush()
+        new = self._blocks[mark:]
+        rows = (np.concatenate(new) if len(new) > 1 else np.ascontiguousarray(new[0]) if new
+                else np.zeros((0, NUM_FIELDS), dtype=np.int32))
+        return rows, len(self._blocks)
+
     def num_rows(self) -> int:
         """Rows written so far (the open moment's later positions not counted)."""
         done = self._block_rows + len(self._flat) // NUM_FIELDS

@@ -44,6 +44,9 @@ class Engine(abc.ABC):
     """An engine runs a scheduled Program. `key` is rng.make_key(seed)."""
 
     name: str = "abstract"
+    # Whether `run_reference_pieces` overlaps the run of a program's pieces with the making of the
+    # next (a device that runs while the host compiles); the caller then compiles in pieces.
+    streams_pieces: bool = False
 
     @abc.abstractmethod
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
@@ -53,6 +56,16 @@ class Engine(abc.ABC):
         (the reference sample of frame mode). `repetition` selects the coins' and noise's shot.
         `initial`: the state to start from (default |0…0>), and `records` the record bits already
         written (default all 0): together they continue an earlier run (moment steps)."""
+
+    def run_reference_pieces(self, num_qubits: int, num_records: int, pieces, key, whole=None) -> TableauRun:
+        """`run_tableau(..., reference=True)` of a program that comes in pieces: an iterable of
+        (Program, Schedule) of consecutive runs of its rows in window order, each of unitaries and
+        collapses only, `num_records` records in all. The same records as the whole program's run.
+        `whole`: a callable, called once the pieces are all out, that returns the whole (Program,
+        Schedule), which the engine may prepare for its next calls while the last pieces run.
+        Raises errors.NotStreamable where the engine cannot take a piece (the caller then runs the
+        whole)."""
+        raise NotImplementedError(f"the {self.name} engine does not run programs in pieces")
 
     @abc.abstractmethod
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,

@@ -14,6 +14,7 @@ vectorised step, so scheduling costs a Python iteration per circuit moment, not 
 from __future__ import annotations
 
 import dataclasses
+from typing import List, Optional
 
 import numpy as np
 
@@ -109,87 +110,175 @@ def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
     """`_sorted` row by row: one stable argsort of the key (nearly sorted already: the sort's runs
     make it cheap) and a gather of the rows."""
     order = np.argsort(key, kind="stable")
-    scheduled = take_rows(ins, order)
-    key_sorted, op_sorted = key[order], op8[order]
-    change = np.flatnonzero((key_sorted[1:] != key_sorted[:-1]) | (op_sorted[1:] != op_sorted[:-1])) + 1
-    starts = np.append(0, change)
-    return scheduled, starts, key_sorted[starts], op_sorted[starts]
+    return (take_rows(ins, order), *_runs(key[order], op8[order]))
 
 
 def schedule(program: Program) -> Schedule:
     ins = program.instructions
-    n_ins = len(ins)
-    # key: rank now; the layers (times NUM_OPCODES + 1) are added group by group below
-    key = np.empty(n_ins, dtype=np.int32 if n_ins < _INT32_ROWS else np.int64)
-    op8 = np.empty(n_ins, dtype=np.uint8)
-    bar_idx, cuts, ranged = _scan(ins, key, op8)
-    # Group boundaries: a change of STEP, and each barrier alone.
-    cuts = np.union1d(cuts, np.union1d(bar_idx, bar_idx + 1))
-    cuts = cuts[(cuts > 0) & (cuts < n_ins)]
-    bounds = [0] + cuts.tolist() + [n_ins] if n_ins else [0]
-    barriers = set(bar_idx.tolist())
-    # Groups that take the row-by-row path: those with an E (its qubits are a range of ext_qubits)
-    row_by_row = set((np.searchsorted(bounds, ranged, side="right") - 1).tolist())
-    width = opcodes.NUM_OPCODES + 1
-    # last[q]: the layer of the latest row on q, or less than `base` (the layer of the latest
-    # barrier; read as max(last[q], base)), so a barrier need not reset every qubit. Index -1 (a
-    # one-qubit row's B) lands on a dummy entry, left at 0.
-    last = np.zeros(program.num_qubits + 1, dtype=key.dtype)
-    # mark[q]: the latest row that wrote q; a group's qubits are distinct exactly when every row
-    # of the group reads its own index back.
-    mark = np.full(program.num_qubits + 1, -1, dtype=np.int64)
-    base, segment = 0, 0  # the latest barrier's layer, and the first row after it
-    for g in range(len(bounds) - 1):
-        lo, hi = bounds[g], bounds[g + 1]
-        if lo in barriers:
-            # A barrier sits alone in its own layer after everything before it.
-            base = max(base, int(key[segment:lo].max()) // width if lo > segment else 0) + 1
-            key[lo] += base * width
-            segment = lo + 1
-            continue
-        a, b = np.ascontiguousarray(ins[lo:hi, A : B + 1].T, dtype=np.intp)  # indices once, not per use
-        if g not in row_by_row:
-            here = np.arange(lo, hi)
-            mark[a] = here
-            mark[b] = here
-            mark[-1] = -1
-            if not ((mark[a] == here).all() and ((mark[b] == here) | (b < 0)).all()):
-                row_by_row.add(g)
-        if g in row_by_row:
-            for i in range(lo, hi):  # rare: E over a range of qubits, or a group that reuses a qubit
-                if _ARITY0[ins[i, OP]]:
-                    qs = program.ext_qubits[ins[i, A] : ins[i, A] + ins[i, B]]
-                else:
-                    qs = [ins[i, A]] + ([ins[i, B]] if ins[i, B] >= 0 else [])
-                lay = max(int(last[qs].max()), base) + 1
-                key[i] += lay * width
-                last[qs] = lay
-            continue
-        lay = np.maximum(last[a], last[b])
-        if base:
-            np.maximum(lay, base, out=lay)
-        lay += 1
-        last[a] = lay
-        last[b] = lay
-        last[-1] = 0
-        lay *= width
-        key[lo:hi] += lay
-    # Within a layer: non-collapse runs by opcode, then collapses in program order: by layer, then
-    # rank, then program order, one stable sort of the combined key
-    if n_ins:
+    scheduler = Scheduler(program.num_qubits, program.ext_qubits, len(program.loops),
+                          np.int32 if len(ins) < _INT32_ROWS else np.int64)
+    whole = scheduler.add(ins, last=True)
+    return Schedule(instructions=whole.instructions, runs=whole.runs, loop_runs=scheduler.loop_runs)
+
+
+class Scheduler:
+    """`schedule` of a program whose rows come in consecutive runs (`add`), as a compile hands them
+    on: after each run, the windows no later row can join (those at or below every qubit's latest
+    layer: a later row goes past its qubits' latest) come out as a Schedule of their own, and
+    `joined` of those is `schedule` of the whole program, row for row."""
+
+    def __init__(self, num_qubits: int, ext_qubits: np.ndarray, num_loops: int, key_dtype=np.int64):
+        self.n, self.ext_qubits, self.key_dtype = num_qubits, ext_qubits, key_dtype
+        # last[q]: the layer of the latest row on q, or less than `base` (the layer of the latest
+        # barrier; read as max(last[q], base)), so a barrier need not reset every qubit. Index -1 (a
+        # one-qubit row's B) lands on a dummy entry, left at 0.
+        self.last = np.zeros(num_qubits + 1, dtype=key_dtype)
+        # mark[q]: the latest row that wrote q; a group's qubits are distinct exactly when every row
+        # of the group reads its own index back.
+        self.mark = np.full(num_qubits + 1, -1, dtype=np.int64)
+        self.base = 0  # the latest barrier's layer
+        self.top = 0  # the highest layer of a row since that barrier
+        self.rows = 0  # rows added so far
+        self.pending: List[tuple] = []  # (rows, key, op8) of rows not yet in a window that came out
+        self.runs_out = 0  # runs that came out
+        self.loop_runs = np.full((num_loops, 2), -1, dtype=np.int32)
+
+    def add(self, ins: np.ndarray, last: bool = False) -> Schedule:
+        """Layer the next rows; returns the windows now final (with `last`: every window left),
+        its runs' windows numbered from 0 (`joined` numbers them on), `loop_runs` left empty (the
+        scheduler's own holds them)."""
+        key = np.empty(len(ins), dtype=self.key_dtype)
+        op8 = np.empty(len(ins), dtype=np.uint8)
+        self._layer(ins, key, op8)
+        self.rows += len(ins)
+        if len(ins):
+            self.pending.append((ins, key, op8))
+        if last:
+            frontier = None
+        else:
+            frontier = max(self.base, int(self.last[: self.n].min())) if self.n else self.base
+        return self._final(frontier)
+
+    def _layer(self, ins: np.ndarray, key: np.ndarray, op8: np.ndarray) -> None:
+        """key[i] = row i's layer * (NUM_OPCODES + 1) + its rank: as soon as possible after the
+        rows before it on its qubits, a barrier alone after every row before it."""
+        n_ins = len(ins)
+        # key: rank now; the layers (times NUM_OPCODES + 1) are added group by group below
+        bar_idx, cuts, ranged = _scan(ins, key, op8)
+        # Group boundaries: a change of STEP, and each barrier alone.
+        cuts = np.union1d(cuts, np.union1d(bar_idx, bar_idx + 1))
+        cuts = cuts[(cuts > 0) & (cuts < n_ins)]
+        bounds = [0] + cuts.tolist() + [n_ins] if n_ins else [0]
+        barriers = set(bar_idx.tolist())
+        # Groups that take the row-by-row path: those with an E (its qubits are a range of ext_qubits)
+        row_by_row = set((np.searchsorted(bounds, ranged, side="right") - 1).tolist())
+        width = opcodes.NUM_OPCODES + 1
+        last, mark, base, top = self.last, self.mark, self.base, self.top
+        for g in range(len(bounds) - 1):
+            lo, hi = bounds[g], bounds[g + 1]
+            if lo in barriers:
+                # A barrier sits alone in its own layer after everything before it.
+                base = max(base, top) + 1
+                key[lo] += base * width
+                top = 0
+                continue
+            a, b = np.ascontiguousarray(ins[lo:hi, A : B + 1].T, dtype=np.intp)  # indices once, not per use
+            if g not in row_by_row:
+                here = np.arange(self.rows + lo, self.rows + hi)
+                mark[a] = here
+                mark[b] = here
+                mark[-1] = -1
+                if not ((mark[a] == here).all() and ((mark[b] == here) | (b < 0)).all()):
+                    row_by_row.add(g)
+            if g in row_by_row:
+                for i in range(lo, hi):  # rare: E over a range of qubits, or a group that reuses a qubit
+                    if _ARITY0[ins[i, OP]]:
+                        qs = self.ext_qubits[ins[i, A] : ins[i, A] + ins[i, B]]
+                    else:
+                        qs = [ins[i, A]] + ([ins[i, B]] if ins[i, B] >= 0 else [])
+                    lay = max(int(last[qs].max()), base) + 1
+                    key[i] += lay * width
+                    last[qs] = lay
+                    top = max(top, lay)
+                continue
+            lay = np.maximum(last[a], last[b])
+            if base:
+                np.maximum(lay, base, out=lay)
+            lay += 1
+            last[a] = lay
+            last[b] = lay
+            last[-1] = 0
+            top = max(top, int(lay.max()))
+            lay *= width
+            key[lo:hi] += lay
+        self.base, self.top = base, top
+
+    def _final(self, frontier) -> Schedule:
+        """The pending rows of layers up to `frontier` (None: all) in window order, as a Schedule."""
+        width = opcodes.NUM_OPCODES + 1
+        if not self.pending:
+            return Schedule(np.zeros((0, NUM_FIELDS), dtype=np.int32), np.zeros((0, 4), dtype=np.int32),
+                            np.zeros((0, 2), dtype=np.int32))
+        if len(self.pending) == 1:
+            ins, key, op8 = self.pending[0]
+        else:
+            ins, key, op8 = (np.concatenate(part) for part in zip(*self.pending))
+        self.pending = []
+        if frontier is not None and key.max() // width > frontier:
+            # the rows of later layers wait, in program order, for the rows that may still join them
+            order = np.argsort(key, kind="stable")
+            cut = int(np.searchsorted(key[order], (frontier + 1) * width))
+            wait, head = np.sort(order[cut:]), order[:cut]
+            self.pending = [(take_rows(ins, wait), key[wait], op8[wait])]
+            if not cut:
+                return self._piece(ins[:0], None, None, None)
+            return self._piece(take_rows(ins, head), *_runs(key[head], op8[head]))
+        # Within a layer: non-collapse runs by opcode, then collapses in program order: by layer,
+        # then rank, then program order, one stable sort of the combined key
         scheduled, starts, run_key, run_op = _sorted(ins, key, op8)
-        ends = np.append(starts[1:], n_ins)
-        run_layers = run_key // width
+        return self._piece(scheduled, starts, run_key, run_op)
+
+    def _piece(self, scheduled: np.ndarray, starts: np.ndarray, run_key: np.ndarray, run_op: np.ndarray) -> Schedule:
+        """A Schedule of rows in window order and their runs (first rows, keys, opcodes; None
+        where there are no rows)."""
+        if not len(scheduled):
+            return Schedule(scheduled[:0].copy(), np.zeros((0, 4), dtype=np.int32), np.zeros((0, 2), dtype=np.int32))
+        ends = np.append(starts[1:], len(scheduled))
+        run_layers = run_key // (opcodes.NUM_OPCODES + 1)
         window = np.concatenate([[0], np.cumsum(run_layers[1:] != run_layers[:-1])])  # layers are sorted
         runs = np.stack([starts, ends, run_op.astype(np.int64), window], axis=1).astype(np.int32)
-    else:
-        scheduled, runs = ins[:0].copy(), np.zeros((0, 4), dtype=np.int32)
-    loop_runs = np.full((len(program.loops), 2), -1, dtype=np.int32)
-    kind_runs = opcodes.KIND[runs[:, RUN_OP]] if len(runs) else np.zeros(0)
-    for r in np.flatnonzero(kind_runs == Kind.LOOP):
-        row = scheduled[runs[r, RUN_START]]
-        loop_runs[row[A], 0 if row[OP] == opcodes.CODE["REPEAT"] else 1] = r
-    return Schedule(instructions=scheduled, runs=runs, loop_runs=loop_runs)
+        for r in np.flatnonzero(opcodes.KIND[runs[:, RUN_OP]] == Kind.LOOP):
+            row = scheduled[runs[r, RUN_START]]
+            self.loop_runs[row[A], 0 if row[OP] == opcodes.CODE["REPEAT"] else 1] = self.runs_out + r
+        self.runs_out += len(runs)
+        return Schedule(instructions=scheduled, runs=runs, loop_runs=np.zeros((0, 2), dtype=np.int32))
 
 
-__all__ = ["Schedule", "schedule", "NUM_FIELDS"]
+def _runs(key_sorted: np.ndarray, op_sorted: np.ndarray):
+    """(first row, key, opcode) of each run of one key and opcode of rows in key order."""
+    change = np.flatnonzero((key_sorted[1:] != key_sorted[:-1]) | (op_sorted[1:] != op_sorted[:-1])) + 1
+    starts = np.append(0, change)
+    return starts, key_sorted[starts], op_sorted[starts]
+
+
+def joined(schedules: List[Schedule], loop_runs: Optional[np.ndarray] = None) -> Schedule:
+    """One Schedule of consecutive pieces (as a Scheduler gives them; `loop_runs`: its own): their
+    rows in order, their runs' rows and windows numbered on."""
+    rows = windows = 0
+    runs = []
+    for piece in schedules:
+        r = piece.runs.astype(np.int64)
+        r[:, RUN_START] += rows
+        r[:, RUN_END] += rows
+        r[:, RUN_WINDOW] += windows
+        runs.append(r)
+        rows += len(piece.instructions)
+        windows += int(piece.runs[-1, RUN_WINDOW]) + 1 if len(piece.runs) else 0
+    instructions = (np.concatenate([p.instructions for p in schedules]) if schedules
+                    else np.zeros((0, NUM_FIELDS), dtype=np.int32))
+    return Schedule(instructions=instructions,
+                    runs=np.concatenate(runs).astype(np.int32) if runs else np.zeros((0, 4), dtype=np.int32),
+                    loop_runs=np.zeros((0, 2), dtype=np.int32) if loop_runs is None else loop_runs)
+
+
+__all__ = ["Schedule", "Scheduler", "schedule", "joined", "NUM_FIELDS"]

@@ -54,6 +54,56 @@ def upload(cuda, a: np.ndarray):
     return buf
 
 
+class PieceUploads:
+    """Uploads that do not wait for the device (a program run in pieces, tableau.run_pieces): each
+    array is copied into page-locked memory and goes up by an asynchronous copy on the default
+    stream, so it lands after the kernels enqueued before it and before those enqueued after it,
+    while the host goes on compiling. A plain copy from ordinary memory would wait for every kernel
+    enqueued (the driver's default stream); an allocation does not. Two page-locked buffers take
+    turns, a piece each: a buffer is filled again once the device is past the copies out of it."""
+
+    _ALIGN = 256
+
+    def __init__(self, engine):
+        self._engine = engine
+        self._buffers: List[Optional[np.ndarray]] = [None, None]
+        self._copied = [None, None]  # per buffer: an event after the last copies out of it
+        self._retired: List[np.ndarray] = []  # outgrown buffers some copies may still read
+        self._turn, self._used = 0, 0
+
+    def __call__(self, a: np.ndarray):
+        cuda = self._engine.cuda
+        if not a.flags.c_contiguous:
+            raise ValueError("upload takes a contiguous array")
+        nbytes = max(1, a.nbytes)
+        at = -(-self._used // self._ALIGN) * self._ALIGN
+        buf = self._buffers[self._turn]
+        if buf is None or at + nbytes > len(buf):
+            if buf is not None:
+                self._retired.append(buf)
+            buf = self._buffers[self._turn] = self._engine.pinned(
+                max(nbytes, 2 * (len(buf) if buf is not None else 0), 1 << 20), np.uint8, "a program piece's tables")
+            at = 0
+        staged = buf[at:at + a.nbytes]
+        staged[:] = a.reshape(-1).view(np.uint8)
+        self._used = at + nbytes
+        dev = cuda.mem_alloc(nbytes)
+        if a.nbytes:
+            cuda.memcpy_htod_async(dev, staged)
+        return dev
+
+    def next_piece(self) -> None:
+        """This piece's uploads are all enqueued: the other buffer takes the next piece's, once the
+        device is past the copies of the piece before (two pieces ago)."""
+        cuda = self._engine.cuda
+        event = cuda.Event()
+        event.record()
+        self._copied[self._turn] = event
+        self._turn, self._used = 1 - self._turn, 0
+        if self._copied[self._turn] is not None:
+            self._copied[self._turn].synchronize()
+
+
 @dataclasses.dataclass
 class LoopIterations:
     """A top-level loop of the plan whose iterations a reference run may fold (tableau.py): its
@@ -84,9 +134,13 @@ class _Plan:
 class DeviceProgram:
     """The scheduled program on the device (QQTables and the arrays it points to)."""
 
-    def __init__(self, cuda, program: Program, schedule: Schedule):
+    def __init__(self, cuda, program: Program, schedule: Schedule, uploads: Optional["PieceUploads"] = None,
+                 table=None):
+        """`uploads`: how arrays go up (default: a copy that waits for the device); `table`: the
+        scheduled instructions already on the device (a device allocation), not uploaded again."""
         self.program, self.schedule = program, schedule
         self._cuda = cuda
+        self._send = uploads if uploads is not None else (lambda a: upload(cuda, a))
         self._keep = []
         self.nbytes = 0  # device bytes uploaded (the engine's memory_limit counts them)
         depth = max((loop.depth for loop in program.loops), default=0)
@@ -146,7 +200,10 @@ class DeviceProgram:
             _pad(np.array(cd_refs, dtype=np.int32), np.int32),
             _pad(np.array(cd_table, dtype=np.uint8), np.uint8),
         ]
-        ptrs = [self._upload(a) for a in arrays]
+        self.table = self._send(arrays[0]) if table is None else table  # kept: pieces' tables are joined
+        self.nbytes += arrays[0].nbytes
+        self._keep.append(self.table)
+        ptrs = [int(self.table)] + [self._upload(a) for a in arrays[1:]]
         counts = [len(schedule.runs), program.num_qubits, program.num_records]
         blob = np.array(ptrs + counts, dtype=np.uint64)
         self.tables = self._upload(blob)
@@ -158,7 +215,7 @@ class DeviceProgram:
         self._idle_bytes = 0
 
     def _upload(self, a: np.ndarray) -> int:
-        buf = upload(self._cuda, a)
+        buf = self._send(a)
         self._keep.append(buf)
         self.nbytes += a.nbytes
         return int(buf)
@@ -193,7 +250,9 @@ class DeviceProgram:
         if self.plan is None:  # both kept only when both are made (an interruption leaves neither)
             plan = _build_plan(self.program, self.schedule)
             ctx = _pad(plan.ctx, np.int32)
-            self.ctx = upload(self._cuda, ctx)
+            buf = self._send(ctx)
+            self._keep.append(buf)
+            self.ctx = int(buf)
             self.nbytes += ctx.nbytes
             self.plan = plan
         return self.plan

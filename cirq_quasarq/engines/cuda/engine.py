@@ -120,6 +120,7 @@ class CudaEngine(Engine):
     call starts clean."""
 
     name = "cuda"
+    streams_pieces = True
 
     def __init__(self, max_shot_words: Optional[int] = None, device: int = 0, memory_fraction: float = 0.85,
                  frame_memory: str = "auto", window_sync: Optional[bool] = None, block_windows: bool = True,
@@ -215,8 +216,12 @@ class CudaEngine(Engine):
             if dp.program is program and dp.schedule is schedule:
                 return dp
         dp = DeviceProgram(self.cuda, program, schedule)
-        self._programs = [dp] + self._programs[:3]
+        self.keep_device_program(dp)
         return dp
+
+    def keep_device_program(self, dp: DeviceProgram) -> None:
+        """`dp` is the one `device_program` returns for its program and schedule from now on."""
+        self._programs = [dp] + [kept for kept in self._programs[:3] if kept is not dp]
 
     @contextlib.contextmanager
     def context_current(self):
@@ -313,6 +318,12 @@ class CudaEngine(Engine):
                     reference: bool = False, initial: Optional[InverseTableau] = None,
                     records: Optional[np.ndarray] = None) -> TableauRun:
         run = self._tableau.run(program, schedule, key, repetition, reference, initial, records)
+        self._collect_stage_times()
+        return run
+
+    @_guarded
+    def run_reference_pieces(self, num_qubits: int, num_records: int, pieces, key, whole=None) -> TableauRun:
+        run = self._tableau.run_pieces(num_qubits, num_records, pieces, key, whole)
         self._collect_stage_times()
         return run
 

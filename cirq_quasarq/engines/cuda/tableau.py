@@ -19,11 +19,11 @@ import numpy as np
 
 from ...core.program import Program
 from ...core.tableau import InverseTableau
-from ...errors import OutOfMemoryError
+from ...errors import NotStreamable, OutOfMemoryError
 from ...schedule import Schedule
 from ..base import TableauRun, gib
 from . import faults, loader, measure
-from .device_program import CTX_STRIDE
+from .device_program import CTX_STRIDE, DeviceProgram, PieceUploads
 
 GATE_BLOCK = loader.source_define("gates.cu", "QQ_GATE_BLOCK")
 INIT_BLOCK = loader.source_define("gates.cu", "QQ_INIT_BLOCK")
@@ -31,6 +31,7 @@ INIT_MAX_BLOCKS = 4096  # tableau_init is grid-stride: any launch shape
 FWD_GENS = loader.source_define("forward.cu", "QQ_FWD_GENS")
 FWD_LETTER_BLOCK = loader.source_define("forward.cu", "QQ_FWD_LETTER_BLOCK")
 FWD_LETTER_BAND_BYTES = 1 << 28  # the letters of a band of generators, on the device at once
+PIECE_COLLAPSES = 256  # the widest window a piecewise run's workspace takes at least (run_pieces)
 HOST_FLAGS_MIN = 1 << 14  # window flags kept page-locked (64 KiB): any window of a distance-51 code
 
 
@@ -316,30 +317,18 @@ class TableauMode:
     def run(self, program: Program, schedule: Schedule, key, repetition: int, reference: bool,
             initial: Optional[InverseTableau], records: Optional[np.ndarray] = None) -> TableauRun:
         engine = self.engine
-        cuda, launch = engine.cuda, engine.launcher.launch
+        cuda = engine.cuda
         self.settle_pending()
         self.generation += 1
         dp = engine.device_program(program, schedule)
         plan = dp.tableau_plan()
         n = program.num_qubits
-        W = max(1, (n + 63) // 64)
-        ins = schedule.instructions
-        paths, folds, fuses = self._routes(dp, n, W, ins)
-        # The second tableau buffer only for windows that take the transpose path.
-        need_scratch = "transpose" in paths.values()
-        ws = self._workspace(n, program.num_records, plan.max_collapses, need_scratch)
-        W = ws.W
-        k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
-        rep, ref_flag = int(repetition), int(bool(reference))
-        T = dp.tables
-        X, Z, X2, Z2 = ws.X, ws.Z, ws.X2, ws.Z2
-        rows = 2 * n
+        paths, _, _ = self._routes(dp, n, max(1, (n + 63) // 64), schedule.instructions)
+        ws = self._workspace(n, program.num_records, plan.max_collapses, "transpose" in paths.values())
         if initial is not None:
             _upload(cuda, ws, initial)
-        elif rows:
-            total = rows * W
-            launch("init", "tableau_init", (min(INIT_MAX_BLOCKS, (total + INIT_BLOCK - 1) // INIT_BLOCK), 1),
-                   (INIT_BLOCK, 1, 1), int(X), int(Z), int(ws.S), n, W)
+        else:
+            self._init(ws)
         if records is not None:
             records = np.ascontiguousarray(records, dtype=np.uint8)
             if records.shape != (program.num_records,):
@@ -349,6 +338,98 @@ class TableauMode:
                 cuda.memcpy_htod(ws.rec, records)
         elif program.num_records:
             cuda.memset_d8(ws.rec, 0, program.num_records)
+        self.folded_iterations = self._actions(dp, ws, key, repetition, reference)
+        return self._finish(ws, program.num_records)
+
+    def run_pieces(self, n: int, num_records: int, pieces, key, whole=None) -> TableauRun:
+        """The reference run (every coin 0) of a program that comes in pieces: (Program, Schedule)
+        of consecutive runs of its rows (`pieces` may still be compiling the next while the device
+        runs this one), each of unitaries and collapses only, `num_records` records in all. Each
+        piece goes up without waiting for the device (`PieceUploads`); the records come back once
+        the last piece has run. `whole` (Engine.run_reference_pieces): the whole program's device
+        tables are made while the last pieces run, its instructions joined on the device from the
+        pieces' (its frames need not upload them again). Raises errors.NotStreamable where a piece
+        needs a larger workspace than the first piece's (the caller then runs the whole program)."""
+        engine = self.engine
+        self.settle_pending()
+        self.generation += 1
+        uploads = PieceUploads(engine)
+        kept = []  # every piece's device tables, until the device is past them
+        try:
+            return self._run_pieces(n, num_records, pieces, key, uploads, kept, whole)
+        except BaseException:
+            # the copies enqueued still read the page-locked buffers: the device past them first
+            try:
+                engine.cuda.Context.synchronize()
+            except engine.cuda.Error:
+                pass
+            raise
+
+    def _run_pieces(self, n: int, num_records: int, pieces, key, uploads, kept, whole) -> TableauRun:
+        engine = self.engine
+        ws = None
+        for program, schedule in pieces:
+            if ws is not None and not _room(engine, 2 * program.instructions.nbytes):
+                # the pieces' tables stay until the run ends: where they (and the whole program's
+                # table after them) would crowd the device, the whole program runs instead
+                raise NotStreamable(f"no room on the device for a piece of {len(program.instructions):,} rows")
+            dp = DeviceProgram(engine.cuda, program, schedule, uploads)
+            kept.append(dp)
+            plan = dp.tableau_plan()
+            paths, _, _ = self._routes(dp, n, max(1, (n + 63) // 64), schedule.instructions)
+            scratch = "transpose" in paths.values()
+            if ws is None:
+                # room for windows of twice the first piece's widest (and of at least PIECE_COLLAPSES:
+                # a first piece may hold only gates), so that like pieces fit
+                ws = self._workspace(n, num_records, max(2 * plan.max_collapses, PIECE_COLLAPSES), scratch)
+                self._init(ws)
+                if num_records:
+                    engine.cuda.memset_d8(ws.rec, 0, num_records)
+            elif plan.max_collapses > ws.max_collapses or (scratch and not ws.scratch):
+                raise NotStreamable(f"a piece's window of {plan.max_collapses} collapses past the workspace's "
+                                    f"{ws.max_collapses}")
+            uploads.next_piece()
+            self._actions(dp, ws, key, 0, True, fold_loops=False)
+        if ws is None:
+            raise NotStreamable("a program of no rows")
+        if whole is not None:
+            program, schedule = whole()
+        if whole is not None and _room(engine, program.instructions.nbytes):
+            table = engine.cuda.mem_alloc(max(1, program.instructions.nbytes))
+            at = 0
+            for dp in kept:
+                size = dp.schedule.instructions.nbytes
+                if size:
+                    engine.cuda.memcpy_dtod_async(int(table) + at, dp.table, size)
+                at += size
+            engine.keep_device_program(DeviceProgram(engine.cuda, program, schedule, uploads, table))
+        self.folded_iterations = 0
+        return self._finish(ws, num_records)
+
+    def _init(self, ws: "_Workspace") -> None:
+        """The workspace's tableau to |0...0>."""
+        n, W = ws.n, ws.W
+        if n:
+            total = 2 * n * W
+            self.engine.launcher.launch("init", "tableau_init",
+                                        (min(INIT_MAX_BLOCKS, (total + INIT_BLOCK - 1) // INIT_BLOCK), 1),
+                                        (INIT_BLOCK, 1, 1), int(ws.X), int(ws.Z), int(ws.S), n, W)
+
+    def _actions(self, dp, ws: "_Workspace", key, repetition: int, reference: bool, fold_loops: bool = True) -> int:
+        """Enqueue the program's windows on the workspace's tableau and records; returns the loop
+        iterations folding skipped."""
+        engine = self.engine
+        cuda, launch = engine.cuda, engine.launcher.launch
+        program, schedule = dp.program, dp.schedule
+        plan = dp.tableau_plan()
+        n = program.num_qubits
+        ins = schedule.instructions
+        W = ws.W
+        paths, folds, fuses = self._routes(dp, n, W, ins)
+        k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
+        rep, ref_flag = int(repetition), int(bool(reference))
+        T = dp.tables
+        X, Z, X2, Z2 = ws.X, ws.Z, ws.X2, ws.Z2
         # Threads a gate: one warp at most. A warp per gate beat 64-256 threads (a shared-memory
         # reduction of the phase per gate) at every size measured: n = 10k / 30k / 100k gate
         # windows 7.3 -> 6.1 / 53 -> 42 / 548 -> 420 ms on an H100.
@@ -367,7 +448,7 @@ class TableauMode:
         folded = -1  # the gate window a collapse window took into its pass
         counted = -1  # the collapse window a fused pass decided and counted (measure.fuse_pass)
         loops = (_LoopFolding(engine, ws, plan.loops, folds)
-                 if reference and engine.fold_loops and plan.loops else None)
+                 if reference and fold_loops and engine.fold_loops and plan.loops else None)
         a = 0
         while a < len(actions):
             if loops is not None and a in loops.checks:
@@ -404,14 +485,18 @@ class TableauMode:
                 if ahead is not None:
                     counted = a + 2
             a += 1
-        self.folded_iterations = loops.skipped if loops is not None else 0
-        records = np.empty(program.num_records, dtype=np.uint8)
-        if program.num_records:
+        # Keep the buffers in gate layout order for the next run (and the lazy download).
+        ws.X, ws.Z, ws.X2, ws.Z2 = X, Z, X2, Z2
+        return loops.skipped if loops is not None else 0
+
+    def _finish(self, ws: "_Workspace", num_records: int) -> TableauRun:
+        """The run's records to the host (waiting for the device), its tableau left there (lazy)."""
+        cuda = self.engine.cuda
+        records = np.empty(num_records, dtype=np.uint8)
+        if num_records:
             cuda.memcpy_dtoh(records, ws.rec)
         else:
             cuda.Context.synchronize()
-        # Keep the buffers in gate layout order for the next run (and the lazy download).
-        ws.X, ws.Z, ws.X2, ws.Z2 = X, Z, X2, Z2
         run = _LazyTableauRun(records, self, self.generation)
         self.pending = weakref.ref(run)
         return run

@@ -1,0 +1,201 @@
+"""A stim.Circuit compiled in pieces cut after TICKs (`compiler.stim_pieces`) while an engine runs
+the windows of the pieces before (`shots.compiled_with_reference`): the pieces' rows are
+`compile_stim`'s Program row for row; scheduled as they come (`schedule.Scheduler`: the windows no
+later row can join), the windows joined are `schedule()`'s of the whole, for rows cut anywhere;
+circuits of more than unitaries and collapses, or without TICKs, raise NotStreamable and compile
+whole; the orchestration caches the Program with its schedule and reference, and sampling gives
+the bits of a whole compile. The GPU engine's piecewise run: tests/test_gpu_paths.py
+(test_reference_pieces_*)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+stim = pytest.importorskip("stim")
+
+from cirq_quasarq import QuasarqSimulator, shots
+from cirq_quasarq.compiler.stim_circuit import cached_stim, clear_stim_cache, compile_stim, stim_pieces
+from cirq_quasarq.core.program import Program
+from cirq_quasarq.engines import NumpyEngine
+from cirq_quasarq.errors import NotStreamable
+from cirq_quasarq.schedule import Schedule, Scheduler, joined, schedule
+
+from benchmarks.random_clifford import paper_random_circuit_stim
+
+
+def piece_program(n: int, rows: np.ndarray, num_records: int) -> Program:
+    return Program(num_qubits=n, instructions=rows, num_records=num_records, num_rand_slots=0,
+                   ext_qubits=np.zeros(0, dtype=np.int32), ext_paulis=np.zeros(0, dtype=np.uint8),
+                   channels=[], confusions=[], conditions=[], loops=[], keys=[])
+
+
+def compiled_in_pieces(circuit, pieces: int):
+    """(the pieces' rows, the Program stim_pieces returns)."""
+    compiling = stim_pieces(circuit, pieces)
+    rows = []
+    while True:
+        try:
+            rows.append(next(compiling))
+        except StopIteration as done:
+            return rows, done.value
+
+
+def same_tableau(a, b) -> bool:
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("xx", "xz", "zx", "zz", "xs", "zs"))
+
+
+CIRCUITS = {
+    "paper 300 x 12": lambda: paper_random_circuit_stim(300, 12, seed=4, ticks=True),
+    "paper 2000 x 6": lambda: paper_random_circuit_stim(2000, 6, seed=5, ticks=True),
+    "every basis": lambda: stim.Circuit("""
+        H 0 1 2 3
+        MPP X0*X1 Z2*Y3
+        TICK
+        CX 0 1 2 3
+        TICK
+        MX 0
+        MY 1
+        M !2
+        MR 3
+        TICK
+        S 0 1
+        CZ 0 2 1 3
+        RX 2
+        TICK
+        TICK
+        MRY 0
+        SQRT_X 1 3
+        ISWAP 0 1
+        TICK
+        M 0 1 2 3
+        TICK
+    """),
+    "ticks apart": lambda: stim.Circuit("H 0 1\nTICK\nCX 0 1\nS 0\nH 1\nM 1\nTICK\nM 0\nH 0\nTICK\nM 0 1"),
+    # one-instruction slices must grow to a TICK: a step ended between H 0 and H 1 would move H 1
+    "steps between ticks": lambda: stim.Circuit("H 0\nH 1\nCX 0 1\nH 2\nTICK\nM 0 1 2\nS 3\nTICK\nH 0\nS 1\nTICK\nH 3"),
+}
+
+
+def assert_same_program(mine: Program, theirs: Program) -> None:
+    assert np.array_equal(mine.instructions, theirs.instructions)
+    assert mine.num_records == theirs.num_records and mine.num_rand_slots == theirs.num_rand_slots
+    assert np.array_equal(mine.moment_rows, theirs.moment_rows)
+    assert np.array_equal(mine.moment_records, theirs.moment_records)
+
+
+def pieces_schedule(program: Program, rows) -> Schedule:
+    """The pieces scheduled as a Scheduler takes them, joined."""
+    scheduler = Scheduler(program.num_qubits, program.ext_qubits, len(program.loops))
+    parts = [scheduler.add(r) for r in rows] + [scheduler.add(rows[0][:0], last=True)]
+    return joined(parts, scheduler.loop_runs)
+
+
+@pytest.mark.parametrize("pieces", [1, 2, 3, 7, 1000])
+@pytest.mark.parametrize("name", sorted(CIRCUITS))
+def test_pieces_make_compile_stims_program(name, pieces):
+    """Cut after TICKs, the pieces' rows are compile_stim's Program row for row; scheduled as they
+    come (Scheduler), the windows joined are schedule()'s."""
+    circuit = CIRCUITS[name]()
+    rows, program = compiled_in_pieces(circuit, pieces)
+    assert 1 <= len(rows) <= circuit.num_ticks + 1
+    assert np.array_equal(np.concatenate(rows), program.instructions)
+    clear_stim_cache()
+    assert_same_program(program, compile_stim(circuit))
+    got, want = pieces_schedule(program, rows), schedule(program)
+    for field in ("instructions", "runs", "loop_runs"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_windows_scheduled_as_rows_come_are_the_whole_programs(seed):
+    """Scheduler.add on runs of rows cut anywhere (inside a step too), of programs with loops,
+    conditions, E ranges and steps that reuse a qubit: joined, schedule() of the whole."""
+    from .programs import random_program
+    from .test_stim_circuit import random_circuit
+
+    rng_ = np.random.default_rng(seed)
+    program = (compile_stim(random_circuit(seed, n=4 + seed % 9, noisy=seed % 2 == 0)) if seed % 3
+               else random_program(5 + seed, 8, seed, collapse=0.5, noise=True)[0])
+    ins = program.instructions
+    cuts = np.sort(rng_.choice(np.arange(1, max(2, len(ins))), size=min(len(ins) - 1, 1 + seed % 7), replace=False)) \
+        if len(ins) > 1 else []
+    rows = np.split(ins, cuts)
+    got, want = pieces_schedule(program, rows), schedule(program)
+    for field in ("instructions", "runs", "loop_runs"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field
+
+
+@pytest.mark.parametrize("text", [
+    "H 0\nTICK\nM 0\nTICK\nX_ERROR(0.1) 0\nTICK\nM 0",  # noise
+    "H 0\nTICK\nM 0\nTICK\nREPEAT 3 {\n H 0\n M 0\n}",  # a loop
+    "H 0\nTICK\nM 0\nTICK\nCX rec[-1] 1\nTICK\nM 1",  # a classically controlled gate
+    "H 0\nTICK\nM(0.1) 0\nTICK\nM 0",  # a confusion
+    "H 0 1\nTICK\nM 0\nTICK\nMPAD 1\nTICK\nM 1",  # a scratch qubit
+    "H 0\nTICK\nM 0\nTICK\nDETECTOR rec[-1]",  # an annotation
+    "H 0\nM 0\nH 0\nM 0",  # no TICK to cut at
+])
+def test_circuits_of_more_than_unitaries_and_collapses_are_not_streamed(text):
+    circuit = stim.Circuit(text)
+    with pytest.raises(NotStreamable):
+        compiled_in_pieces(circuit, len(circuit))
+
+
+class StreamingNumpy(NumpyEngine):
+    """The NumPy engine taking pieces as the GPU engine does (its run: the pieces joined), to test
+    the orchestration on the CPU."""
+
+    streams_pieces = True
+
+    def __init__(self):
+        super().__init__()
+        self.streamed = 0
+
+    def run_reference_pieces(self, num_qubits, num_records, pieces, key, whole=None):
+        pieces = list(pieces)
+        self.streamed += 1
+        sched = joined([s for _, s in pieces])
+        if whole is not None:
+            program, schedule_ = whole()
+            assert np.array_equal(schedule_.instructions, sched.instructions)
+        return self.run_tableau(piece_program(num_qubits, sched.instructions, num_records), sched, key, reference=True)
+
+
+def test_a_large_new_circuit_streams_and_comes_back_with_its_schedule_and_reference(monkeypatch):
+    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 100)
+    clear_stim_cache()
+    circuit = paper_random_circuit_stim(400, 30, seed=11, ticks=True)
+    engine = StreamingNumpy()
+    program = shots.compiled_with_reference(engine, circuit)
+    assert engine.streamed == 1 and cached_stim(circuit) is program
+    assert shots.compiled_with_reference(engine, circuit) is program and engine.streamed == 1  # a cache hit
+    clear_stim_cache()
+    whole = compile_stim(circuit)
+    assert_same_program(program, whole)
+    want = schedule(whole)
+    for field in ("instructions", "runs", "loop_runs"):
+        assert np.array_equal(getattr(program.derived["schedule"], field), getattr(want, field)), field
+    assert np.array_equal(program.derived["reference"], shots.reference(NumpyEngine(), whole))
+    clear_stim_cache()
+    sim = QuasarqSimulator(seed=5, device="cpu")
+    sim.engine = engine
+    streamed = sim.sample_measurements(circuit, 300, bit_packed=True)
+    assert engine.streamed == 2
+    clear_stim_cache()
+    plain = QuasarqSimulator(seed=5, device="cpu").sample_measurements(circuit, 300, bit_packed=True)
+    assert np.array_equal(streamed, plain)
+
+
+def test_small_noisy_annotated_or_tickless_circuits_compile_whole(monkeypatch):
+    clear_stim_cache()
+    engine = StreamingNumpy()
+    shots.compiled_with_reference(engine, paper_random_circuit_stim(300, 30, seed=2, ticks=True))  # too small
+    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 1)
+    noisy = paper_random_circuit_stim(300, 30, seed=3, ticks=True)
+    noisy.append("X_ERROR", [0, 1], 0.1)
+    noisy.append("M", [0, 1])
+    program = shots.compiled_with_reference(engine, noisy)  # NotStreamable at the last piece: whole
+    assert "reference" not in program.derived and cached_stim(noisy) is program
+    shots.compiled_with_reference(engine, paper_random_circuit_stim(300, 30, seed=4))  # no TICK
+    shots.compiled_with_reference(engine, stim.Circuit.generated("repetition_code:memory", distance=3, rounds=30))
+    assert engine.streamed == 0
