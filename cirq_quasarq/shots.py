@@ -60,8 +60,9 @@ def reference(engine: Engine, program: Program) -> np.ndarray:
 # A stim.Circuit of at least this many qubits, new to the process, of unitaries and collapses only,
 # with TICKs, compiles in pieces (cut after TICKs) whose windows an engine streaming them
 # (`Engine.streams_pieces`) runs while the next compiles: the compile and the device's reference run
-# overlap. Below it the device's part is a few milliseconds, less than the pieces would cost.
-STREAM_MIN_QUBITS = 20_000
+# overlap. Below it the pieces cost the host about what they hide (H100, the paper's circuits: level
+# at 30k qubits, 0.56 s of 2.7 s saved at 100k; docs/benchmarks-first-call.md).
+STREAM_MIN_QUBITS = 50_000
 STREAM_PIECES = 12
 
 
