@@ -42,8 +42,8 @@ CASES = {
     "random-10k-1024": ("random", 10000, 100, 1024, False),
     "random-30k-1": ("random", 30000, 100, 1, False),
     "random-100k-1": ("random", 100000, 100, 1, False),
-    # the same circuits with a TICK after each layer (as stimcirq writes the Cirq twin's moments):
-    # from 50k qubits a first call compiles them in pieces while the device runs the pieces before
+    # the same circuits with a TICK after each layer (as stimcirq writes the Cirq twin's moments);
+    # from 50k qubits a first call compiles either form in pieces while the device runs the pieces before
     "random-5k-1-ticks": ("random-ticks", 5000, 100, 1, False),
     "random-10k-1-ticks": ("random-ticks", 10000, 100, 1, False),
     "random-30k-1-ticks": ("random-ticks", 30000, 100, 1, False),

@@ -58,9 +58,8 @@ def reference(engine: Engine, program: Program) -> np.ndarray:
 
 
 # A stim.Circuit of at least this many qubits, new to the process, of unitaries and collapses only,
-# with TICKs, compiles in pieces (cut after TICKs) whose windows an engine streaming them
-# (`Engine.streams_pieces`) runs while the next compiles: the compile and the device's reference run
-# overlap. Below it the pieces cost the host about what they hide (H100, the paper's circuits: level
+# compiles in pieces whose windows an engine streaming them (`Engine.streams_pieces`) runs while the
+# next compiles: the compile and the device's reference run overlap. Below it the pieces cost the host about what they hide (H100, the paper's circuits: level
 # at 30k qubits, 0.56 s of 2.7 s saved at 100k; docs/benchmarks-first-call.md).
 STREAM_MIN_QUBITS = 50_000
 STREAM_PIECES = 12
@@ -70,8 +69,8 @@ def compiled_with_reference(engine: Engine, circuit) -> Program:
     """`compile_stim(circuit)` for a call that needs the reference sample: a large circuit new to
     the process (STREAM_MIN_QUBITS) compiles in pieces while the engine runs them, and comes back
     with its schedule (`prepared`) and reference sample (`reference`) already made. Other circuits,
-    engines, and circuits the pieces do not take (noise, loops, annotations, no TICKs to cut at:
-    errors.NotStreamable) compile whole, their reference made by `reference` when asked. The same
+    engines, and circuits the pieces do not take (noise, loops, annotations: errors.NotStreamable)
+    compile whole, their reference made by `reference` when asked. The same
     Program, schedule and reference either way."""
     from .compiler.stim_circuit import cached_stim, compile_stim
 

@@ -579,8 +579,8 @@ def test_shot_major_records_from_the_frame_kernel_at_their_edge():
 
 
 def _reference_pieces(circuit, count: int):
-    """(the (Program, Schedule) pieces shots._streamed gives an engine, the Program): the compile's
-    pieces cut after TICKs, scheduled as they come."""
+    """(the (Program, Schedule) pieces shots._streamed gives an engine, the Program): the rows the
+    compile hands on after each of its pieces, scheduled as they come."""
     from cirq_quasarq.compiler.stim_circuit import stim_pieces
     from cirq_quasarq.core.program import Program
     from cirq_quasarq.schedule import Scheduler
@@ -600,19 +600,20 @@ def _reference_pieces(circuit, count: int):
             return out, program
 
 
-@pytest.mark.parametrize("n, depth, count", [(2000, 12, 1), (2000, 12, 5), (13000, 10, 4), (13000, 10, 12),
-                                             (30000, 6, 7)])
-def test_reference_pieces_run_as_the_whole_program(n, depth, count):
-    """CudaEngine.run_reference_pieces on the windows of a paper circuit (with TICKs) cut in
-    `count` pieces, uploaded without waiting: the records and final tableau of run_tableau on the
-    whole program (rows-path windows at 2000, low-rank windows folding the next gates and fused at
-    13000 and 30000)."""
+@pytest.mark.parametrize("n, depth, count, ticks", [(2000, 12, 1, True), (2000, 12, 5, True), (2000, 12, 5, False),
+                                                    (13000, 10, 4, True), (13000, 10, 12, True),
+                                                    (13000, 10, 12, False), (30000, 6, 7, False)])
+def test_reference_pieces_run_as_the_whole_program(n, depth, count, ticks):
+    """CudaEngine.run_reference_pieces on the windows of a paper circuit (with or without TICKs)
+    compiled in `count` pieces, uploaded without waiting: the records and final tableau of
+    run_tableau on the whole program (rows-path windows at 2000, low-rank windows folding the next
+    gates and fused at 13000 and 30000)."""
     from benchmarks.random_clifford import paper_random_circuit_stim
     from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
     from cirq_quasarq.engines.cuda import CudaEngine
     from cirq_quasarq.shots import REFERENCE_KEY
 
-    circuit = paper_random_circuit_stim(n, depth, seed=n + count, ticks=True)
+    circuit = paper_random_circuit_stim(n, depth, seed=n + count, ticks=ticks)
     pieces, program = _reference_pieces(circuit, count)
     engine = CudaEngine()
     run = engine.run_reference_pieces(n, circuit.num_measurements, iter(pieces), REFERENCE_KEY)
@@ -650,7 +651,8 @@ def test_streamed_first_calls_sample_the_bits_of_a_whole_compile(monkeypatch):
         return program
 
     monkeypatch.setattr(shots, "_streamed", spy)
-    for circuit, way in ((paper_random_circuit_stim(3000, 40, seed=7, ticks=True), "streamed"), (wide, "whole")):
+    for circuit, way in ((paper_random_circuit_stim(3000, 40, seed=7, ticks=True), "streamed"),
+                         (paper_random_circuit_stim(3000, 40, seed=5), "streamed"), (wide, "whole")):
         monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 1)
         clear_stim_cache()
         calls.clear()
@@ -662,3 +664,35 @@ def test_streamed_first_calls_sample_the_bits_of_a_whole_compile(monkeypatch):
         clear_stim_cache()
         cpu = QuasarqSimulator(seed=3, device="cpu").sample_measurements(circuit, 500, bit_packed=True)
         assert np.array_equal(streamed, whole) and np.array_equal(streamed, cpu)
+
+
+@pytest.mark.parametrize("short", ["pieces", "join"])
+def test_streamed_first_calls_short_of_device_memory(monkeypatch, short):
+    """Where the device has no room for the next piece's tables, the whole program runs instead
+    (NotStreamable); where it has none for the joined table, the run keeps its records and the
+    frames upload the table: the same bits either way."""
+    pytest.importorskip("stim")
+    from benchmarks.random_clifford import paper_random_circuit_stim
+    from cirq_quasarq import QuasarqSimulator, shots
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
+    from cirq_quasarq.engines.cuda import tableau
+
+    circuit = paper_random_circuit_stim(3000, 30, seed=9, ticks=True)
+    clear_stim_cache()
+    whole_bytes = compile_stim(circuit).instructions.nbytes
+    clear_stim_cache()
+    want = QuasarqSimulator(seed=4, device="cpu").sample_measurements(circuit, 300, bit_packed=True)
+    clear_stim_cache()
+    room = tableau._room
+    refused = []
+
+    def short_room(engine, nbytes):
+        if (nbytes == whole_bytes) == (short == "join"):
+            refused.append(nbytes)
+            return False
+        return room(engine, nbytes)
+
+    monkeypatch.setattr(tableau, "_room", short_room)
+    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 1)
+    got = QuasarqSimulator(seed=4, device="gpu").sample_measurements(circuit, 300, bit_packed=True)
+    assert refused and np.array_equal(got, want)

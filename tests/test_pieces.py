@@ -1,11 +1,11 @@
-"""A stim.Circuit compiled in pieces cut after TICKs (`compiler.stim_pieces`) while an engine runs
-the windows of the pieces before (`shots.compiled_with_reference`): the pieces' rows are
-`compile_stim`'s Program row for row; scheduled as they come (`schedule.Scheduler`: the windows no
-later row can join), the windows joined are `schedule()`'s of the whole, for rows cut anywhere;
-circuits of more than unitaries and collapses, or without TICKs, raise NotStreamable and compile
-whole; the orchestration caches the Program with its schedule and reference, and sampling gives
-the bits of a whole compile. The GPU engine's piecewise run: tests/test_gpu_paths.py
-(test_reference_pieces_*)."""
+"""A stim.Circuit compiled in pieces (`compiler.stim_pieces`) while an engine runs the windows of
+the pieces before (`shots.compiled_with_reference`): the rows handed on after each piece (those no
+later instruction can come before: `ProgramBuilder.settle`) are `compile_stim`'s Program row for
+row, with or without TICKs; scheduled as they come (`schedule.Scheduler`: the windows no later row
+can join), the windows joined are `schedule()`'s of the whole, for rows cut anywhere; circuits of
+more than unitaries and collapses raise NotStreamable and compile whole; the orchestration caches
+the Program with its schedule and reference, and sampling gives the bits of a whole compile. The
+GPU engine's piecewise run: tests/test_gpu_paths.py (test_reference_pieces_*, test_streamed_*)."""
 
 from __future__ import annotations
 
@@ -45,9 +45,39 @@ def same_tableau(a, b) -> bool:
     return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("xx", "xz", "zx", "zz", "xs", "zs"))
 
 
+def unitaries_and_collapses(seed: int, n: int = 9, lines: int = 60):
+    """A random circuit of every kind of line the pieces take: one- and two-qubit gates on some
+    qubits (so that some stay idle for long), collapses in every basis (inverted too), MPP, and
+    TICKs here and there."""
+    r = np.random.default_rng(seed)
+    one, two = ["H", "S", "S_DAG", "X", "SQRT_X", "H_YZ", "C_XYZ"], ["CX", "CZ", "CY", "SWAP", "ISWAP", "XCZ"]
+    out = []
+    for _ in range(lines):
+        qs = r.permutation(n)[: r.integers(1, n + 1)].tolist()
+        roll = r.random()
+        if roll < 0.35:
+            out.append(f"{r.choice(one)} " + " ".join(map(str, qs)))
+        elif roll < 0.7 and len(qs) >= 2:
+            out.append(f"{r.choice(two)} " + " ".join(map(str, qs[: len(qs) // 2 * 2])))
+        elif roll < 0.85:
+            name = str(r.choice(['M', 'MX', 'MY', 'MR', 'MRX', 'R', 'RY']))
+            out.append(f"{name} " + " ".join(("!" if r.random() < 0.2 and name[0] == "M" else "") + str(q)
+                                             for q in qs[:3]))
+        elif roll < 0.9 and len(qs) >= 2:
+            out.append(f"MPP X{qs[0]}*Z{qs[1]}")
+        else:
+            out.append("TICK")
+    return stim.Circuit("\n".join(out))
+
+
 CIRCUITS = {
     "paper 300 x 12": lambda: paper_random_circuit_stim(300, 12, seed=4, ticks=True),
     "paper 2000 x 6": lambda: paper_random_circuit_stim(2000, 6, seed=5, ticks=True),
+    "paper 300 x 12, no TICK": lambda: paper_random_circuit_stim(300, 12, seed=6),
+    "paper 2000 x 6, no TICK": lambda: paper_random_circuit_stim(2000, 6, seed=7),
+    "random 1": lambda: unitaries_and_collapses(1),
+    "random 2": lambda: unitaries_and_collapses(2, n=5, lines=120),
+    "random 3": lambda: unitaries_and_collapses(3, n=30, lines=80),
     "every basis": lambda: stim.Circuit("""
         H 0 1 2 3
         MPP X0*X1 Z2*Y3
@@ -91,14 +121,14 @@ def pieces_schedule(program: Program, rows) -> Schedule:
     return joined(parts, scheduler.loop_runs)
 
 
-@pytest.mark.parametrize("pieces", [1, 2, 3, 7, 1000])
+@pytest.mark.parametrize("pieces", [1, 2, 3, 7, 50, 1000])
 @pytest.mark.parametrize("name", sorted(CIRCUITS))
 def test_pieces_make_compile_stims_program(name, pieces):
-    """Cut after TICKs, the pieces' rows are compile_stim's Program row for row; scheduled as they
-    come (Scheduler), the windows joined are schedule()'s."""
+    """Cut anywhere (TICKs or none), the pieces' rows are compile_stim's Program row for row;
+    scheduled as they come (Scheduler), the windows joined are schedule()'s."""
     circuit = CIRCUITS[name]()
     rows, program = compiled_in_pieces(circuit, pieces)
-    assert 1 <= len(rows) <= circuit.num_ticks + 1
+    assert 1 <= len(rows) <= min(pieces, len(circuit)) + 1
     assert np.array_equal(np.concatenate(rows), program.instructions)
     clear_stim_cache()
     assert_same_program(program, compile_stim(circuit))
@@ -133,7 +163,6 @@ def test_windows_scheduled_as_rows_come_are_the_whole_programs(seed):
     "H 0\nTICK\nM(0.1) 0\nTICK\nM 0",  # a confusion
     "H 0 1\nTICK\nM 0\nTICK\nMPAD 1\nTICK\nM 1",  # a scratch qubit
     "H 0\nTICK\nM 0\nTICK\nDETECTOR rec[-1]",  # an annotation
-    "H 0\nM 0\nH 0\nM 0",  # no TICK to cut at
 ])
 def test_circuits_of_more_than_unitaries_and_collapses_are_not_streamed(text):
     circuit = stim.Circuit(text)
@@ -186,7 +215,7 @@ def test_a_large_new_circuit_streams_and_comes_back_with_its_schedule_and_refere
     assert np.array_equal(streamed, plain)
 
 
-def test_small_noisy_annotated_or_tickless_circuits_compile_whole(monkeypatch):
+def test_small_noisy_or_annotated_circuits_compile_whole(monkeypatch):
     clear_stim_cache()
     engine = StreamingNumpy()
     shots.compiled_with_reference(engine, paper_random_circuit_stim(300, 30, seed=2, ticks=True))  # too small
@@ -196,6 +225,5 @@ def test_small_noisy_annotated_or_tickless_circuits_compile_whole(monkeypatch):
     noisy.append("M", [0, 1])
     program = shots.compiled_with_reference(engine, noisy)  # NotStreamable at the last piece: whole
     assert "reference" not in program.derived and cached_stim(noisy) is program
-    shots.compiled_with_reference(engine, paper_random_circuit_stim(300, 30, seed=4))  # no TICK
     shots.compiled_with_reference(engine, stim.Circuit.generated("repetition_code:memory", distance=3, rounds=30))
     assert engine.streamed == 0

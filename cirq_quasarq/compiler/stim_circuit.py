@@ -183,10 +183,10 @@ def _remember_object(circuit, kept, program: Program) -> None:
 
 def stim_pieces(circuit, pieces: int) -> Generator[np.ndarray, None, Program]:
     """`compile_stim` of a circuit of unitaries and collapses in about `pieces` runs of its
-    instructions, each ending with a TICK: yields each run's rows in their final order as soon as
-    they are compiled, so that an engine may run them while the rest compiles; returns the Program,
-    the one `compile_stim` makes (not cached here: `remember_stim`). Raises errors.NotStreamable (at
-    any piece) for a circuit of anything more, or without TICKs to cut at."""
+    instructions: yields, after each run, the rows no later instruction can come before, in their
+    final order, so that an engine may run them while the rest compiles; returns the Program, the
+    one `compile_stim` makes (not cached here: `remember_stim`). Raises errors.NotStreamable (at any
+    piece) for a circuit of anything more."""
     import stim
 
     if circuit.num_detectors or circuit.num_observables:
@@ -259,48 +259,39 @@ class _StimCompiler(_InstructionCompiler):
         return self._program()
 
     def run_pieces(self, circuit, pieces: int) -> Generator[np.ndarray, None, Program]:
-        """`run` in about `pieces` runs of the circuit's top-level instructions, each ending with a
-        TICK (a step ends there in any case: the Program is `run`'s, row for row): yields each
-        run's rows, in their final order, as soon as they are compiled; returns the Program. A run
-        is printed to text on its own (a slice of the circuit), so the first rows come out before
-        the whole circuit is printed. Only for circuits of unitaries and collapses: a run that
-        writes anything else (noise, a loop, a condition, an annotation, an external target, a
-        scratch qubit), a circuit without TICKs to cut at and any error raise errors.NotStreamable
-        (the whole compile then says what is wrong, and where)."""
-        if not self.plain or circuit.num_ticks < 2:
-            raise errors.NotStreamable("no TICKs to cut the circuit at")
+        """`run` in about `pieces` runs of the circuit's top-level instructions, each printed to text
+        as a slice of its own (a short first one): after each, yields the rows no later instruction
+        can come before, in their final order (those of ended steps, and those of the open step at
+        positions below every qubit's next free one: `ProgramBuilder.settle`); returns the Program,
+        `run`'s row for row. Only for circuits of unitaries and collapses: a run that writes
+        anything else (noise, a loop, a condition, an annotation, an external target, a scratch
+        qubit), and any error, raise errors.NotStreamable (the whole compile then says what is
+        wrong, and where)."""
+        if not self.plain:
+            raise errors.NotStreamable("the walk by whole instructions is off")
         self._moment()
         count, mark, lo = len(circuit), 0, 0
         step = -(-count // max(1, pieces))
+        b = self.b
         while lo < count:
             hi = min(count, lo + (step if lo else -(-step // 4)))  # a short first run: the engine starts sooner
-            while True:  # the slice up to its last TICK line; one without a TICK grows
-                piece = circuit[lo:hi]
-                text = str(piece)
-                if "{" in text:
-                    raise errors.NotStreamable("a REPEAT block")
-                padded = "\n" + text + "\n"
-                at = padded.rfind("\nTICK\n")
-                if hi == count or at == len(padded) - 6 >= 0:
-                    body = text
-                    break
-                if at >= 0:
-                    body = padded[1:at + 5]
-                    break
-                hi = min(count, hi + step)
+            piece = circuit[lo:hi]
             try:
-                self._walk_text(piece, body)
+                self._walk_text(piece, str(piece)) if len(piece) > 1 else self._walk(piece, top=True)
                 self._flush_segment()
-                self._close()
+                if hi == count:
+                    self._close()
+                    b.settle()
+                else:
+                    b.settle(int(self.free[: self.n].min()) if self.n else 0)
             except Exception as exc:
-                raise errors.NotStreamable(f"instructions from {lo} on: {exc}") from exc
-            b = self.b
+                raise errors.NotStreamable(f"instructions {lo} to {hi - 1}: {exc}") from exc
             if (b.channels or b.confusions or b.conditions or b.loops or b.ext_qubits or b.num_events
                     or b.num_qubits != self.n or self.accumulators or b.num_records > circuit.num_measurements):
-                raise errors.NotStreamable(f"instructions from {lo} on write more than unitaries and collapses")
+                raise errors.NotStreamable(f"instructions {lo} to {hi - 1} write more than unitaries and collapses")
             rows, mark = b.rows_since(mark)
             yield rows
-            lo += body.count("\n") + 1
+            lo = hi
         return self._program()
 
     def _program(self) -> Program:

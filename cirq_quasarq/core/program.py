@@ -361,6 +361,7 @@ class ProgramBuilder:
     def __init__(self, num_qubits: int):
         self.num_qubits = num_qubits
         self._flat: List[int] = []  # rows, NUM_FIELDS ints each, up to the open moment's position 0
+        self._flat_final = 0  # the first so many ints of _flat: rows of ended moments
         self._buckets: List[List[int]] = []  # rows at positions 1, 2, ... of the open moment
         # Once `emit_rows` writes a block into the open moment, the moment keeps its rows as blocks
         # in the order written (`_pieces`; `emit` then collects rows in `_pending`), each sorted by
@@ -421,6 +422,7 @@ class ProgramBuilder:
             self._flat.extend(bucket)
             self.step += 1
         self._buckets = []
+        self._flat_final = len(self._flat)  # rows of ended moments, final (`settle`)
 
     def _pending_block(self) -> None:
         if self._pending:
@@ -565,13 +567,51 @@ class ProgramBuilder:
             flat = self._flat
             self._append_block(np.fromiter(flat, dtype=np.int32, count=len(flat)).reshape(-1, NUM_FIELDS))
             self._flat = []
+        self._flat_final = 0
+
+    def settle(self, below: Optional[int] = None) -> None:
+        """Make the open moment's rows at positions below `below` final (the caller knows no later
+        row goes there: every qubit's next free position is at least `below`), or with None end
+        the moment: they join the finished rows (`rows_since`) in the order the moment's end would
+        give them, and the Program is the same (a compile that hands its rows on as it goes)."""
+        if below is None:
+            self.end_moment()
+            self._flush()
+            return
+        if self._pieces is None:
+            if below < 1:  # only the rows of moments already ended
+                done, self._flat = self._flat[:self._flat_final], self._flat[self._flat_final:]
+                self._flat_final = 0
+                if done:
+                    self._append_block(np.fromiter(done, dtype=np.int32, count=len(done)).reshape(-1, NUM_FIELDS))
+                return
+            for i in range(min(below - 1, len(self._buckets))):  # bucket i: position i + 1
+                self._flat.extend(self._buckets[i])
+                self._buckets[i] = []  # kept: the moment's end counts one step a bucket
+            self._flush()
+            return
+        self._pending_block()
+        by_pos: List[List[np.ndarray]] = [[] for _ in range(max(0, below))]
+        kept = []
+        for piece, lo, counts in self._pieces:
+            if lo >= below:
+                kept.append((piece, lo, counts))
+                continue
+            start = 0
+            for p, end in enumerate(np.cumsum(counts[: below - lo]).tolist()):
+                if end > start:
+                    by_pos[lo + p].append(piece[start:end])
+                    start = end
+            if start < len(piece):
+                kept.append((piece[start:], below, counts[below - lo:]))
+        self._pieces = kept
+        for blocks in by_pos:
+            for block in blocks:
+                self._append_block(block)
 
     def rows_since(self, mark: int) -> Tuple[np.ndarray, int]:
-        """(the rows written since `mark`, as one int32 [k, NUM_FIELDS] table in their final order;
-        the mark to give next time: 0 the first time). The open moment is ended first, so no later
-        row goes before these (a piecewise compile hands them on while it compiles the rest)."""
-        self.end_moment()
-        self._flush()
+        """(the finished rows written since `mark`, as one int32 [k, NUM_FIELDS] table in their
+        final order; the mark to give next time: 0 the first time). `settle` says what is finished."""
         new = self._blocks[mark:]
         rows = (np.concatenate(new) if len(new) > 1 else np.ascontiguousarray(new[0]) if new
                 else np.zeros((0, NUM_FIELDS), dtype=np.int32))
