@@ -137,12 +137,17 @@ def test_pieces_make_compile_stims_program(name, pieces):
         assert np.array_equal(getattr(got, field), getattr(want, field)), field
 
 
+@pytest.mark.parametrize("stretch_rows", [1, 2**62])  # the rows moved as stretches, or one by one
 @pytest.mark.parametrize("seed", range(40))
-def test_windows_scheduled_as_rows_come_are_the_whole_programs(seed):
+def test_windows_scheduled_as_rows_come_are_the_whole_programs(monkeypatch, seed, stretch_rows):
     """Scheduler.add on runs of rows cut anywhere (inside a step too), of programs with loops,
     conditions, E ranges and steps that reuse a qubit: joined, schedule() of the whole."""
+    from cirq_quasarq.schedule import windows
+
     from .programs import random_program
     from .test_stim_circuit import random_circuit
+
+    monkeypatch.setattr(windows, "_STRETCH_ROWS", stretch_rows)
 
     rng_ = np.random.default_rng(seed)
     program = (compile_stim(random_circuit(seed, n=4 + seed % 9, noisy=seed % 2 == 0)) if seed % 3
@@ -227,3 +232,27 @@ def test_small_noisy_or_annotated_circuits_compile_whole(monkeypatch):
     assert "reference" not in program.derived and cached_stim(noisy) is program
     shots.compiled_with_reference(engine, stim.Circuit.generated("repetition_code:memory", distance=3, rounds=30))
     assert engine.streamed == 0
+
+
+@pytest.mark.parametrize("stretch_rows", [1, 2**62])  # the rows moved as stretches, or one by one
+def test_a_window_with_an_identity_row_waits_for_the_rows_that_may_join_it(monkeypatch, stretch_rows):
+    """The frontier's edge: after H 0 1 and I 1, qubit 0's latest layer is 1, so layer 2 (where I,
+    the opcode of rank 0, sits) may still get rows; X 0 comes in the next run and joins it."""
+    from cirq_quasarq.core.program import ProgramBuilder
+    from cirq_quasarq.schedule import windows
+
+    monkeypatch.setattr(windows, "_STRETCH_ROWS", stretch_rows)
+
+    b = ProgramBuilder(2)
+    b.next_step()
+    b.gate("H", 0)
+    b.gate("H", 1)
+    b.next_step()
+    b.gate("I", 1)
+    b.next_step()
+    b.gate("X", 0)
+    program = b.build()
+    ins = program.instructions
+    got, want = pieces_schedule(program, [ins[:3], ins[3:]]), schedule(program)
+    for field in ("instructions", "runs", "loop_runs"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field

@@ -79,21 +79,30 @@ def _scan(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
     return bars, np.concatenate(cuts) if cuts else np.zeros(0, dtype=np.int64), ranged
 
 
-def _sorted(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
-    """(the rows in a stable sort by key, the first row of each run of one key and opcode in that
-    order, the runs' keys and opcodes). Where the rows come in long stretches of one key and opcode
-    (a compiled circuit's instructions, a layer's gates of one kind together), the stretches move as
-    slices in a sort of their keys; otherwise the rows move one by one (`_sorted_rows`, the oracle)."""
+def _sorted(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
+    """(the rows of key below `limit` (None: all) in a stable sort by key, the first row of each run
+    of one key and opcode in that order, the runs' keys and opcodes, and (rows, key, op8) of the
+    rest in program order, or None). Where the rows come in long stretches of one key and opcode
+    (a compiled circuit's instructions, a layer's gates of one kind together), the stretches move
+    as slices in a sort of their keys; otherwise the rows move one by one (`_sorted_rows`, the
+    oracle)."""
     n_ins = len(ins)
     cut = np.flatnonzero((key[1:] != key[:-1]) | (op8[1:] != op8[:-1])) + 1
     if (len(cut) + 1) * _STRETCH_ROWS > n_ins:
-        return _sorted_rows(ins, key, op8)
+        return _sorted_rows(ins, key, op8, limit)
     first = np.append(0, cut)
     last = np.append(cut, n_ins)
     stretch_key, stretch_op = key[first], op8[first]
+    rest = None
+    if limit is not None:
+        later = stretch_key >= limit
+        if later.any():
+            rest = tuple(np.concatenate([a[lo:hi] for lo, hi in zip(first[later].tolist(), last[later].tolist())])
+                         for a in (ins, key, op8))
+            first, last, stretch_key, stretch_op = first[~later], last[~later], stretch_key[~later], stretch_op[~later]
     order = np.argsort(stretch_key, kind="stable")  # a stretch's rows are in program order already
     first, last, stretch_key, stretch_op = first[order], last[order], stretch_key[order], stretch_op[order]
-    scheduled = np.empty_like(ins)
+    scheduled = np.empty((int((last - first).sum()), ins.shape[1]), dtype=ins.dtype)
     at = 0
     for lo, hi in zip(first.tolist(), last.tolist()):
         scheduled[at:at + hi - lo] = ins[lo:hi]
@@ -103,14 +112,21 @@ def _sorted(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
     # neighbouring stretches of one key and opcode are one run
     new_run = np.ones(len(order), dtype=bool)
     new_run[1:] = (stretch_key[1:] != stretch_key[:-1]) | (stretch_op[1:] != stretch_op[:-1])
-    return scheduled, begins[new_run], stretch_key[new_run], stretch_op[new_run]
+    return scheduled, begins[new_run], stretch_key[new_run], stretch_op[new_run], rest
 
 
-def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
+def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
     """`_sorted` row by row: one stable argsort of the key (nearly sorted already: the sort's runs
     make it cheap) and a gather of the rows."""
     order = np.argsort(key, kind="stable")
-    return (take_rows(ins, order), *_runs(key[order], op8[order]))
+    rest = None
+    if limit is not None:
+        cut = int(np.searchsorted(key[order], limit))
+        if cut < len(order):
+            wait = np.sort(order[cut:])
+            rest = (take_rows(ins, wait), key[wait], op8[wait])
+            order = order[:cut]
+    return (take_rows(ins, order), *_runs(key[order], op8[order]), rest)
 
 
 def schedule(program: Program) -> Schedule:
@@ -223,19 +239,12 @@ class Scheduler:
             ins, key, op8 = self.pending[0]
         else:
             ins, key, op8 = (np.concatenate(part) for part in zip(*self.pending))
-        self.pending = []
-        if frontier is not None and key.max() // width > frontier:
-            # the rows of later layers wait, in program order, for the rows that may still join them
-            order = np.argsort(key, kind="stable")
-            cut = int(np.searchsorted(key[order], (frontier + 1) * width))
-            wait, head = np.sort(order[cut:]), order[:cut]
-            self.pending = [(take_rows(ins, wait), key[wait], op8[wait])]
-            if not cut:
-                return self._piece(ins[:0], None, None, None)
-            return self._piece(take_rows(ins, head), *_runs(key[head], op8[head]))
         # Within a layer: non-collapse runs by opcode, then collapses in program order: by layer,
-        # then rank, then program order, one stable sort of the combined key
-        scheduled, starts, run_key, run_op = _sorted(ins, key, op8)
+        # then rank, then program order, one stable sort of the combined key; the rows of later
+        # layers wait, in program order, for the rows that may still join them
+        scheduled, starts, run_key, run_op, rest = _sorted(
+            ins, key, op8, None if frontier is None else (frontier + 1) * width)
+        self.pending = [rest] if rest is not None else []
         return self._piece(scheduled, starts, run_key, run_op)
 
     def _piece(self, scheduled: np.ndarray, starts: np.ndarray, run_key: np.ndarray, run_op: np.ndarray) -> Schedule:
@@ -257,7 +266,7 @@ class Scheduler:
 def _runs(key_sorted: np.ndarray, op_sorted: np.ndarray):
     """(first row, key, opcode) of each run of one key and opcode of rows in key order."""
     change = np.flatnonzero((key_sorted[1:] != key_sorted[:-1]) | (op_sorted[1:] != op_sorted[:-1])) + 1
-    starts = np.append(0, change)
+    starts = np.append(0, change) if len(key_sorted) else np.zeros(0, dtype=np.int64)
     return starts, key_sorted[starts], op_sorted[starts]
 
 
