@@ -277,7 +277,10 @@ class _StimCompiler(_InstructionCompiler):
             hi = min(count, lo + (step if lo else -(-step // 4)))  # a short first run: the engine starts sooner
             piece = circuit[lo:hi]
             try:
-                self._walk_text(piece, str(piece)) if len(piece) > 1 else self._walk(piece, top=True)
+                if len(piece) > 1:
+                    self._walk_text(piece, str(piece))
+                else:
+                    self._walk(piece, top=True)
                 self._flush_segment()
                 if hi == count:
                     self._close()
