@@ -13,7 +13,7 @@ give correctly distributed shots when cut, but not the bits of one call.
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -86,42 +86,47 @@ def compiled_with_reference(engine: Engine, circuit) -> Program:
     return compile_stim(circuit)
 
 
-def _streamed(engine: Engine, circuit) -> Program:
-    """The piecewise first call: the compile's pieces are scheduled as they come (a Scheduler: the
-    windows no later row can join), and those windows go to the engine while the rest compiles."""
-    from .compiler.stim_circuit import remember_stim, stim_pieces
+class StreamedCompile:
+    """A circuit's compile in pieces, scheduled as they come (a Scheduler: the windows no later row
+    can join): iterating gives (Program, Schedule) of each run of windows as soon as it is final;
+    once the pieces are out, `whole()` is the Program and its schedule (joined from the pieces')."""
 
-    n, num_records = circuit.num_qubits, circuit.num_measurements
-    compiling = stim_pieces(circuit, STREAM_PIECES)
-    scheduler = Scheduler(n, np.zeros(0, dtype=np.int32), 0)
-    schedules, done = [], []
+    def __init__(self, circuit, pieces: Optional[int] = None):
+        from .compiler.stim_circuit import stim_pieces
 
-    def pieces():
-        while True:
+        self.num_qubits, self.num_records = circuit.num_qubits, circuit.num_measurements
+        self._compiling = stim_pieces(circuit, STREAM_PIECES if pieces is None else pieces)
+        self._scheduler = Scheduler(self.num_qubits, np.zeros(0, dtype=np.int32), 0)
+        self._schedules: list = []
+        self.program: Optional[Program] = None  # the whole, once compiled
+
+    def __iter__(self):
+        while self.program is None:
             try:
-                rows = next(compiling)
-                sched = scheduler.add(rows)
+                sched = self._scheduler.add(next(self._compiling))
             except StopIteration as finished:
-                done.append(finished.value)
-                sched = scheduler.add(np.zeros((0, NUM_FIELDS), dtype=np.int32), last=True)
+                self.program = finished.value
+                sched = self._scheduler.add(np.zeros((0, NUM_FIELDS), dtype=np.int32), last=True)
             if len(sched.instructions):
-                schedules.append(sched)
-                yield Program(num_qubits=n, instructions=sched.instructions, num_records=num_records,
-                              num_rand_slots=0, ext_qubits=np.zeros(0, dtype=np.int32),
-                              ext_paulis=np.zeros(0, dtype=np.uint8), channels=[], confusions=[], conditions=[],
-                              loops=[], keys=[]), sched
-            if done:
-                return
+                self._schedules.append(sched)
+                yield Program.of_rows(self.num_qubits, sched.instructions, self.num_records), sched
 
-    def whole():  # called while the last pieces run
-        program, = done
-        program.derived["schedule"] = joined(schedules, scheduler.loop_runs)
+    def whole(self) -> Tuple[Program, Schedule]:
+        """The Program and its schedule (kept with it, as `prepared` keeps one), after the pieces."""
+        program = self.program
+        if "schedule" not in program.derived:
+            program.derived["schedule"] = joined(self._schedules, self._scheduler.loop_runs)
         return program, program.derived["schedule"]
 
-    run = engine.run_reference_pieces(n, num_records, pieces(), REFERENCE_KEY, whole)
-    program, = done
-    if "schedule" not in program.derived:
-        whole()
+
+def _streamed(engine: Engine, circuit) -> Program:
+    """The piecewise first call: the pieces' windows go to the engine while the rest compiles."""
+    from .compiler.stim_circuit import remember_stim
+
+    compiling = StreamedCompile(circuit)
+    run = engine.run_reference_pieces(compiling.num_qubits, compiling.num_records, compiling, REFERENCE_KEY,
+                                      compiling.whole)  # the whole made while the last pieces run
+    program, _ = compiling.whole()
     program.derived["reference"] = run.records
     remember_stim(circuit, program)
     return program

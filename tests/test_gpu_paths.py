@@ -578,28 +578,6 @@ def test_shot_major_records_from_the_frame_kernel_at_their_edge():
         _frames_equal(program, 700, records, True, {"fused": fused, "fused_shot_major=False": unfused})
 
 
-def _reference_pieces(circuit, count: int):
-    """(the (Program, Schedule) pieces shots._streamed gives an engine, the Program): the rows the
-    compile hands on after each of its pieces, scheduled as they come."""
-    from cirq_quasarq.compiler.stim_circuit import stim_pieces
-    from cirq_quasarq.core.program import Program
-    from cirq_quasarq.schedule import Scheduler
-
-    n, records = circuit.num_qubits, circuit.num_measurements
-    compiling, scheduler, out = stim_pieces(circuit, count), Scheduler(n, np.zeros(0, dtype=np.int32), 0), []
-    while True:
-        try:
-            part, program = scheduler.add(next(compiling)), None
-        except StopIteration as done:
-            part, program = scheduler.add(np.zeros((0, 9), dtype=np.int32), last=True), done.value
-        if len(part.instructions):
-            out.append((Program(num_qubits=n, instructions=part.instructions, num_records=records, num_rand_slots=0,
-                                ext_qubits=np.zeros(0, dtype=np.int32), ext_paulis=np.zeros(0, dtype=np.uint8),
-                                channels=[], confusions=[], conditions=[], loops=[], keys=[]), part))
-        if program is not None:
-            return out, program
-
-
 @pytest.mark.parametrize("n, depth, count, ticks", [(2000, 12, 1, True), (2000, 12, 5, True), (2000, 12, 5, False),
                                                     (13000, 10, 4, True), (13000, 10, 12, True),
                                                     (13000, 10, 12, False), (30000, 6, 7, False)])
@@ -611,12 +589,13 @@ def test_reference_pieces_run_as_the_whole_program(n, depth, count, ticks):
     from benchmarks.random_clifford import paper_random_circuit_stim
     from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
     from cirq_quasarq.engines.cuda import CudaEngine
-    from cirq_quasarq.shots import REFERENCE_KEY
+    from cirq_quasarq.shots import REFERENCE_KEY, StreamedCompile
 
     circuit = paper_random_circuit_stim(n, depth, seed=n + count, ticks=ticks)
-    pieces, program = _reference_pieces(circuit, count)
+    compiling = StreamedCompile(circuit, count)
     engine = CudaEngine()
-    run = engine.run_reference_pieces(n, circuit.num_measurements, iter(pieces), REFERENCE_KEY)
+    run = engine.run_reference_pieces(n, circuit.num_measurements, compiling, REFERENCE_KEY)
+    program = compiling.program
     got_records, got_tableau = run.records, run.tableau
     clear_stim_cache()
     whole = compile_stim(circuit)

@@ -24,12 +24,6 @@ from cirq_quasarq.schedule import Schedule, Scheduler, joined, schedule
 from benchmarks.random_clifford import paper_random_circuit_stim
 
 
-def piece_program(n: int, rows: np.ndarray, num_records: int) -> Program:
-    return Program(num_qubits=n, instructions=rows, num_records=num_records, num_rand_slots=0,
-                   ext_qubits=np.zeros(0, dtype=np.int32), ext_paulis=np.zeros(0, dtype=np.uint8),
-                   channels=[], confusions=[], conditions=[], loops=[], keys=[])
-
-
 def compiled_in_pieces(circuit, pieces: int):
     """(the pieces' rows, the Program stim_pieces returns)."""
     compiling = stim_pieces(circuit, pieces)
@@ -192,7 +186,8 @@ class StreamingNumpy(NumpyEngine):
         if whole is not None:
             program, schedule_ = whole()
             assert np.array_equal(schedule_.instructions, sched.instructions)
-        return self.run_tableau(piece_program(num_qubits, sched.instructions, num_records), sched, key, reference=True)
+        return self.run_tableau(Program.of_rows(num_qubits, sched.instructions, num_records), sched, key,
+                                reference=True)
 
 
 def test_a_large_new_circuit_streams_and_comes_back_with_its_schedule_and_reference(monkeypatch):

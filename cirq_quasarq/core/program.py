@@ -324,6 +324,14 @@ class Program:
                 moment_rows=moment_rows, moment_records=moment_records, derived={})
         return found
 
+    @classmethod
+    def of_rows(cls, num_qubits: int, instructions: np.ndarray, num_records: int) -> "Program":
+        """A Program of bare rows of unitaries and collapses: no channels, conditions, loops,
+        external targets, keys or annotations (a piece of a program streamed to an engine)."""
+        return cls(num_qubits=num_qubits, instructions=instructions, num_records=num_records, num_rand_slots=0,
+                   ext_qubits=np.zeros(0, dtype=np.int32), ext_paulis=np.zeros(0, dtype=np.uint8), channels=[],
+                   confusions=[], conditions=[], loops=[], keys=[])
+
     def needs_branching(self) -> bool:
         """True when one Pauli-frame pass cannot express the program: a classically controlled
         instruction that is not a Pauli (or identity) gate (engines/branching.py). Found once a

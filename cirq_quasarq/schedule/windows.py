@@ -233,8 +233,7 @@ class Scheduler:
         """The pending rows of layers up to `frontier` (None: all) in window order, as a Schedule."""
         width = opcodes.NUM_OPCODES + 1
         if not self.pending:
-            return Schedule(np.zeros((0, NUM_FIELDS), dtype=np.int32), np.zeros((0, 4), dtype=np.int32),
-                            np.zeros((0, 2), dtype=np.int32))
+            return self._piece(np.zeros((0, NUM_FIELDS), dtype=np.int32), None, None, None)
         if len(self.pending) == 1:
             ins, key, op8 = self.pending[0]
         else:

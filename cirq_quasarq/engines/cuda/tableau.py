@@ -323,8 +323,7 @@ class TableauMode:
         dp = engine.device_program(program, schedule)
         plan = dp.tableau_plan()
         n = program.num_qubits
-        paths, _, _ = self._routes(dp, n, max(1, (n + 63) // 64), schedule.instructions)
-        ws = self._workspace(n, program.num_records, plan.max_collapses, "transpose" in paths.values())
+        ws = self._workspace(n, program.num_records, plan.max_collapses, self._needs_scratch(dp))
         if initial is not None:
             _upload(cuda, ws, initial)
         else:
@@ -376,8 +375,7 @@ class TableauMode:
             dp = DeviceProgram(engine.cuda, program, schedule, uploads)
             kept.append(dp)
             plan = dp.tableau_plan()
-            paths, _, _ = self._routes(dp, n, max(1, (n + 63) // 64), schedule.instructions)
-            scratch = "transpose" in paths.values()
+            scratch = self._needs_scratch(dp)
             if ws is None:
                 # room for windows of twice the first piece's widest (and of at least PIECE_COLLAPSES:
                 # a first piece may hold only gates), so that like pieces fit
@@ -389,7 +387,7 @@ class TableauMode:
                 raise NotStreamable(f"a piece's window of {plan.max_collapses} collapses past the workspace's "
                                     f"{ws.max_collapses}")
             uploads.next_piece()
-            self._actions(dp, ws, key, 0, True, fold_loops=False)
+            self._actions(dp, ws, key, 0, True)
         if ws is None:
             raise NotStreamable("a program of no rows")
         if whole is not None:
@@ -415,7 +413,13 @@ class TableauMode:
                                         (min(INIT_MAX_BLOCKS, (total + INIT_BLOCK - 1) // INIT_BLOCK), 1),
                                         (INIT_BLOCK, 1, 1), int(ws.X), int(ws.Z), int(ws.S), n, W)
 
-    def _actions(self, dp, ws: "_Workspace", key, repetition: int, reference: bool, fold_loops: bool = True) -> int:
+    def _needs_scratch(self, dp) -> bool:
+        """Whether a window of the program takes the transpose path (the second tableau buffer)."""
+        n = dp.program.num_qubits
+        paths, _, _ = self._routes(dp, n, max(1, (n + 63) // 64), dp.schedule.instructions)
+        return "transpose" in paths.values()
+
+    def _actions(self, dp, ws: "_Workspace", key, repetition: int, reference: bool) -> int:
         """Enqueue the program's windows on the workspace's tableau and records; returns the loop
         iterations folding skipped."""
         engine = self.engine
@@ -448,7 +452,7 @@ class TableauMode:
         folded = -1  # the gate window a collapse window took into its pass
         counted = -1  # the collapse window a fused pass decided and counted (measure.fuse_pass)
         loops = (_LoopFolding(engine, ws, plan.loops, folds)
-                 if reference and fold_loops and engine.fold_loops and plan.loops else None)
+                 if reference and engine.fold_loops and plan.loops else None)
         a = 0
         while a < len(actions):
             if loops is not None and a in loops.checks:
