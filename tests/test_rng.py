@@ -100,3 +100,48 @@ def test_per_value_with_one_value_and_several():
         got = rng._per_value(rng.fixed_point, values)
         assert got.dtype == np.uint64
         assert got.tolist() == [rng.fixed_point(float(v)) for v in values]
+
+
+def _lanes_below(key, slot: int, plane0: int, col: int, threshold: int) -> int:
+    """The lanes whose 64-bit uniform (bit 63 - j = bit l of plane plane0 + j) is below
+    `threshold`, from all 64 planes: the definition the bit-sliced draws must give."""
+    planes = [rng.word(key, rng.Stream.NOISE, slot, plane0 + j, col) for j in range(64)]
+    mask = 0
+    for lane in range(64):
+        u = sum(((planes[j] >> lane) & 1) << (63 - j) for j in range(64))
+        mask |= (u < threshold) << lane
+    return mask
+
+
+def _bernoulli_word(key, slot: int, p: float, col: int) -> int:
+    """bernoulli_words' word (slot, col) from its definition (module docstring), one lane at a time."""
+    threshold = rng.fixed_point(p)
+    if p >= rng.SPARSE_BELOW:
+        return _lanes_below(key, slot, 0, col, threshold)
+    any_fire = int(rng.words32_range(key, rng.Stream.NOISE, np.uint64(slot), 0, col, 1)[0])
+    if any_fire >= rng._any_threshold(p):
+        return 0
+    u = rng.word(key, rng.Stream.NOISE, slot, 1, col)
+    first = int(np.searchsorted(rng._first_lane_cuts(p), np.uint64(u), side="right"))
+    above = ((1 << 64) - 1) ^ ((2 << first) - 1) if first < 63 else 0
+    return (1 << first) | (_lanes_below(key, slot, 2, col, threshold) & above)
+
+
+@pytest.mark.parametrize("probs", [
+    [1e-3] * 40,  # one probability (runs of threshold bits reduced at once) ...
+    [0.3] * 40, [0.5] * 40, [2.0**-7] * 40, [0.75] * 40, [1 - 2.0**-40] * 40, [2.0**-30] * 40,
+    [1e-3, 0.004, 0.3, 1e-3, 0.5, 0.02] * 7,  # ... and several (plane by plane)
+])
+def test_bit_sliced_draws_equal_their_definition(probs):
+    """Every path of the bit-sliced comparison (one threshold for all pairs, whose runs of equal bits
+    go at once, or a threshold a pair) against the lanes' uniforms built plane by plane, at
+    thresholds whose runs of equal bits cross the passes' edges (p = 1/2, 3/4: one 1 bit then zeros;
+    1 - 2^-40: forty ones; 2^-30: thirty zeros first). Words are chosen where lanes fire."""
+    key = rng.make_key(2024)
+    slots = np.arange(len(probs), dtype=np.uint64) * 5 + 1
+    probs = np.array(probs)
+    got = rng.bernoulli_words(key, slots, probs, 40, 24)
+    rows, cols = np.nonzero(got)
+    picked = list(zip(rows.tolist(), cols.tolist()))[:: max(1, len(rows) // 12)][:12] + [(0, 0), (3, 7)]
+    for r, c in picked:
+        assert int(got[r, c]) == _bernoulli_word(key, int(slots[r]), float(probs[r]), 40 + c), (probs[r], r, c)

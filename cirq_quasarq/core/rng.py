@@ -64,7 +64,7 @@ def make_key(seed: Optional[int]) -> Tuple[int, int]:
     return seed & 0xFFFFFFFF, seed >> 32
 
 
-_BLOCK = 1 << 13  # elements per pass: keeps the ten rounds' temporaries in cache
+_BLOCK = 1 << 14  # elements per pass: keeps the ten rounds' temporaries in cache
 
 
 _MULTIPLIERS = np.array([[M0], [M1]], dtype=np.uint64)
@@ -326,6 +326,7 @@ def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=N
     out = np.zeros(len(slots), dtype=np.uint64)
     undecided = np.full(len(slots), ALL)
     live = np.arange(len(slots))
+    shared = len(threshold) and threshold.min() == threshold.max()  # one probability: runs of planes at once
     j0, wide = 0, iter(_WIDE_PASSES)
     while len(live) and j0 < 64:
         width = _FIRST_PASS if j0 == 0 else (1 if len(live) > _LARGE_DRAW else next(wide, 64 - j0))
@@ -336,18 +337,41 @@ def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=N
         else:
             u = words(key, Stream.NOISE, slots[live, None], np.uint64(plane0) + planes[None, :], cols[live, None])
         und, got = undecided[live], out[live]
-        # all ones where the threshold's bit is 1 (a lane with bit 0 there is below it)
-        t = np.uint64(0) - ((threshold[live, None] >> (np.uint64(63) - planes[None, :]))
-                            & np.uint64(1))
-        for k in range(width):
-            got |= und & ~u[:, k] & t[:, k]
-            und &= ~(u[:, k] ^ t[:, k])
-            if k % 8 == 7 and not und.any():
-                break
+        if shared:
+            _compare_runs(u, int(threshold[0]), j0, width, und, got)
+        else:
+            # all ones where the threshold's bit is 1 (a lane with bit 0 there is below it)
+            t = np.uint64(0) - ((threshold[live, None] >> (np.uint64(63) - planes[None, :]))
+                                & np.uint64(1))
+            for k in range(width):
+                got |= und & ~u[:, k] & t[:, k]
+                und &= ~(u[:, k] ^ t[:, k])
+                if k % 8 == 7 and not und.any():
+                    break
         out[live], undecided[live] = got, und
         live = live[und != 0]
         j0 += width
     return out
+
+
+def _compare_runs(u: np.ndarray, threshold: int, j0: int, width: int, und: np.ndarray, got: np.ndarray) -> None:
+    """`_bit_sliced_at`'s comparison on planes j0 .. j0 + width (columns of u) against one
+    threshold, a run of equal threshold bits at a time (in place on und, got). Through a run of
+    0 bits a lane stays undecided while its bits are 0; through a run of 1 bits it fires at its
+    first 0 bit and stays undecided while they are 1: one reduction a run, not two operations a plane."""
+    k = 0
+    while k < width:
+        bit = (threshold >> (63 - j0 - k)) & 1
+        end = k + 1
+        while end < width and (threshold >> (63 - j0 - end)) & 1 == bit:
+            end += 1
+        if bit:
+            ones = np.bitwise_and.reduce(u[:, k:end], axis=1)
+            got |= und & ~ones
+            und &= ones
+        else:
+            und &= ~np.bitwise_or.reduce(u[:, k:end], axis=1)
+        k = end
 
 
 _THRESHOLDS: dict = {}
