@@ -180,12 +180,14 @@ def test_window_batched_collapse_matches_stim(seed):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_gate_layers_equal_gates_run_by_run(seed):
-    """Tableaux of up to 1024 qubits take consecutive gates on disjoint qubits as one layer
-    (TableauState.apply_layer); the same runs as the plain walk (fast_paths=False, each run of
-    one opcode on its own): noise, classically controlled gates, collapses and loops in between."""
+    """Tableaux of up to 4096 qubits take consecutive gates on disjoint qubits as one layer
+    (TableauState.apply_layer: the outputs that are products of one, two or three old rows as a
+    group each, in blocks of rows past a size); the same runs as the plain walk (fast_paths=False,
+    each run of one opcode on its own): noise, classically controlled gates, collapses and loops in
+    between. 2000 and 4096 qubits take several blocks a group, 4097 the runs one by one."""
     from .test_cuda_engine import rich_program
 
-    n = [3, 17, 64, 100, 257, 640, 1024, 1100][seed]
+    n = [3, 17, 64, 257, 1100, 2000, 4096, 4097][seed]
     program = rich_program(n, 6, 90 + seed, frames=False)
     sched = schedule(program)
     for repetition, reference in ((0, False), (3, False), (0, True)):

@@ -30,7 +30,7 @@ _UNITARY, _NOISE, _RECORD_NOISE, _FRAME = int(Kind.UNITARY), int(Kind.NOISE), in
 _COLLAPSES = (int(Kind.MEASURE), int(Kind.RESET), int(Kind.MEASURE_RESET))
 _ONE = np.uint64(1)
 _M, _R, _MR, _I = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"], opcodes.CODE["I"]
-_LAYER_WORDS = 16  # tableaux of up to 1024 qubits take their gates a layer at a time (measured crossover)
+_LAYER_WORDS = 64  # tableaux of up to 4096 qubits take their gates a layer at a time (measured crossover)
 _PAULI_OF_OP = {opcodes.CODE["X"]: 1, opcodes.CODE["Y"]: 2, opcodes.CODE["Z"]: 3}
 
 
@@ -249,6 +249,28 @@ def _frames_unitary(code, rows, fx, fz):
         fx[q1], fz[q1] = outs[2], outs[3]
 
 
+class _QubitMarks:
+    """A set of qubits as stamps in an array: adding or testing a run's qubits (its rows' A, or A
+    and B: -1, a one-qubit row's B, is never in the set) is a fancy index and a reduction, where a
+    Python set took a conversion of every qubit to an int (a tenth of a 2000-qubit reference run)."""
+
+    def __init__(self, n: int):
+        self.stamp = np.zeros(n + 1, dtype=np.int64)  # entry n: the -1 of a B column, kept at 0
+        self.now, self.empty = 1, True
+
+    def clear(self) -> None:
+        if not self.empty:
+            self.now, self.empty = self.now + 1, True
+
+    def meets(self, qubits: np.ndarray) -> bool:
+        return not self.empty and int(self.stamp[qubits].max()) == self.now  # stamps never pass `now`
+
+    def add(self, qubits: np.ndarray) -> None:
+        self.stamp[qubits] = self.now
+        self.stamp[-1] = 0
+        self.empty = False
+
+
 class _TableauPass:
     """One tableau-mode walk.
 
@@ -265,13 +287,13 @@ class _TableauPass:
         self.word, self.lane = repetition // 64, np.uint64(repetition % 64)
         self.fast = reference and bool(engine.fast_paths)
         self.pending: list = []  # deferred collapse rows (reference pass)
-        self.pending_qubits: set = set()
+        self.pending_qubits = _QubitMarks(program.num_qubits)
         self.pending_step = None
         # Small tableaux: consecutive gates on disjoint qubits are applied as one layer (the cost
         # there is per array operation, not per word); fast_paths=False applies them run by run.
         self.layers = bool(engine.fast_paths) and state.words <= _LAYER_WORDS
         self.layer: list = []  # (start, end, opcode) of the buffered gate runs
-        self.layer_qubits: set = set()
+        self.layer_qubits = _QubitMarks(program.num_qubits)
 
     def flush_layer(self) -> None:
         if not self.layer:
@@ -282,14 +304,16 @@ class _TableauPass:
         plan = cache.get(key)
         if plan is None:
             plan = cache[key] = layer_plan(self.state.n, [(op, ins[lo:hi, A], ins[lo:hi, B]) for lo, hi, op in self.layer])
-        self.layer, self.layer_qubits = [], set()
+        self.layer = []
+        self.layer_qubits.clear()
         self.state.apply_layer(plan)
 
     def flush(self) -> None:
         self.flush_layer()
         if self.pending:
             rows = np.concatenate(self.pending)
-            self.pending, self.pending_qubits = [], set()
+            self.pending = []
+            self.pending_qubits.clear()
             self.engine._collapse_run(self.state, rows, self.pending_step, self.records, self.key,
                                       self.repetition, self.reference)
 
@@ -343,16 +367,16 @@ class _TableauPass:
             self.flush_layer()  # whatever is not a gate sees every gate before it applied
         if self.fast:
             if kind in _COLLAPSES and rows[0, COND] < 0:
-                qs = rows[:, A].tolist()
-                if self.pending and (not self.pending_qubits.isdisjoint(qs) or (step.rec_shift, step.rand_shift)
+                qs = rows[:, A]
+                if self.pending and (self.pending_qubits.meets(qs) or (step.rec_shift, step.rand_shift)
                                      != (self.pending_step.rec_shift, self.pending_step.rand_shift)):
                     self.flush()  # a shared qubit, or another loop iteration's slots
                 self.pending.append(rows)
-                self.pending_qubits.update(qs)
+                self.pending_qubits.add(qs)
                 self.pending_step = step
                 return
-            if self.pending and (rows[0, COND] >= 0 or not self.pending_qubits.isdisjoint(
-                    rows[:, A].tolist() + rows[:, B].tolist())):
+            if self.pending and (rows[0, COND] >= 0 or opcodes.ARITY[step.op] == 0  # E: qubits in ext_qubits
+                                 or self.pending_qubits.meets(rows[:, A : B + 1])):
                 self.flush()
         if rows[0, COND] >= 0:  # barrier runs hold a single instruction
             refs = condition_refs(program, int(rows[0, COND]), step)
@@ -362,11 +386,10 @@ class _TableauPass:
             if step.op == _I:
                 return
             if self.layers and gate:
-                qs = rows[:, A].tolist() + [b for b in rows[:, B].tolist() if b >= 0]
-                if not self.layer_qubits.isdisjoint(qs):
+                if self.layer_qubits.meets(rows[:, A : B + 1]):
                     self.flush_layer()
                 self.layer.append((step.start, step.end, step.op))
-                self.layer_qubits.update(qs)
+                self.layer_qubits.add(rows[:, A : B + 1])
                 return
             state.apply_unitary(step.op, rows[:, A], rows[:, B])
         elif kind in _COLLAPSES:

@@ -16,6 +16,7 @@ from ...core.paulis import bit, popcount_rows, spread
 from ...core.tableau import InverseTableau
 
 _ONE = np.uint64(1)
+_BLOCK_BYTES = 1 << 18
 
 
 @functools.lru_cache(maxsize=None)
@@ -52,22 +53,42 @@ def _gate_plan(code: int):
     return arity, tuple(gathered), tuple(changes)
 
 
+@functools.lru_cache(maxsize=None)
+def _layer_template(code: int):
+    """`_gate_plan` by group, for `layer_plan`: (the output slots whose sign alone flips, {k: (output
+    slots [c], input slots [k, c], log_i [c])} for the outputs that are a product of k old rows);
+    a slot indexes the gate's rows (0 = X_q0, 1 = Z_q0, 2 = X_q1, 3 = Z_q1)."""
+    _, _, changes = _gate_plan(code)
+    flips = [g for g, _, inputs in changes if inputs == (g,)]
+    groups = {}
+    for k in (1, 2, 3):
+        mine = [(g, log_i, inputs) for g, log_i, inputs in changes if len(inputs) == k and inputs != (g,)]
+        if mine:
+            groups[k] = (np.array([g for g, _, _ in mine]), np.array([inputs for _, _, inputs in mine]).T,
+                         np.array([log_i for _, log_i, _ in mine], dtype=np.int64))
+    return np.array(flips, dtype=np.int64), groups
+
+
 def layer_plan(n: int, gates) -> tuple:
-    """(output rows, input rows [3, M], log_i [M]) of the gates (opcode, q0 array, q1 array) of a
-    layer (disjoint qubits) for TableauState.apply_layer; row 2n stands for the identity."""
-    out, ins, logs = [], ([], [], []), []
+    """The gates (opcode, q0 array, q1 array) of a layer (disjoint qubits) laid out for
+    TableauState.apply_layer: (rows whose sign alone flips, [(output rows [M], input rows [k, M],
+    log_i [M]) for the outputs that are a product of k = 1, 2, 3 old rows])."""
+    flips, parts = [], {1: [], 2: [], 3: []}
     for code, q0, q1 in gates:
-        arity, _, changes = _gate_plan(code)
-        rows = (q0, q0 + n) if arity == 1 else (q0, q0 + n, q1, q1 + n)
-        for g, log_i, inputs in changes:
-            out.append(rows[g])
-            for k in range(3):
-                ins[k].append(rows[inputs[k]] if k < len(inputs) else np.full(len(q0), 2 * n))
-            logs.append(np.full(len(q0), log_i))
-    if not out:
-        return np.zeros(0, dtype=np.int64), np.zeros((3, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return (np.concatenate(out).astype(np.int64), np.stack([np.concatenate(i) for i in ins]).astype(np.int64),
-            np.concatenate(logs).astype(np.int64))
+        q0 = q0.astype(np.int64)
+        if opcodes.ARITY[code] == 1:
+            rows = np.stack((q0, q0 + n))
+        else:
+            q1 = q1.astype(np.int64)
+            rows = np.stack((q0, q0 + n, q1, q1 + n))
+        flip_slots, groups = _layer_template(code)
+        if len(flip_slots):
+            flips.append(rows[flip_slots].reshape(-1))
+        for k, (out, ins, logs) in groups.items():  # output-major, gate-minor
+            parts[k].append((rows[out].reshape(-1), rows[ins].reshape(k, -1), np.repeat(logs, len(q0))))
+    laid = tuple((np.concatenate([o for o, _, _ in got]), np.concatenate([i for _, i, _ in got], axis=1),
+                  np.concatenate([g for _, _, g in got])) for k, got in parts.items() if got)
+    return (np.concatenate(flips) if flips else np.zeros(0, dtype=np.int64)), laid
 
 
 def _product_log(a: np.ndarray, b: np.ndarray, words: int, counts: np.ndarray):
@@ -80,7 +101,7 @@ def _product_log(a: np.ndarray, b: np.ndarray, words: int, counts: np.ndarray):
     product = a ^ b
     anti = np.bitwise_xor(bx & az, xz, out=counts[0])
     np.bitwise_and(product[:, :words] ^ product[:, words:] ^ xz, anti, out=counts[1])
-    tallies = np.bitwise_count(counts).sum(axis=2, dtype=np.int64)
+    tallies = popcount_rows(counts)
     return product, tallies[0] + 2 * tallies[1]
 
 
@@ -134,20 +155,35 @@ class TableauState:
             S[rows[g]] = sign
 
     def apply_layer(self, plan) -> None:
-        """Apply a layer of gates on disjoint qubits, any opcodes, as `layer_plan` laid it out: every
-        changed output row is i^log times the product of at most three old rows, so the whole
-        layer is a fixed few dozen array operations (what a small tableau's time is made of)."""
-        out, inputs, logs = plan
-        W = self.words
-        table = np.concatenate([self.T, np.zeros((1, 2 * W), dtype=np.uint64)])  # row 2n: the identity
-        signs = np.append(self.S, np.uint8(0)).astype(np.int64)
-        counts = np.empty((2, len(out), W), dtype=np.uint64)
-        acc, log = table[inputs[0]], logs + 2 * (signs[inputs[0]] + signs[inputs[1]] + signs[inputs[2]])
-        for k in (1, 2):
-            acc, phase = _product_log(acc, table[inputs[k]], W, counts)
-            log = log + phase
-        self.T[out] = acc
-        self.S[out] = ((log & 3) >> 1).astype(np.uint8)
+        """Apply a layer of gates on disjoint qubits, any opcodes, as `layer_plan` laid it out: the
+        outputs that are a product of one, two or three old rows each go as one group, so a layer
+        costs a few dozen array operations whatever its opcodes (where a run of one opcode at a
+        time costs that many per opcode). Every output is made from the old rows before any is
+        written."""
+        flips, groups = plan
+        T, S, W = self.T, self.S, self.words
+        made = []
+        step = max(64, _BLOCK_BYTES // (16 * W))  # outputs a block: its rows and temporaries stay in cache
+        for out, inputs, logs in groups:
+            log = logs + 2 * S[inputs].astype(np.int64).sum(axis=0)
+            if len(inputs) == 1:
+                made.append((out, np.take(T, inputs[0], axis=0), ((log & 3) >> 1).astype(np.uint8)))
+                continue
+            result = np.empty((len(out), 2 * W), dtype=np.uint64)
+            counts = np.empty((2, min(step, len(out)), W), dtype=np.uint64)
+            for lo in range(0, len(out), step):
+                hi = min(len(out), lo + step)
+                acc = np.take(T, inputs[0, lo:hi], axis=0)
+                for rows in inputs[1:]:
+                    acc, phase = _product_log(acc, np.take(T, rows[lo:hi], axis=0), W, counts[:, : hi - lo])
+                    log[lo:hi] += phase
+                result[lo:hi] = acc
+            made.append((out, result, ((log & 3) >> 1).astype(np.uint8)))
+        for out, acc, sign in made:
+            T[out] = acc
+            S[out] = sign
+        if len(flips):
+            S[flips] ^= np.uint8(1)
 
     def _apply_one(self, arity: int, outputs, q0: int, q1: int) -> None:
         """`apply_unitary` for a single gate (a run of one, as in a chain of dependent gates):
@@ -333,7 +369,7 @@ def _cx_fan(X: np.ndarray, Z: np.ndarray, S: np.ndarray, p: int, victims: np.nda
     controls = np.flatnonzero(bit(X, p))  # only rows with x_p set change X or their sign
     if len(controls):
         xs = X[controls, w0:]
-        mc, zp = m[controls], bit(Z[controls], p).astype(np.int64)
+        mc, zp = m[controls], ((Z[controls, p >> 6] >> np.uint64(p & 63)) & _ONE).astype(np.int64)  # one word a row
         term = (popcount_rows(zv[controls] & xs) ^ (mc & (1 ^ zp)) ^ (mc >> 1)) & 1
         S[controls] ^= term.astype(np.uint8)
         X[controls, w0:] = xs ^ v
