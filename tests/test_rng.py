@@ -145,3 +145,20 @@ def test_bit_sliced_draws_equal_their_definition(probs):
     picked = list(zip(rows.tolist(), cols.tolist()))[:: max(1, len(rows) // 12)][:12] + [(0, 0), (3, 7)]
     for r, c in picked:
         assert int(got[r, c]) == _bernoulli_word(key, int(slots[r]), float(probs[r]), 40 + c), (probs[r], r, c)
+
+
+@pytest.mark.parametrize("p", [0.0, 1e-3, 0.05, 0.2, 0.9])
+def test_firing_lanes_equal_the_unpacked_bits(p):
+    """draws._firing_lanes (a lane a round, up to _SPARSE_LANES lanes a word; unpacked past that)
+    lists the set bits entry-major, lanes ascending, as np.nonzero of the unpacked bits does: words
+    with none, one, eight, nine and 64 lanes (bit 63 among them)."""
+    from cirq_quasarq.core import draws
+
+    r = np.random.default_rng(int(p * 1000))
+    bits = r.random((300, 64)) < p
+    bits[0], bits[1, :8], bits[2, 55:], bits[3], bits[4, 63] = False, True, True, True, True
+    for rows in (bits, bits[:1], bits[:2], bits[:0], bits[[0, 1, 4]]):
+        fire = np.packbits(rows, axis=1, bitorder="little").view(np.uint64).reshape(-1)
+        want = np.nonzero(rows)
+        got = draws._firing_lanes(fire)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want)), (p, len(rows))

@@ -41,8 +41,7 @@ def sparse_channels(key, channels, slot_lists, start: int, count: int) -> list:
     # Which Pauli each erring shot of a channel of several Paulis gets: one draw for all of them.
     several = np.repeat([len(ch.probs) > 1 for ch in channels], np.diff(cuts))
     chosen = np.flatnonzero(several)
-    lanes = np.unpackbits(fire[chosen].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    entry, lane = np.nonzero(lanes)
+    entry, lane = _firing_lanes(fire[chosen])
     entry = chosen[entry]
     shots = (np.uint64(start) + c[entry].astype(np.uint64)) * np.uint64(64) + lane.astype(np.uint64)
     u = rng.words(key, rng.Stream.NOISE_CHOICE, slots[r[entry]], 0, shots)
@@ -54,6 +53,33 @@ def sparse_channels(key, channels, slot_lists, start: int, count: int) -> list:
         xm, zm = _channel_paulis(channel, fire[lo:hi], entry[pick] - lo, lane[pick], u[pick])
         out.append((r[lo:hi] - bounds[i], c[lo:hi], xm, zm))
     return out
+
+
+_SPARSE_LANES = 8  # words with at most this many firing lanes list them a lane at a time
+
+
+def _firing_lanes(fire: np.ndarray):
+    """(entry, lane) of every set bit of the words `fire`, entry-major and lanes ascending (what
+    np.nonzero of the unpacked bits gives). Noise words hold a lane or two: their lowest set bits
+    are taken off a round at a time (a few operations on the words), where unpacking made 64 bytes
+    a word to scan."""
+    counts = np.bitwise_count(fire)
+    rounds = int(counts.max()) if len(fire) else 0
+    if rounds > _SPARSE_LANES:
+        return np.nonzero(np.unpackbits(fire.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"))
+    starts = np.zeros(len(fire) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    entry = np.repeat(np.arange(len(fire)), counts)
+    lane = np.empty(int(starts[-1]), dtype=np.int64)
+    live = np.flatnonzero(counts)
+    rest, at = fire[live], starts[live]
+    for _ in range(rounds):
+        low = rest & (np.uint64(0) - rest)
+        lane[at] = np.bitwise_count(low - _ONE)  # the lowest set bit's index: the ones below it
+        rest ^= low
+        keep = rest != 0
+        rest, at = rest[keep], at[keep] + 1
+    return entry, lane
 
 
 def _channel_paulis(channel, fire, entry, lane, u):
