@@ -23,7 +23,7 @@ from ..base import Engine, TableauRun, gib
 from . import linear
 from .frames import confuse, controlled_pauli, frame_plan
 from .noise import Draws, walked_inventory
-from .tableau import TableauState, layer_plan
+from .tableau import GateTable, TableauState
 
 Kind = opcodes.Kind
 _UNITARY, _NOISE, _RECORD_NOISE, _FRAME = int(Kind.UNITARY), int(Kind.NOISE), int(Kind.RECORD_NOISE), int(Kind.FRAME)
@@ -292,18 +292,19 @@ class _TableauPass:
         # Small tableaux: consecutive gates on disjoint qubits are applied as one layer (the cost
         # there is per array operation, not per word); fast_paths=False applies them run by run.
         self.layers = bool(engine.fast_paths) and state.words <= _LAYER_WORDS
-        self.layer: list = []  # (start, end, opcode) of the buffered gate runs
+        self.layer: list = []  # (start, end) of the buffered gate runs
         self.layer_qubits = _QubitMarks(program.num_qubits)
 
     def flush_layer(self) -> None:
         if not self.layer:
             return
-        ins = self.schedule.instructions
-        cache = self.program.derived.setdefault("numpy_layers", {})
-        key = tuple(self.layer)
-        plan = cache.get(key)
-        if plan is None:
-            plan = cache[key] = layer_plan(self.state.n, [(op, ins[lo:hi, A], ins[lo:hi, B]) for lo, hi, op in self.layer])
+        derived = self.program.derived
+        table = derived.get("numpy_gates")
+        if table is None or table.instructions is not self.schedule.instructions:
+            table = derived["numpy_gates"] = GateTable(self.state.n, self.schedule.instructions)
+        layer = self.layer
+        adjoining = all(lo == hi for (_, hi), (lo, _) in zip(layer, layer[1:]))  # one range of rows
+        plan = table.plan(layer[0][0], layer[-1][1]) if adjoining else table.plan_of(layer)
         self.layer = []
         self.layer_qubits.clear()
         self.state.apply_layer(plan)
@@ -388,7 +389,7 @@ class _TableauPass:
             if self.layers and gate:
                 if self.layer_qubits.meets(rows[:, A : B + 1]):
                     self.flush_layer()
-                self.layer.append((step.start, step.end, step.op))
+                self.layer.append((step.start, step.end))
                 self.layer_qubits.add(rows[:, A : B + 1])
                 return
             state.apply_unitary(step.op, rows[:, A], rows[:, B])
