@@ -251,3 +251,35 @@ def test_a_window_with_an_identity_row_waits_for_the_rows_that_may_join_it(monke
     got, want = pieces_schedule(program, [ins[:3], ins[3:]]), schedule(program)
     for field in ("instructions", "runs", "loop_runs"):
         assert np.array_equal(getattr(got, field), getattr(want, field)), field
+
+
+def test_the_compile_ahead_in_its_thread_gives_the_pieces_of_the_compile_in_line():
+    """StreamedCompile(ahead=True) compiles in a thread of its own: the same pieces, schedules and
+    Program as in line; an error of the compile reaches the consumer as itself; a consumer that stops
+    early stops the compile (after its piece) and leaves no thread behind."""
+    import threading
+
+    circuit = paper_random_circuit_stim(300, 40, seed=5)
+    runs = {}
+    for ahead in (False, True):
+        clear_stim_cache()
+        compiling = shots.StreamedCompile(circuit, 9, ahead=ahead)
+        runs[ahead] = [(p.instructions.copy(), s.runs.copy()) for p, s in compiling], compiling.whole()
+    (got, (prog_a, sched_a)), (want, (prog_b, sched_b)) = runs[True], runs[False]
+    assert len(got) == len(want) > 2
+    for (ga, gb), (wa, wb) in zip(got, want):
+        assert np.array_equal(ga, wa) and np.array_equal(gb, wb)
+    assert_same_program(prog_a, prog_b)
+    assert np.array_equal(sched_a.instructions, sched_b.instructions)
+
+    noisy = paper_random_circuit_stim(300, 40, seed=6)
+    noisy.append("X_ERROR", [0], 0.1)
+    with pytest.raises(NotStreamable):
+        list(shots.StreamedCompile(noisy, 9))
+
+    before = threading.active_count()
+    compiling = shots.StreamedCompile(paper_random_circuit_stim(300, 40, seed=7), 9)
+    pieces = iter(compiling)
+    next(pieces)
+    pieces.close()  # the consumer gives up after one piece
+    assert not compiling._compiling._thread.is_alive() and threading.active_count() == before
