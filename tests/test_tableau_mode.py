@@ -212,8 +212,7 @@ def test_gate_layers_across_loop_iterations_and_gaps(text):
     """A layer whose runs are not one range of rows (across loop iterations, or around rows that
     apply nothing) takes its plan range by range: the same records and tableau as the run-by-run
     walk, and Stim's inverse tableau."""
-    import stim
-
+    stim = pytest.importorskip("stim")
     from cirq_quasarq.compiler.stim_circuit import compile_stim
 
     circuit = stim.Circuit(text)
