@@ -162,3 +162,20 @@ def test_firing_lanes_equal_the_unpacked_bits(p):
         want = np.nonzero(rows)
         got = draws._firing_lanes(fire)
         assert all(np.array_equal(a, b) for a, b in zip(got, want)), (p, len(rows))
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (5000, 9), (9, 5000), (2, 20000), (40000,)])
+def test_philox_passes_give_the_counters_as_one_pass(monkeypatch, shape):
+    """philox4x32 above one pass: blocks of the first axis (broadcast counters left as they are), or
+    the counters flattened where a row is longer than a pass; each against one pass of everything."""
+    key = rng.make_key(31)
+    r = np.random.default_rng(len(shape))
+    c0 = r.integers(0, 2**40, size=shape[:1] + (1,) * (len(shape) - 1), dtype=np.uint64)
+    c1 = r.integers(0, 2**32, size=shape, dtype=np.uint64)
+    c2 = r.integers(0, 2**32, size=shape[-1:], dtype=np.uint64)
+    monkeypatch.setattr(rng, "_BLOCK", 1 << 40)
+    want = rng.philox4x32(c0, c1, c2, np.uint64(3), key)  # one pass
+    monkeypatch.setattr(rng, "_BLOCK", 1000)
+    got = rng.philox4x32(c0, c1, c2, np.uint64(3), key)
+    for g, w in zip(got, want):
+        assert g.shape == shape and np.array_equal(g, w)

@@ -98,13 +98,26 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     if total <= _BLOCK:  # one pass, the counters as they are
         ac, bd = _philox_pass(c0, c1, c2, c3, shape, rounds)
         return ac[0].reshape(shape), bd[0].reshape(shape), ac[1].reshape(shape), bd[1].reshape(shape)
-    flat = [c.reshape(-1) if c.shape == shape else np.broadcast_to(c, shape).reshape(-1) for c in (c0, c1, c2, c3)]
-    outs = np.empty((4, total), dtype=np.uint64)
-    for lo in range(0, total, _BLOCK):
-        hi = min(total, lo + _BLOCK)
-        ac, bd = _philox_pass(*(f[lo:hi] for f in flat), (hi - lo,), rounds)
-        outs[0, lo:hi], outs[1, lo:hi], outs[2, lo:hi], outs[3, lo:hi] = ac[0], bd[0], ac[1], bd[1]
-    return tuple(o.reshape(shape) for o in outs)
+    if total // shape[0] > _BLOCK:  # rows longer than a pass: passes over the counters flattened
+        flat = [np.broadcast_to(c, shape).reshape(-1) for c in (c0, c1, c2, c3)]
+        outs = np.empty((4, total), dtype=np.uint64)
+        for lo in range(0, total, _BLOCK):
+            hi = min(total, lo + _BLOCK)
+            ac, bd = _philox_pass(*(f[lo:hi] for f in flat), (hi - lo,), rounds)
+            outs[0, lo:hi], outs[1, lo:hi], outs[2, lo:hi], outs[3, lo:hi] = ac[0], bd[0], ac[1], bd[1]
+        return tuple(o.reshape(shape) for o in outs)
+    # Passes over blocks of the first axis, each counter array sliced where it varies along it and
+    # broadcast as it is otherwise (no full-size copies of broadcast counters)
+    counters = [c.reshape((1,) * (len(shape) - c.ndim) + c.shape) for c in (c0, c1, c2, c3)]
+    outs = np.empty((4,) + shape, dtype=np.uint64)
+    step = _BLOCK // (total // shape[0])
+    for lo in range(0, shape[0], step):
+        hi = min(shape[0], lo + step)
+        part = (hi - lo,) + shape[1:]
+        ac, bd = _philox_pass(*(c[lo:hi] if c.shape[0] > 1 else c for c in counters), part, rounds)
+        outs[0, lo:hi], outs[1, lo:hi] = ac[0].reshape(part), bd[0].reshape(part)
+        outs[2, lo:hi], outs[3, lo:hi] = ac[1].reshape(part), bd[1].reshape(part)
+    return tuple(outs)
 
 
 def _philox_pass(c0, c1, c2, c3, shape, rounds):
