@@ -68,7 +68,7 @@ STREAM_PIECES = 12
 # Below this many qubits the host's work bounds a streamed call, and the compile runs in a thread of
 # its own (StreamedCompile's `ahead`). Above it the device's work does (it grows as n^2, the host's
 # as n), and the thread's competition for the interpreter lock only delays the engine's enqueues:
-# H100, the paper's circuits, 100k qubits 1.82-1.96 -> 1.55-1.64 s, 180k 4.51-4.66 -> 4.58-4.83 s.
+# H100, the paper's circuits, 100k qubits 1.77-1.96 -> 1.54-1.67 s, 180k 4.51-4.66 -> 4.58-4.83 s.
 AHEAD_MAX_QUBITS = 150_000
 
 
@@ -146,7 +146,7 @@ class _Ahead:
 
     After its first item it waits until the second is asked for: the consumer's work on the first
     (an engine's first windows) then goes first. Stim prints a piece of a circuit to text without
-    letting go of the interpreter lock, so running on at once delayed the device's start by 0.1 s
+    letting go of the interpreter lock, so running on at once delayed the device's start by 0.1-0.16 s
     at 180k qubits, which the rest of the run, bound by the device there, never won back."""
 
     def __init__(self, generator):
