@@ -283,3 +283,34 @@ def test_the_compile_ahead_in_its_thread_gives_the_pieces_of_the_compile_in_line
     next(pieces)
     pieces.close()  # the consumer gives up after one piece
     assert not compiling._compiling._thread.is_alive() and threading.active_count() == before
+
+
+class InterruptedAfterOnePiece(StreamingNumpy):
+    """The engine taking one piece, then interrupted (Ctrl-C while the device runs the pieces)."""
+
+    def run_reference_pieces(self, num_qubits, num_records, pieces, key, whole=None):
+        for _ in pieces:
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_streamed_call_stops_its_compile_and_keeps_nothing(monkeypatch):
+    """Ctrl-C in a streamed first call: the interrupt reaches the caller, the compile's thread has
+    stopped, the compile cache holds nothing for the circuit, and the next call samples the bits of
+    a call never interrupted."""
+    import threading
+
+    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 100)
+    clear_stim_cache()
+    circuit = paper_random_circuit_stim(400, 30, seed=12)
+    before = threading.active_count()
+    sim = QuasarqSimulator(seed=3, device="cpu")
+    sim.engine = InterruptedAfterOnePiece()
+    with pytest.raises(KeyboardInterrupt):
+        sim.sample_measurements(circuit, 100, bit_packed=True)
+    assert threading.active_count() == before and cached_stim(circuit) is None
+    sim.engine = StreamingNumpy()
+    again = sim.sample_measurements(circuit, 100, bit_packed=True)
+    assert sim.engine.streamed == 1
+    clear_stim_cache()  # the interrupted call drew no key (a call draws it after the compile)
+    plain = QuasarqSimulator(seed=3, device="cpu").sample_measurements(circuit, 100, bit_packed=True)
+    assert np.array_equal(again, plain)
