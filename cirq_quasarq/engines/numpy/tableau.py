@@ -18,6 +18,7 @@ from ...core.tableau import InverseTableau
 
 _ONE = np.uint64(1)
 _BLOCK_BYTES = 1 << 18
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,69 +55,53 @@ def _gate_plan(code: int):
     return arity, tuple(gathered), tuple(changes)
 
 
-@functools.lru_cache(maxsize=None)
-def _layer_template(code: int):
-    """`_gate_plan` by group, for `GateTable`: (the output slots whose sign alone flips, {k: (output
-    slots [c], input slots [k, c], log_i [c])} for the outputs that are a product of k old rows);
-    a slot indexes the gate's rows (0 = X_q0, 1 = Z_q0, 2 = X_q1, 3 = Z_q1)."""
-    _, _, changes = _gate_plan(code)
-    flips = [g for g, _, inputs in changes if inputs == (g,)]
-    groups = {}
-    for k in (1, 2, 3):
-        mine = [(g, log_i, inputs) for g, log_i, inputs in changes if len(inputs) == k and inputs != (g,)]
-        if mine:
-            groups[k] = (np.array([g for g, _, _ in mine]), np.array([inputs for _, _, inputs in mine]).T,
-                         np.array([log_i for _, log_i, _ in mine], dtype=np.int64))
-    return np.array(flips, dtype=np.int64), groups
-
-
 class GateTable:
-    """Every unitary row's changed outputs (`_layer_template`), in the order of the rows they come
-    from, for TableauState.apply_layer: the plan of a layer of gate runs is a slice of each part
-    where the runs are consecutive rows (`plan`), and their slices joined otherwise (`plan_of`).
-    Made once a program by opcode, a few array operations each, where a plan made for each layer
-    took a hundred (a fifth of a first 2000-qubit reference run)."""
+    """Every unitary row's changed outputs (`_gate_plan`: a sign alone flipped, or a product of one,
+    two or three old rows), in the order of the rows they come from, for TableauState.apply_layer:
+    the plan of a layer of gate runs is a slice of each part where the runs are consecutive rows
+    (`plan`), and their slices joined otherwise (`plan_of`). Made once a program by opcode, a few
+    array operations each, where a plan made for each layer took a hundred (a fifth of a first
+    2000-qubit reference run)."""
 
     def __init__(self, n: int, instructions: np.ndarray):
         self.instructions = instructions
         ops = instructions[:, OP]
-        flips, parts = [], {1: [], 2: [], 3: []}
+        flips, parts = [], {1: [], 2: [], 3: []}  # (row, output, log_i, inputs...) arrays
         for code in np.flatnonzero(np.bincount(ops, minlength=opcodes.NUM_OPCODES)).tolist():
             if opcodes.KIND[code] != opcodes.Kind.UNITARY or opcodes.ARITY[code] == 0:
                 continue
-            flip_slots, groups = _layer_template(code)
-            if not len(flip_slots) and not groups:
+            arity, _, changes = _gate_plan(code)
+            if not changes:
                 continue
             at = np.flatnonzero(ops == code)
             q0 = instructions[at, A].astype(np.int64)
-            slots = [q0, q0 + n]
-            if opcodes.ARITY[code] == 2:
+            slots = [q0, q0 + n]  # 0 = X_q0, 1 = Z_q0, 2 = X_q1, 3 = Z_q1
+            if arity == 2:
                 q1 = instructions[at, B].astype(np.int64)
                 slots += [q1, q1 + n]
-            flips += [(at, slots[g]) for g in flip_slots.tolist()]
-            for k, (out, ins, logs) in groups.items():
-                parts[k] += [(at, slots[g], [slots[i] for i in ins[:, c].tolist()], np.full(len(at), logs[c]))
-                             for c, g in enumerate(out.tolist())]
-        self.flips = self._in_row_order(flips) if flips else None
-        self.groups = [self._in_row_order(got) for got in parts.values() if got]
+            for g, log_i, inputs in changes:
+                if inputs == (g,):  # its own row, sign flipped
+                    flips.append((at, slots[g]))
+                else:
+                    parts[len(inputs)].append((at, slots[g], np.full(len(at), log_i), *(slots[i] for i in inputs)))
+        self.flips = self._in_row_order(flips) if flips else (_NONE, _NONE)
+        self.groups = []
+        for got in parts.values():
+            if got:
+                at, out, logs, *ins = self._in_row_order(got)
+                self.groups.append((at, out, np.stack(ins), logs))
 
     @staticmethod
-    def _in_row_order(parts):
-        """(row of each entry, then its fields) of parts (row array, fields...), ordered by row."""
-        at = np.concatenate([p[0] for p in parts])
-        order = np.argsort(at, kind="stable")
-        fields = [at[order]]
-        for j in range(1, len(parts[0])):
-            if isinstance(parts[0][j], list):  # input rows: [k, M]
-                fields.append(np.stack([np.concatenate([p[j][i] for p in parts]) for i in range(len(parts[0][j]))])[:, order])
-            else:
-                fields.append(np.concatenate([p[j] for p in parts])[order])
-        return tuple(fields)
+    def _in_row_order(parts) -> list:
+        """The parts' fields (row, then the others), each joined over the parts and ordered by row."""
+        columns = [np.concatenate(field) for field in zip(*parts)]
+        order = np.argsort(columns[0], kind="stable")
+        return [column[order] for column in columns]
 
     def plan(self, lo: int, hi: int) -> tuple:
         """The plan of the gates of rows [lo, hi) (as `apply_layer` takes it: views)."""
-        at, rows = self.flips if self.flips is not None else (None, None)
-        flips = rows[np.searchsorted(at, lo) : np.searchsorted(at, hi)] if at is not None else _NONE
+        at, rows = self.flips
+        flips = rows[np.searchsorted(at, lo) : np.searchsorted(at, hi)]
         groups = []
         for at, out, ins, logs in self.groups:
             a, b = np.searchsorted(at, lo), np.searchsorted(at, hi)
@@ -134,9 +119,6 @@ class GateTable:
                 by_arity.setdefault(len(ins), []).append((out, ins, logs))
         return flips, tuple((np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got], axis=1),
                              np.concatenate([g[2] for g in got])) for _, got in sorted(by_arity.items()))
-
-
-_NONE = np.zeros(0, dtype=np.int64)
 
 
 def _product_log(a: np.ndarray, b: np.ndarray, words: int, counts: np.ndarray):
