@@ -173,3 +173,39 @@ def test_frame_plan_with_correlated_errors_of_different_sizes_in_a_loop():
     expected = _sample(WALKED, program, shots, 7)
     for fast in (True, "always"):
         np.testing.assert_array_equal(_sample(NumpyEngine(fast_paths=fast), program, shots, 7), expected)
+
+
+@pytest.mark.parametrize("e_first", [True, False])
+def test_frame_plan_with_one_channel_on_e_and_on_a_named_target_in_a_loop(e_first):
+    """One channel given to an E row (targets listed in ext_qubits) and to X_ERROR rows (a target
+    named in the row) of one loop body, E's step before theirs or after, its target touched by
+    nothing else in the loop: the fold's qubit set takes each opcode's targets its own way (it once
+    read every row of the channel the way of its first: an X_ERROR row's qubit as an ext offset, or
+    E's ext offset as a qubit, and failed)."""
+    from cirq_quasarq.core.program import ProgramBuilder
+
+    b = ProgramBuilder(6)
+    flip = b.channel_id(1, [0.2], [[1]])
+    b.next_step()
+    for q in range(6):
+        b.gate("H", q)
+    b.begin_loop(5)
+    steps = [lambda: b.noise("E", [5], flip, ext_paulis=[1]),
+             lambda: (b.noise("X_ERROR", [1], flip), b.noise("X_ERROR", [3], flip))]
+    for emit in (steps if e_first else steps[::-1]):
+        b.next_step()
+        emit()
+    b.next_step()
+    b.gate("CX", 1, 2)
+    b.gate("CX", 4, 3)
+    b.next_step()
+    for q in range(5):
+        b.measure(q)
+    b.end_loop()
+    b.next_step()
+    b.measure(5)
+    program = b.build()
+    shots = 64 * 3 + 5
+    expected = _sample(WALKED, program, shots, 3)
+    for fast in (True, "always"):
+        np.testing.assert_array_equal(_sample(NumpyEngine(fast_paths=fast), program, shots, 3), expected)

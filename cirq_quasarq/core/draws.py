@@ -118,7 +118,8 @@ def channel_masks(key, channel, slots: np.ndarray, start: int, count: int
 
 
 def noise_targets(program: Program, rows: np.ndarray) -> np.ndarray:
-    """int [k, arity] qubits of noise instructions of one channel arity."""
+    """int [k, arity] qubits of noise instructions of one channel and one opcode (E lists its
+    targets in ext_qubits, the others name them in A and B)."""
     if opcodes.ARITY[rows[0, 0]] == 0:
         return np.stack([program.ext_qubits[a : a + b] for a, b in zip(rows[:, 1], rows[:, 2])])
     arity = opcodes.ARITY[rows[0, 0]]

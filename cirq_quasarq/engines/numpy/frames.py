@@ -301,8 +301,10 @@ def _localised(rows: np.ndarray, local: Dict[int, int]) -> np.ndarray:
 def _touched_qubits(program: Program, rows: np.ndarray) -> np.ndarray:
     qs = [rows[opcodes.ARITY[rows[:, OP]] >= 1, A], rows[opcodes.ARITY[rows[:, OP]] >= 2, B]]
     noise = rows[opcodes.KIND[rows[:, OP]] == Kind.NOISE]
-    for aux in np.unique(noise[:, AUX]):  # one channel, one number of targets
-        qs.append(noise_targets(program, noise[noise[:, AUX] == aux]).ravel())
+    # by channel and opcode: one channel's rows may be of an opcode that names its targets (X_ERROR)
+    # and of one that lists them in ext_qubits (E)
+    for aux, op in np.unique(noise[:, [AUX, OP]], axis=0).tolist():
+        qs.append(noise_targets(program, noise[(noise[:, AUX] == aux) & (noise[:, OP] == op)]).ravel())
     qs = np.unique(np.concatenate(qs).astype(np.int64))
     return qs[qs >= 0]
 
