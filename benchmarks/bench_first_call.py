@@ -16,8 +16,10 @@ sampling). Peers (`--peers`, where installed): quasarq's first and repeat call t
 process of its own (warmed as above), so that no case inherits another's result memory (a kept
 page-locked buffer, or the miss count that makes one); `--same-process` runs them one after the
 other in this one. `--baseline DIR` runs each case also with the cirq_quasarq of another checkout,
-in turn with this one, and `--samples N` repeats the whole sequence: the code before and after a
-change in one run, several times (this host's Python timings move by 30-50 % between samples).
+in turn with this one (the baseline first in every other sample: the second process of a pair had
+read 0.1 s slower at 180k qubits with the same code in both), and `--samples N` repeats the whole
+sequence: the code before and after a change in one run, several times (this host's Python timings
+move by 30-50 % between samples).
 One JSON line a case and sample; `first_gc_s` / `repeat_gc_s` are the seconds the cyclic
 garbage collector ran inside those calls (a full collection of a process with Cirq imported takes
 about 100 ms, and lands in whichever call allocates when it comes due).
@@ -239,10 +241,13 @@ def main(argv=None):
             ours_args = ["--ours-only", name, "--device", args.device]
             if args.same_process:
                 rows = [ours(name, args.device)]
+            elif args.baseline and sample % 2:  # the two versions in turn, the baseline first every other sample
+                rows = [_in_own_process(ours_args, name, "cirq-quasarq", baseline=args.baseline),
+                        _in_own_process(ours_args, name, "cirq-quasarq")]
             else:
                 rows = [_in_own_process(ours_args, name, "cirq-quasarq")]
-            if args.baseline:
-                rows.append(_in_own_process(ours_args, name, "cirq-quasarq", baseline=args.baseline))
+                if args.baseline:
+                    rows.append(_in_own_process(ours_args, name, "cirq-quasarq", baseline=args.baseline))
             if args.peers:
                 rows.append(_in_own_process(["--peer-only", name], name, "quasarq"))
             for row in rows:

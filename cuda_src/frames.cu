@@ -10,11 +10,16 @@
 //                          traffic is the records (and the program); for n up to ~14k qubits.
 //   frames_program_global  the same program walk with the slab in global memory (gslab, 2*n*S
 //                          words per block): any n.
+//   frames_program_spread  the same walk by every block of the grid on the same S words (one slab in
+//                          global memory), each block a share of every run, a grid barrier between
+//                          windows (grid_barrier.cuh): a call of few shot words, to which the two
+//                          above give few blocks, each walking every row on one multiprocessor.
 // Records: out[r*out_stride + (b*S + j)] = measured bits (reference XOR frame flip) of record r
 // for the chunk's words; ref[r] is the reference sample's record bit.
-// Launch contract: 1-D grid of ceil(chunk_words / S) blocks, blockDim.x == QQ_FRAME_BLOCK (two
-// blocks a multiprocessor); word0 is the chunk's first absolute shot word, so every random word
-// depends on absolute (slot, word, shot) only and results do not depend on S or chunking.
+// Launch contract: 1-D grid of ceil(chunk_words / S) blocks (spread: S >= chunk_words, and no more
+// blocks than are resident at once), blockDim.x == QQ_FRAME_BLOCK (two blocks a multiprocessor);
+// word0 is the chunk's first absolute shot word, so every random word depends on absolute (slot,
+// word, shot) only and results do not depend on S, chunking or the kernel.
 // defer_noise: noise runs take every word's any-lane draw first and finish only the words that
 // fired, 32 at a time per warp (qq_noise_run); 0 runs each word in place (its oracle).
 // shot_rows (may be null): the block also writes its words' records in Stim's shot-major layout
@@ -23,6 +28,7 @@
 // through stage_bytes >= 64 * row_bytes of the dynamic shared memory (qq_shot_major_epilogue).
 #include "paulis.cuh"
 #include "tables.cuh"
+#include "grid_barrier.cuh"
 
 #define QQ_FRAME_BLOCK 512
 #define QQ_MAX_CONFUSION_BITS 16
@@ -262,20 +268,34 @@ __device__ __forceinline__ void qq_shot_major_epilogue(const qq_u64* out, int ou
     }
 }
 
-template <bool SHARED>
+// SPREAD: every block of the launch walks the program on the same words [0, chunk_words) (S of
+// them at least), its frames in one global slab, and takes a share of every run: a grid barrier
+// (grid_barrier.cuh) where the block kernels take __syncthreads. For calls of few shot words,
+// whose blocks would otherwise be few and each walk every row on one multiprocessor.
+template <bool SHARED, bool SPREAD>
 __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsigned char* ref, qq_u64* out,
                                                   int out_stride, long long word0, int chunk_words, int S,
                                                   qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
-                                                  unsigned char* shot_rows, int row_bytes, int stage_bytes) {
+                                                  unsigned char* shot_rows, int row_bytes, int stage_bytes,
+                                                  unsigned* bar) {
     extern __shared__ __align__(16) qq_u64 qq_slab[];
     const size_t n = (size_t)T->n;
-    const int b0 = blockIdx.x * S;
+    const int b0 = SPREAD ? 0 : blockIdx.x * S;
     const int SE = min(S, chunk_words - b0);  // this block's words (the last block may have fewer)
-    if (SE <= 0) return;
-    qq_u64* fx = SHARED ? qq_slab : gslab + (size_t)blockIdx.x * 2 * n * S;
+    if (SE <= 0) return;                      // (never with SPREAD: no block may miss a barrier)
+    qq_u64* fx = SHARED ? qq_slab : gslab + (SPREAD ? 0 : (size_t)blockIdx.x * 2 * n * S);
     qq_u64* fz = fx + n * S;
     const qq_key key = {k0, k1};
-    const int tid = threadIdx.x, bd = blockDim.x;
+    // a thread's index and the stride of the loops over a run's (row, word) items
+    const int tid = SPREAD ? blockIdx.x * blockDim.x + threadIdx.x : threadIdx.x;
+    const int bd = SPREAD ? gridDim.x * blockDim.x : blockDim.x;
+    unsigned barriers = 0;  // SPREAD: grid barriers passed
+    auto sync = [&]() {
+        if (SPREAD)
+            qq_grid_barrier(bar, ++barriers);
+        else
+            __syncthreads();
+    };
     // Frames start with x = 0 and random z (stream FRAME_INIT, a = qubit, i = absolute word).
     for (size_t item = tid; item < n * SE; item += bd) {
         const size_t q = item / SE;
@@ -289,15 +309,29 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
     drec[0] = drand[0] = 0;
     int prev_window = -1;
     bool need_sync = true;
+    // A window's runs continue one another on the threads (and with SPREAD, a noise run's share on the
+    // blocks): a run's first item goes to the thread after the last run's last, so that a window of
+    // many short runs keeps every thread busy rather than the first ones
+    int rot = 0, block_rot = 0;
     const int num_runs = (int)T->num_runs;
+    const int* const ins = T->ins;
+    // A run's four fields in one load, and the next run's loaded before this one's items: where a
+    // thread has an item or two a window, reading the runs one after the other was the walk's latency
+    const int4* const runs = reinterpret_cast<const int4*>(T->runs);
+    static_assert(QQ_RUN_START == 0 && QQ_RUN_END == 1 && QQ_RUN_OP == 2 && QQ_RUN_WINDOW == 3, "run fields");
+    int4 run = num_runs > 0 ? __ldg(runs) : make_int4(0, 0, 0, 0);
     for (int r = 0; r < num_runs;) {
-        const int* run = T->runs + 4 * r;
-        const int start = run[QQ_RUN_START], end = run[QQ_RUN_END], op = run[QQ_RUN_OP], window = run[QQ_RUN_WINDOW];
+        const int4 next = r + 1 < num_runs ? __ldg(runs + r + 1) : run;  // the walk's usual next run
+        const int start = run.x, end = run.y, op = run.z, window = run.w;
+        auto jump = [&](int to) {  // the walk goes on at run `to` (a loop's start or end)
+            r = to;
+            if (r < num_runs) run = __ldg(runs + r);
+        };
         if (op == QQ_OP_REPEAT) {
-            const int id = T->ins[(size_t)start * QQ_NF + QQ_F_A];
+            const int id = ins[(size_t)start * QQ_NF + QQ_F_A];
             const int* L = T->loops + QQ_LOOP_STRIDE * id;
             if (L[QQ_LOOP_COUNT] == 0) {
-                r = L[QQ_LOOP_END] + 1;
+                jump(L[QQ_LOOP_END] + 1);
                 continue;
             }
             ++depth;
@@ -306,6 +340,7 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
             drec[depth] = drec[depth - 1];
             drand[depth] = drand[depth - 1];
             ++r;
+            run = next;
             continue;
         }
         if (op == QQ_OP_END_REPEAT) {
@@ -313,56 +348,79 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
             if (++iter[depth] < L[QQ_LOOP_COUNT]) {
                 drec[depth] += L[QQ_LOOP_REC];
                 drand[depth] += L[QQ_LOOP_RAND];
-                r = L[QQ_LOOP_BEGIN] + 1;
+                jump(L[QQ_LOOP_BEGIN] + 1);
             } else {
                 --depth;
                 ++r;
+                run = next;
             }
             need_sync = true;
             continue;
         }
         if (need_sync || window != prev_window) {
-            __syncthreads();  // the previous window's frames and records are complete
+            sync();  // the previous window's frames and records are complete
             need_sync = false;
             prev_window = window;
+            rot = block_rot = 0;
         }
         const QQFrameRun ctx = {drec[depth], drand[depth], drec};
         const int kind = qq_kind[op];
-        const int* rows = T->ins + (size_t)start * QQ_NF;
+        const int* rows = ins + (size_t)start * QQ_NF;
         // (A classically controlled instruction is a barrier, alone in its run: the plain step.)
         if (kind == QQ_KIND_NOISE && defer_noise && rows[QQ_F_COND] < 0) {
-            qq_noise_run(T, rows, end - start, fx, fz, S, SE, (qq_u64)(word0 + b0), ctx, key);
+            int lo = 0, hi = end - start;  // SPREAD: this block's share of the run's rows
+            if (SPREAD) {
+                const int G = (int)gridDim.x, per = (hi + G - 1) / G, shares = (hi + per - 1) / per;
+                lo = min(hi, (((int)blockIdx.x - block_rot + G) % G) * per);
+                hi = min(hi, lo + per);
+                block_rot = (block_rot + shares) % G;
+            }
+            if (lo < hi) qq_noise_run(T, rows + (size_t)lo * QQ_NF, hi - lo, fx, fz, S, SE, (qq_u64)(word0 + b0), ctx, key);
             ++r;
+            run = next;
             continue;
         }
         const int items = (end - start) * SE;
-        for (int item = tid; item < items; item += bd) {
+        for (int item = tid >= rot ? tid - rot : tid - rot + bd; item < items; item += bd) {
             const int k = item / SE;
             const int j = item - k * SE;
             qq_frame_step(T, rows + (size_t)k * QQ_NF, kind, fx, fz, S, j, b0 + j, (qq_u64)(word0 + b0 + j), ctx,
                           ref, out, out_stride, key);
         }
+        rot = (int)((rot + (long long)items) % bd);
         ++r;
+        run = next;
     }
     if (shot_rows) {
-        __syncthreads();  // every record is written (and the slab is free)
-        qq_shot_major_epilogue(out, out_stride, b0, SE, (int)T->num_records, shot_rows, row_bytes,
-                               reinterpret_cast<unsigned char*>(qq_slab), stage_bytes);
+        sync();  // every record is written (and the slab is free)
+        if (!SPREAD || blockIdx.x == 0)
+            qq_shot_major_epilogue(out, out_stride, b0, SE, (int)T->num_records, shot_rows, row_bytes,
+                                   reinterpret_cast<unsigned char*>(qq_slab), stage_bytes);
     }
+    if (SPREAD) qq_grid_barrier_done(bar);
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_shared(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
                       int chunk_words, int S, qq_u32 k0, qq_u32 k1, int defer_noise, unsigned char* shot_rows,
                       int row_bytes, int stage_bytes) {
-    qq_frames_program<true>(T, ref, out, out_stride, word0, chunk_words, S, nullptr, k0, k1, defer_noise, shot_rows,
-                            row_bytes, stage_bytes);
+    qq_frames_program<true, false>(T, ref, out, out_stride, word0, chunk_words, S, nullptr, k0, k1, defer_noise,
+                                   shot_rows, row_bytes, stage_bytes, nullptr);
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_global(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
                       int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
                       unsigned char* shot_rows, int row_bytes, int stage_bytes) {
-    qq_frames_program<false>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise, shot_rows,
-                             row_bytes, stage_bytes);
+    qq_frames_program<false, false>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise,
+                                    shot_rows, row_bytes, stage_bytes, nullptr);
+}
+
+// At most as many blocks as are resident at once (the grid barrier); bar: two zeroed counters.
+extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
+frames_program_spread(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
+                      int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
+                      unsigned char* shot_rows, int row_bytes, int stage_bytes, unsigned* bar) {
+    qq_frames_program<false, true>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise,
+                                   shot_rows, row_bytes, stage_bytes, bar);
 }

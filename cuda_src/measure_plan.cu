@@ -30,10 +30,8 @@
 // again from the owner only when it is another block. (Waiting on tagged words instead of a barrier
 // was 3x slower on an H100: every block polling every block's words loads L2 more than one counter.)
 //
-// The barrier needs every block resident at once: one QQ_PLAN_BLOCK-thread block a multiprocessor
-// at most (the host's plan_blocks); a spin that outlasts QQ_PLAN_SPIN_CYCLES traps (a launch error
-// naming this kernel) rather than hang. bar[0] counts arrivals, bar[1] departures: the last block to
-// leave zeroes both for the next launch (the allocation starts zeroed).
+// The barrier (grid_barrier.cuh) needs every block resident at once: one QQ_PLAN_BLOCK-thread block
+// a multiprocessor at most (the host's plan_blocks).
 //
 // Dynamic shared memory (plan_shared_bytes in measure.py, the same order): the block's V_i words
 // (cols = ceil(W / B) at most), the slice's x and z planes when slice_in_smem (k x cols words each),
@@ -44,12 +42,12 @@
 #include "tables.cuh"
 #include "measure_swap.cuh"
 #include "measure_plan.cuh"
+#include "grid_barrier.cuh"
 
 #define QQ_PLAN_BLOCK 512
 #define QQ_PLAN_MAX_BLOCKS 256                      // the published words' allocation (measure.py)
 #define QQ_PLAN_PER_LANE (QQ_PLAN_MAX_BLOCKS / 32)  // blocks a lane reads when a warp folds them
 #define QQ_PLAN_PLANES 11                           // bit planes of the k collapses in shared memory
-#define QQ_PLAN_SPIN_CYCLES (1ll << 34)             // about ten seconds: a barrier never waits that long
 #define QQ_PLAN_NONE 0x7FFFFFFF                     // no candidate pivot in a block's columns
 #define QQ_PLAN_FULL 0xFFFFFFFFu
 
@@ -74,21 +72,6 @@ struct QQPlanSlice {
     __device__ __forceinline__ qq_u64* xw(int j, int w) const { return x + (size_t)j * stride + (w - c0); }
     __device__ __forceinline__ qq_u64* zw(int j, int w) const { return z + (size_t)j * stride + (w - c0); }
 };
-
-// Every block's step is published before any block reads it: release on arrival, acquire on leaving.
-__device__ __forceinline__ void qq_plan_barrier(unsigned* bar, unsigned target) {
-    __syncthreads();
-    if (gridDim.x > 1 && threadIdx.x == 0) {
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
-        const long long t0 = clock64();
-        unsigned seen;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(bar) : "memory");
-            if (clock64() - t0 > QQ_PLAN_SPIN_CYCLES) __trap();
-        } while (seen < target);
-    }
-    __syncthreads();
-}
 
 __device__ __forceinline__ unsigned qq_bit(const unsigned* plane, int j) { return (plane[j >> 5] >> (j & 31)) & 1u; }
 
@@ -194,7 +177,7 @@ measure_window_plan(const QQTables* T, const int* ctx, int cstart, int cend, con
     __syncthreads();
     unsigned step = 0;  // barriers passed
     qq_plan_candidate(sl, 0, k, -1, qq_plan_pub(pub, 0, B, RW), b, B);
-    qq_plan_barrier(bar, ++step * B);
+    qq_grid_barrier(bar, ++step);
 
     int prev = -1, p_prev = -1;  // the last collapse if it was random (its finish is pending), its pivot
     int n_active = 0;
@@ -320,7 +303,7 @@ measure_window_plan(const QQTables* T, const int* ctx, int cstart, int cend, con
             prev = -1;
             if (i + 1 < k) {
                 qq_plan_candidate(sl, i + 1, k, -1, out, b, B);
-                qq_plan_barrier(bar, ++step * B);
+                qq_grid_barrier(bar, ++step);
             }
             continue;
         }
@@ -400,13 +383,8 @@ measure_window_plan(const QQTables* T, const int* ctx, int cstart, int cend, con
         prev = i;
         p_prev = p;
         if (i + 1 < k) qq_plan_candidate(sl, i + 1, k, p, out, b, B);
-        qq_plan_barrier(bar, ++step * B);
+        qq_grid_barrier(bar, ++step);
     }
-    if (tid == 0) {
-        if (b == 0) *active = n_active;
-        if (B > 1 && atomicAdd(bar + 1, 1u) == (unsigned)B - 1) {  // every block is past its last barrier
-            bar[0] = 0u;
-            bar[1] = 0u;
-        }
-    }
+    if (tid == 0 && b == 0) *active = n_active;
+    qq_grid_barrier_done(bar);
 }

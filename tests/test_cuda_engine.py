@@ -489,6 +489,106 @@ def test_frames_independent_of_chunks_and_slab(numpy_engine):
         assert_same_frames(got, want, shots, ctx=str(kwargs))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_spread_frames_equal_the_block_kernels(numpy_engine, seed):
+    """frames_program_spread (every block on the same words, grid barriers between windows) gives
+    the bits of the block kernels (its oracle) and of the NumPy engine: programs with noise of every
+    mode, collapses, resets, confusions, classical control and nested loops; one word, a few, 64
+    (a launch's most) and more (several launches); noise deferred and direct; chunks of 3 words."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    n = [3, 40, 300, 2000, 700, 60][seed]
+    program = rich_program(n, 18, 1300 + seed, frames=True)
+    block = CudaEngine()
+    block.spread_frames = False
+    spread = [CudaEngine(), CudaEngine(frame_noise="direct"), CudaEngine(max_shot_words=3)]
+    for engine in spread:
+        engine.spread_frames = True
+    for shots in (1, 64 * 5 + 7, 64 * 64, 64 * 70 + 3):
+        want = frames_of(numpy_engine, program, seed, shots)
+        assert_same_frames(frames_of(block, program, seed, shots), want, shots, ctx=f"block kernels, {shots} shots")
+        for i, engine in enumerate(spread):
+            assert_same_frames(frames_of(engine, program, seed, shots), want, shots, ctx=f"spread {i}, {shots} shots")
+
+
+def wide_program(n: int, layers: int, seed: int, gates=UNITARY_2):
+    """Layers of two-qubit gates (drawn from `gates`) on every qubit, dense and sparse noise on a
+    quarter of the qubits and on a few, collapses with resets, a Pauli conditioned on a record, and
+    a loop of three such layers: windows of thousands of rows, noise runs longer and shorter than a
+    grid's blocks."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+    sparse = b.channel_id(1, [1e-3 / 3] * 3, [[1], [2], [3]])
+    dense = b.channel_id(1, [0.2], [[1]])
+
+    def layer():
+        b.next_step()
+        qs = list(range(n))
+        r.shuffle(qs)
+        while len(qs) >= 2:
+            b.gate(r.choice(gates), qs.pop(), qs.pop())
+        b.next_step()
+        for q in r.sample(range(n), n // 4):
+            b.noise("DEPOLARIZE1", [q], sparse)
+        b.next_step()
+        for q in r.sample(range(n), 30):
+            b.noise("X_ERROR", [q], dense)
+        b.next_step()
+        measured = r.sample(range(n), 60)
+        for q in measured:
+            b.measure(q, reset=r.random() < 0.3)
+        return b.num_records - 1
+
+    for _ in range(layers):
+        last = layer()
+    cond = b.condition([(last, 0)], [False, True])
+    b.next_step()
+    b.gate("X", r.randrange(n), cond=cond)
+    b.next_step()
+    b.begin_loop(3)
+    layer()
+    b.end_loop()
+    b.next_step()
+    for q in r.sample(range(n), 500):
+        b.measure(q)
+    return b.build()
+
+
+def test_spread_frames_of_wide_windows(numpy_engine):
+    """Windows of 5k to 20k rows at 20k qubits (frames in global memory): a thread of the spread
+    grid takes several (row, word) items of a window at 64 words, noise runs split between its
+    blocks; equal to the block kernels and the NumPy engine, records and Stim's shot-major layout.
+    Frame mode takes the spread kernel by itself for one shot word of such a program of a few
+    gates (a few long runs a window), not for a three-qubit program."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    auto = CudaEngine()
+    few = wide_program(20000, 3, 5, gates=("CX", "CZ"))
+    assert auto._frames.spread_pays(auto.device_program(few, schedule(few)), 1, False)
+    small = rich_program(3, 6, 2, frames=True)
+    assert not auto._frames.spread_pays(auto.device_program(small, schedule(small)), 1, True)
+    program = wide_program(20000, 3, 5)
+    sched = schedule(program)
+    block, spread = CudaEngine(), CudaEngine()
+    block.spread_frames, spread.spread_frames = False, True
+    ref = block.run_tableau(program, sched, rng.make_key(3), reference=True).records  # (any records do)
+    for shots in (1, 64 * 3 + 5, 64 * 64):
+        key = rng.make_key(shots)
+        want = numpy_engine.sample_frames(program, sched, key, ref, shots)
+        for name, engine in (("block", block), ("spread", spread), ("auto", auto)):
+            assert_same_frames(engine.sample_frames(program, sched, key, ref, shots), want, shots,
+                               ctx=f"{name}, {shots} shots")
+    want = numpy_engine.sample_frames(program, sched, rng.make_key(8), ref, 64 * 2 + 1, shot_major=True)
+    for fused in (True, False):
+        spread.fused_shot_major = fused
+        got = spread.sample_frames(program, sched, rng.make_key(8), ref, 64 * 2 + 1, shot_major=True)
+        assert got.shape == want.shape and np.array_equal(got, want), f"shot-major, fused={fused}"
+
+
 def test_results_held_across_calls_keep_their_bits(numpy_engine):
     """Results land in ordinary memory or in kept page-locked buffers (reused only when no result
     holds them): six calls whose results are all kept, then one after each is dropped, each

@@ -234,3 +234,28 @@ def test_int64_keys_schedule_alike(path, monkeypatch):
     for seed in range(6):
         with sort_path(path):
             assert_same_schedule(compile_stim(random_circuit(seed, n=8, noisy=True)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_window_rows_count_each_window_between_two_barriers_of_the_frame_walk(seed):
+    """`window_rows` (which picks frame mode's kernel) against a walk over the runs as the frame
+    kernels take them: a barrier where the window changes, loop markers not counted; and the count
+    of the runs walked. Programs with nested loops, conditions, confusions and noise."""
+    from cirq_quasarq.schedule.windows import RUN_OP, window_rows
+
+    from .test_cuda_engine import rich_program
+
+    sched = schedule(rich_program([5, 30, 200][seed % 3], 12, 40 + seed))
+    want, previous = [], None
+    for start, end, op, window in sched.runs.tolist():
+        if opcodes.KIND[op] == opcodes.Kind.LOOP:
+            continue
+        if window != previous:
+            want.append(0)
+            previous = window
+        want[-1] += end - start
+    got, runs = window_rows(sched)
+    assert got.dtype == np.int64 and got.tolist() == want
+    assert got.sum() == len(sched.instructions) - np.count_nonzero(opcodes.KIND[sched.instructions[:, OP]]
+                                                                    == opcodes.Kind.LOOP)
+    assert runs == sum(opcodes.KIND[op] != opcodes.Kind.LOOP for op in sched.runs[:, RUN_OP].tolist())

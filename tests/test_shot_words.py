@@ -29,7 +29,11 @@ def _engines(name):
     piecewise = [CudaEngine(max_shot_words=7), CudaEngine(frame_memory="global", max_shot_words=9)]
     for engine in piecewise:  # every chunk as pieces on their own streams, however small
         engine.pipeline_min_bytes = 0
-    return [CudaEngine(), CudaEngine(max_shot_words=3), CudaEngine(frame_memory="global", max_shot_words=2)] + piecewise
+    spread = [CudaEngine(), CudaEngine(max_shot_words=5)]
+    for engine in spread:  # every call on the spread kernel (all blocks on the same words)
+        engine.spread_frames = True
+    return ([CudaEngine(), CudaEngine(max_shot_words=3), CudaEngine(frame_memory="global", max_shot_words=2)]
+            + piecewise + spread)
 
 
 @pytest.fixture(scope="module", params=["numpy", pytest.param("cuda", marks=pytest.mark.gpu)])

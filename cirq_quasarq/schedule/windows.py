@@ -14,7 +14,7 @@ vectorised step, so scheduling costs a Python iteration per circuit moment, not 
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -260,6 +260,18 @@ class Scheduler:
             self.loop_runs[row[A], 0 if row[OP] == opcodes.CODE["REPEAT"] else 1] = self.runs_out + r
         self.runs_out += len(runs)
         return Schedule(instructions=scheduled, runs=runs, loop_runs=np.zeros((0, 2), dtype=np.int32))
+
+
+def window_rows(sched: Schedule) -> Tuple[np.ndarray, int]:
+    """(rows of each window in schedule order, int64; the number of runs): a loop's body once, its
+    markers not counted. The frame kernels walk the windows a barrier apart and a window's runs one
+    after the other (frames.FrameMode.spread_pays)."""
+    runs = sched.runs
+    runs = runs[opcodes.KIND[runs[:, RUN_OP]] != Kind.LOOP]
+    rows = (runs[:, RUN_END] - runs[:, RUN_START]).astype(np.int64)
+    windows = runs[:, RUN_WINDOW]
+    first = np.flatnonzero(np.concatenate([[True], windows[1:] != windows[:-1]]))
+    return (np.add.reduceat(rows, first) if len(rows) else rows), len(runs)
 
 
 def _runs(key_sorted: np.ndarray, op_sorted: np.ndarray):

@@ -21,7 +21,7 @@ from ...core.program import A, B, COND, OP, REC, Program
 from ...errors import UnsupportedOperationError
 from ...schedule import Schedule
 from ...schedule.walk import LoopBlock, walk
-from ...schedule.windows import RUN_START, RUN_WINDOW
+from ...schedule.windows import RUN_START, RUN_WINDOW, window_rows
 from . import loader
 
 Kind = opcodes.Kind
@@ -213,6 +213,13 @@ class DeviceProgram:
         self.routes = {}  # tableau mode: {engine setting: (paths, folds) of the collapse windows} (tableau.py)
         self.idle: Dict[Tuple[int, int], Optional[Tuple[int, int]]] = {}  # `idle_qubits`
         self._idle_bytes = 0
+        self._window_rows: Optional[Tuple[np.ndarray, int]] = None
+
+    def window_rows(self) -> Tuple[np.ndarray, int]:
+        """`schedule.windows.window_rows` of the program's schedule (made once)."""
+        if self._window_rows is None:
+            self._window_rows = window_rows(self.schedule)
+        return self._window_rows
 
     def _upload(self, a: np.ndarray) -> int:
         buf = self._send(a)

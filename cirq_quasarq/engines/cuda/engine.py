@@ -166,6 +166,10 @@ class CudaEngine(Engine):
         # frame mode's shot-major records from the frame kernel's epilogue (False: a separate
         # transpose kernel afterwards, its oracle)
         self.fused_shot_major = True
+        # frame mode runs a call of few shot words on every multiprocessor (frames_program_spread)
+        # where FrameMode.spread_pays finds it faster; True / False: always / never (the block
+        # kernels, its oracle)
+        self.spread_frames: Optional[bool] = None
 
         self.cuda = cuda
         self.max_shot_words = max_shot_words

@@ -1,7 +1,9 @@
 """Frame mode on the device (paper section 6, "Sampling on GPU", with the reference XOR it lacks).
 
 Kernels driven (frames.cu): frames_program_shared (frames in shared memory, where one shot word of
-all qubits fits) or frames_program_global (frames in global memory, any n). Either runs the whole
+all qubits fits) or frames_program_global (frames in global memory, any n), a block per few shot
+words, or frames_program_spread (every multiprocessor on the same few words, grid barriers between
+windows) where a call has too few words to give the others work (`spread_pays`). Each runs the whole
 program, loops included, in one launch per chunk of shot words; chunks are sized to the device
 memory (and `max_shot_words`), and results do not depend on them (docs/engine-semantics.md,
 "Frame mode"). With parities (detectors, observables), parities.cu's record_parities reduces each
@@ -38,6 +40,10 @@ TILE_ROWS = loader.source_define("parities.cu", "QQ_TILE_ROWS")
 PIPELINE_PIECES = 4  # pieces (and streams) a chunk runs as when its results come back, at least:
 PIPELINE_MAX_PIECES = 8  # a chunk of several waves of blocks runs as pieces of half a wave
 PIPELINE_MIN_BYTES = 8 << 20  # below this a copy is too short to be worth overlapping
+SPREAD_MAX_WORDS = 64  # shot words of a spread launch at most (a noise queue entry holds a word in 6 bits)
+# A round of a block kernel's items (each thread one (row, word) item) with the frames in global
+# memory costs about this many with them in shared memory (`spread_pays`)
+GLOBAL_ROUND_COST = 2
 
 
 _PINNED_KEPT = 2  # page-locked result buffers kept for reuse (`_host_records`)
@@ -75,6 +81,7 @@ class FrameMode:
         self._prefault: list = []  # futures touching the pages of this call's ordinary result memory
         self._streams: list = []
         self._staging: Optional[_Staging] = None  # made (on a thread) at the engine's first call
+        self._bar = None  # the spread kernel's two barrier counters (zeroed; each launch leaves them so)
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
                parities: Optional[Parities] = None, shot_major: bool = False, *,
@@ -118,7 +125,9 @@ class FrameMode:
         # a block's shared memory holds the kernel's static part (its noise queues) besides the slab
         static_shared = self._static_shared("frames_program_shared")
         shared = slab_word + static_shared <= engine.smem_optin and engine.frame_memory != "global"
-        if engine.frame_memory == "shared" and not shared:
+        spread = self.spread_pays(dp, words, shared)
+        shared = shared and not spread
+        if engine.frame_memory == "shared" and not shared and not spread:
             raise OutOfMemoryError(f"the frames of {n} qubits need {slab_word} bytes of shared memory per 64 shots; "
                                    f"a block has at most {engine.smem_optin - static_shared} besides the kernel's own")
         per_word = (8 * num_records + (0 if shared else slab_word) + (0 if parities is None else 8 * rows)
@@ -128,14 +137,14 @@ class FrameMode:
         chunk = budget // per_word if per_word else words
         if engine.max_shot_words:
             chunk = min(chunk, int(engine.max_shot_words))
-        chunk = int(min(chunk, words))
+        chunk = int(min(chunk, words, SPREAD_MAX_WORDS if spread else words))
         if chunk < 1:
             raise OutOfMemoryError(
                 f"frame mode needs {per_word} bytes of GPU memory per 64 shots ({num_records} records"
                 f"{'' if shared else f', frames of {n} qubits'}); {gib(max(budget, 0))} is available")
         defer_noise = int(engine.frame_noise == "deferred")
         slots = 2 * engine.sm_count  # blocks resident at once: two a multiprocessor
-        name = "frames_program_shared" if shared else "frames_program_global"
+        name = "frames_program_spread" if spread else "frames_program_shared" if shared else "frames_program_global"
         # Two blocks a multiprocessor (228 KiB): each its dynamic shared memory, its static noise
         # queues, 1 KiB the driver keeps.
         room = min(engine.smem_optin, 113 * 1024) - self._static_shared(name)
@@ -147,6 +156,8 @@ class FrameMode:
         if shared:
             cap = int(min(64, max(1, room // slab_word))) if slab_word else 64
             S = self._words_a_block(chunk, slots, cap)
+        elif spread:
+            S = chunk  # the grid's words, one slab
         else:
             S = int(max(1, min(8, -(-chunk // (2 * slots)))))
         blocks = -(-chunk // S)
@@ -171,7 +182,7 @@ class FrameMode:
         # (smaller pieces of one wave ran slower: d=51 10k shots 15.7 -> 21.7 ms with 6).
         copy_bytes = (64 * row_bytes if shot_major else 8 * rows) * chunk
         pieces = 1
-        if reduce is None and copy_bytes >= engine.pipeline_min_bytes:
+        if reduce is None and copy_bytes >= engine.pipeline_min_bytes and not spread:  # (spread: one launch)
             pieces = min(PIPELINE_MAX_PIECES, max(PIPELINE_PIECES, -(-blocks // max(1, slots // 2))))
         streams = self._stream_pool(pieces) if pieces > 1 else [None]
         staging = self._staging if (reduce is None and pieces > 1 and not locked
@@ -235,6 +246,38 @@ class FrameMode:
         kernel_s = sum(max(end.time_since(events[0][0]) for _, end in events) for events in timed) / 1000.0
         return (out[:shots] if shot_major else out), kernel_s
 
+    def spread_pays(self, dp, words: int, shared: bool) -> bool:
+        """Whether a call of `words` shot words runs the spread kernel (`engine.spread_frames`: None
+        decides, True / False always / never); `shared`: whether the block kernel's frames would be
+        in shared memory. The block kernels give each block its own words, so a call of few words
+        leaves most multiprocessors idle while each of its blocks walks every row (a one-shot call of
+        the paper's circuit at 180k qubits: 12.6M rows, 91 ms on one H100 multiprocessor, 3.5 ms
+        spread). Counted in rounds (each thread of a block one (row, word) item, about 1-2 us), a
+        block kernel takes sum_w ceil(rows_w / FRAME_BLOCK) rounds a word (GLOBAL_ROUND_COST times
+        that with its frames in global memory), the spread kernel
+        sum_w ceil(rows_w * words / (sm_count * FRAME_BLOCK)), and about a round more a window (its
+        grid barrier) and a run (each walked by every block: the spread kernel spends them on few
+        items). Fitted on an H100: the paper's circuits at 5k to 180k qubits and surface codes of
+        d = 25 and 51, 1 to 64 words (docs/benchmarks-first-call.md). Never under frame_memory
+        "shared" or "global", the block kernels' settings."""
+        engine = self.engine
+        if engine.spread_frames is not None:
+            return bool(engine.spread_frames)
+        if engine.frame_memory != "auto" or words > min(SPREAD_MAX_WORDS, engine.sm_count // 2):
+            return False
+        rows, runs = dp.window_rows()
+        block = int(np.sum(-(-rows // FRAME_BLOCK))) * (1 if shared else GLOBAL_ROUND_COST)
+        spread = int(np.sum(-(-rows * words // (engine.sm_count * FRAME_BLOCK)))) + len(rows) + runs
+        return spread < block
+
+    def _barrier(self):
+        """The spread kernel's barrier counters (made zeroed; every launch leaves them zeroed)."""
+        if self._bar is None:
+            bar = self.engine.alloc(8, "frame mode's barrier counters")
+            self.engine.cuda.memset_d32(bar, 0, 2)
+            self._bar = bar
+        return self._bar
+
     @staticmethod
     def _words_a_block(words: int, slots: int, cap: int) -> int:
         """Shot words a block takes: as few waves of `slots` blocks as `cap` words a block allow,
@@ -258,6 +301,11 @@ class FrameMode:
         Returns the launch's events."""
         grid = (-(-part // S), 1)
         launch = self.engine.launcher.launch
+        if name == "frames_program_spread":  # one block a multiprocessor: all resident (its grid barrier)
+            stage = 64 * row_bytes * min(S, room // (64 * row_bytes)) if shot_rows else 0
+            return launch("frames", name, (self.engine.sm_count, 1), (FRAME_BLOCK, 1, 1), dp.tables, int(ref),
+                          int(out_dev) + 8 * at, chunk, word0, part, S, int(slab), k0, k1, defer_noise, shot_rows,
+                          row_bytes, stage, int(self._barrier()), shared_size=stage, timed=True, stream=stream)
         out = int(out_dev) + 8 * at
         slab_bytes = 8 * 2 * n * S if slab is None else 0
         stage = 0
