@@ -61,8 +61,10 @@ def reference(engine: Engine, program: Program) -> np.ndarray:
 
 # A stim.Circuit of at least this many qubits, new to the process, of unitaries and collapses only,
 # compiles in pieces whose windows an engine streaming them (`Engine.streams_pieces`) runs while the
-# next compiles: the compile and the device's reference run overlap. Below it the pieces cost the host about what they hide (H100, the paper's circuits: level
-# at 30k qubits, 0.56 s of 2.7 s saved at 100k; docs/benchmarks-first-call.md).
+# next compiles: the compile and the device's reference run overlap. Below it the pieces cost the
+# host at least what they hide (H100, the paper's circuits: 0.56 s of 2.7 s saved at 100k; level at
+# 30k; with the compile in its own thread, 5k and 10k in pieces took 150 / 219 ms against 100 / 186
+# ms whole; docs/benchmarks-first-call.md).
 STREAM_MIN_QUBITS = 50_000
 STREAM_PIECES = 12
 # Below this many qubits the host's work bounds a streamed call, and the compile runs in a thread of
