@@ -15,6 +15,7 @@ import pytest
 stim = pytest.importorskip("stim")
 
 from cirq_quasarq import QuasarqSimulator, shots
+from cirq_quasarq.compiler import stim_circuit
 from cirq_quasarq.compiler.stim_circuit import cached_stim, clear_stim_cache, compile_stim, stim_pieces
 from cirq_quasarq.core.program import Program
 from cirq_quasarq.engines import NumpyEngine
@@ -213,6 +214,14 @@ def test_a_large_new_circuit_streams_and_comes_back_with_its_schedule_and_refere
     clear_stim_cache()
     plain = QuasarqSimulator(seed=5, device="cpu").sample_measurements(circuit, 300, bit_packed=True)
     assert np.array_equal(streamed, plain)
+    clear_stim_cache()
+    program = shots.compiled_with_reference(engine, circuit)
+    assert engine.streamed == 3
+    # the cache keeps the copy made once the pieces were out: the circuit as compiled, not the object
+    kept = stim_circuit._PROGRAMS.get(stim_circuit._fingerprint(circuit))[0][0][1]
+    assert kept == circuit and kept is not circuit
+    circuit.append("M", [0])  # changed in place: compiled again, not the kept Program
+    assert shots.compiled_with_reference(engine, circuit).num_records == program.num_records + 1
 
 
 def test_small_noisy_or_annotated_circuits_compile_whole(monkeypatch):

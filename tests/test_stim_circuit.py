@@ -654,6 +654,23 @@ def test_the_cache_tells_apart_circuits_whose_text_is_the_same():
     assert compile_stim(b.copy()) is pb  # a hit for an equal circuit
 
 
+def test_the_cache_tells_apart_circuits_that_differ_only_in_their_qubits():
+    """The cache's key leaves out num_qubits (a pass over every target in Stim): circuits of the same
+    counts share a key (on other qubits, or noise variants of one code), each keeps its own Program
+    (a hit must equal the circuit), the latest few of a key are kept."""
+    from cirq_quasarq.compiler import stim_circuit
+
+    variants = [stim.Circuit("H 0\nCX 0 1\nM 0 1"), stim.Circuit("H 4\nCX 4 9\nM 4 9")]
+    variants += [stim.Circuit(f"H 0\nX_ERROR({p}) 1\nM 0 1") for p in (0.1, 0.2, 0.3)]
+    programs = [compile_stim(c) for c in variants]
+    assert (programs[0].num_qubits, programs[1].num_qubits) == (2, 10)
+    assert [p.channels[0].probs[0] for p in programs[2:]] == [0.1, 0.2, 0.3]
+    kept = variants[-stim_circuit._BUCKET:]  # the latest of the shared key
+    assert all(compile_stim(c.copy()) is p for c, p in zip(variants[-len(kept):], programs[-len(kept):]))
+    again = compile_stim(variants[0].copy())  # the oldest was dropped from its key: compiled again, equal
+    assert again is not programs[0] and np.array_equal(again.instructions, programs[0].instructions)
+
+
 def test_importing_the_package_does_not_import_stim():
     code = "import sys, cirq_quasarq, cirq_quasarq.compiler; assert 'stim' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -102,7 +102,7 @@ from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _p
 from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
                         _parse_annotations, _parse_targets)
 
-__all__ = ["compile_stim", "clear_stim_cache", "cached_stim", "remember_stim", "stim_pieces"]
+__all__ = ["compile_stim", "compile_new_stim", "clear_stim_cache", "cached_stim", "remember_stim", "stim_pieces"]
 
 # A segment of whole instructions is written once its targets' text has this many characters: its
 # arrays then stay in the processor's caches (one array of a 30k-qubit circuit's targets did not).
@@ -139,16 +139,26 @@ def compile_stim(circuit) -> Program:
         raise errors.InvalidInputError(f"compile_stim takes a stim.Circuit, got {type(circuit).__name__}")
     program = cached_stim(circuit)
     if program is None:
-        program = _StimCompiler(stim, circuit.num_qubits).run(circuit)
-        remember_stim(circuit, program)
+        program = compile_new_stim(circuit)
+    return program
+
+
+def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
+    """`compile_stim` of a circuit `cached_stim` did not find; `num_qubits`: its `num_qubits` when
+    the caller has it (Stim counts them in a pass over every target: 17 ms at 100k qubits)."""
+    import stim
+
+    program = _StimCompiler(stim, circuit.num_qubits if num_qubits is None else num_qubits).run(circuit)
+    remember_stim(circuit, program)
     return program
 
 
 def _fingerprint(circuit) -> tuple:
-    """A cheap key (its text took as long as the rest of a large compile); a hit is used only when
-    its circuit equals the one asked for."""
-    return (circuit.num_qubits, circuit.num_measurements, circuit.num_detectors, circuit.num_observables,
-            circuit.num_ticks, len(circuit))
+    """A cheap key (its text took as long as the rest of a large compile; `num_qubits` is a pass over
+    every target, these are counts Stim keeps); a hit is used only when its circuit equals the one
+    asked for."""
+    return (circuit.num_measurements, circuit.num_detectors, circuit.num_observables, circuit.num_ticks,
+            len(circuit))
 
 
 def cached_stim(circuit) -> Optional[Program]:
@@ -158,18 +168,29 @@ def cached_stim(circuit) -> Optional[Program]:
     if recent is not None and recent[0] is circuit and recent[1] == circuit:  # unchanged since
         program = recent[2]
     else:
-        hit = _PROGRAMS.get(_fingerprint(circuit))
-        if hit is None or hit[1] != circuit:
+        bucket = _PROGRAMS.get(_fingerprint(circuit))
+        hit = next((entry for entry in bucket[0] if entry[1] == circuit), None) if bucket is not None else None
+        if hit is None:
             return None
         program = hit[0]
         _remember_object(circuit, hit[1], program)
     return program
 
 
-def remember_stim(circuit, program: Program) -> None:
-    """Cache `program` as the Program of `circuit` (a stim.Circuit)."""
-    kept = circuit.copy()
-    _PROGRAMS.put(_fingerprint(circuit), (program, kept), program.num_instructions)
+# Circuits one key keeps, the latest first: circuits of equal counts (noise variants of one code, or
+# one circuit on other qubits) share a key.
+_BUCKET = 4
+
+
+def remember_stim(circuit, program: Program, kept=None) -> None:
+    """Cache `program` as the Program of `circuit` (a stim.Circuit); `kept`: a copy of the circuit as
+    it was compiled, when the caller made one (else it is made here)."""
+    if kept is None:
+        kept = circuit.copy()
+    key = _fingerprint(circuit)
+    old = _PROGRAMS.get(key)
+    entries = ((program, kept),) + (old[0][: _BUCKET - 1] if old is not None else ())
+    _PROGRAMS.put(key, (entries,), sum(p.num_instructions for p, _ in entries))
     _remember_object(circuit, kept, program)
 
 
@@ -181,17 +202,17 @@ def _remember_object(circuit, kept, program: Program) -> None:
             _RECENT.popitem(last=False)
 
 
-def stim_pieces(circuit, pieces: int) -> Generator[np.ndarray, None, Program]:
+def stim_pieces(circuit, pieces: int, num_qubits: Optional[int] = None) -> Generator[np.ndarray, None, Program]:
     """`compile_stim` of a circuit of unitaries and collapses in about `pieces` runs of its
     instructions: yields, after each run, the rows no later instruction can come before, in their
     final order, so that an engine may run them while the rest compiles; returns the Program, the
     one `compile_stim` makes (not cached here: `remember_stim`). Raises errors.NotStreamable (at any
-    piece) for a circuit of anything more."""
+    piece) for a circuit of anything more. `num_qubits`: the circuit's, when the caller has it."""
     import stim
 
     if circuit.num_detectors or circuit.num_observables:
         raise errors.NotStreamable("the circuit has detectors or observables")
-    return _StimCompiler(stim, circuit.num_qubits).run_pieces(circuit, pieces)
+    return _StimCompiler(stim, circuit.num_qubits if num_qubits is None else num_qubits).run_pieces(circuit, pieces)
 
 
 class LineQubits(collections.abc.Sequence):
