@@ -93,13 +93,21 @@ def test_large_draws_equal_small_ones(p):
     np.testing.assert_array_equal(whole, alone)
 
 
-def test_per_value_with_one_value_and_several():
-    """rng._per_value: fn of each value, one value (no sort) or several (once per distinct value)."""
-    for values in ([1e-3] * 5, [1e-3, 0.2, 1e-3, 0.5, 0.2], [0.3], []):
-        values = np.array(values, dtype=np.float64)
-        got = rng._per_value(rng.fixed_point, values)
-        assert got.dtype == np.uint64
-        assert got.tolist() == [rng.fixed_point(float(v)) for v in values]
+def test_tables_of_the_slots_probabilities():
+    """rng._tables: per slot its fixed-point threshold, which draw takes it (certain, dense, sparse),
+    the sparse slots' any-lane thresholds and first-lane cuts, as the scalar functions give them;
+    made once per array of probabilities (a sampler's every call)."""
+    for values in ([1e-3] * 5, [1e-3, 0.2, 1e-3, 0.5, 0.2, 0.0, 1.0, 1e-4], [0.3], []):
+        p = np.array(values, dtype=np.float64)
+        t = rng._tables(p)
+        assert t.fixed.dtype == np.uint64 and t.fixed.tolist() == [rng.fixed_point(float(v)) for v in p]
+        assert t.certain.tolist() == [i for i, v in enumerate(p) if v >= 1]
+        assert t.dense.tolist() == [i for i, v in enumerate(p) if rng.SPARSE_BELOW <= v < 1]
+        assert t.sparse.tolist() == [i for i, v in enumerate(p) if 0 < v < rng.SPARSE_BELOW]
+        assert t.any_sparse.tolist() == [rng._any_threshold(float(p[i])) for i in t.sparse]
+        for i in t.sparse:
+            assert np.array_equal(t.cuts[t.kind[i]], rng._first_lane_cuts(float(p[i])))
+        assert rng._tables(p.copy()) is t
 
 
 def _lanes_below(key, slot: int, plane0: int, col: int, threshold: int) -> int:

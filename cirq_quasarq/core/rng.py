@@ -241,19 +241,17 @@ def bernoulli_sparse(key, slots, p, start: int, count: int):
     p = np.broadcast_to(np.asarray(p, dtype=np.float64), slots.shape)
     parts = []
     if len(slots) and count:
-        certain = np.flatnonzero(p >= 1)
-        if len(certain):
-            r, c = _grid(certain, count)
+        t = _tables(p)
+        if len(t.certain):
+            r, c = _grid(t.certain, count)
             parts.append((r, c, np.full(len(r), ALL)))
-        dense = np.flatnonzero((p >= SPARSE_BELOW) & (p < 1))
-        if len(dense):
-            r, c = _grid(dense, count)
-            masks = _bit_sliced_at(key, slots[r], _per_value(fixed_point, p[r]), np.uint64(start) + c.astype(np.uint64), 0)
+        if len(t.dense):
+            r, c = _grid(t.dense, count)
+            masks = _bit_sliced_at(key, slots[r], t.fixed[r], np.uint64(start) + c.astype(np.uint64), 0)
             keep = masks != 0
             parts.append((r[keep], c[keep], masks[keep]))
-        sparse = np.flatnonzero((p > 0) & (p < SPARSE_BELOW))
-        if len(sparse):
-            parts.append(_sparse_lanes(key, slots, p, sparse, start, count))
+        if len(t.sparse):
+            parts.append(_sparse_lanes(key, slots, t, start, count))
     if not parts:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
     if len(parts) == 1:
@@ -263,24 +261,47 @@ def bernoulli_sparse(key, slots, p, start: int, count: int):
     return r[order], c[order], masks[order]
 
 
+class _Tables:
+    """What a draw needs of its slots' probabilities p, made once per distinct array p (a sampler
+    draws the same slots at the same probabilities every call): which slots are certain, dense
+    (bit-sliced) and sparse (first lane), each slot's fixed-point threshold, and for the sparse
+    ones their any-lane threshold and which distinct probability they have (its first-lane cuts)."""
+
+    def __init__(self, p: np.ndarray):
+        self.certain = np.flatnonzero(p >= 1)
+        self.dense = np.flatnonzero((p >= SPARSE_BELOW) & (p < 1))
+        self.sparse = np.flatnonzero((p > 0) & (p < SPARSE_BELOW))
+        distinct, inverse = np.unique(p, return_inverse=True)
+        self.fixed = np.array([fixed_point(float(v)) for v in distinct], dtype=np.uint64)[inverse.reshape(-1)]
+        self.kind = inverse.reshape(-1)  # the slot's distinct probability
+        self.cuts = [_first_lane_cuts(float(v)) if 0 < v < SPARSE_BELOW else None for v in distinct]
+        anyt = np.array([_any_threshold(float(v)) if 0 < v < SPARSE_BELOW else 0 for v in distinct], dtype=np.uint64)
+        self.any_sparse = anyt[self.kind[self.sparse]]
+
+
+_TABLES: dict = {}
+
+
+def _tables(p: np.ndarray) -> _Tables:
+    """`_Tables` of the probabilities p (kept by their bytes; read-only)."""
+    key = p.tobytes()
+    found = _TABLES.get(key)
+    if found is None:
+        if len(_TABLES) > 64:
+            _TABLES.clear()
+        found = _TABLES[key] = _Tables(np.ascontiguousarray(p))
+    return found
+
+
 def _grid(rows: np.ndarray, count: int):
     """Every (row, word) pair of `rows`, row-major."""
     return np.repeat(rows, count), np.tile(np.arange(count, dtype=np.int64), len(rows))
 
 
-def _per_value(fn, values: np.ndarray) -> np.ndarray:
-    """fn of each value as uint64, computed once per distinct value (without a sort where all are
-    one value, as a code's noise often is)."""
-    if len(values) and values.min() == values.max():
-        return np.full(len(values), fn(float(values[0])), dtype=np.uint64)
-    distinct, inverse = np.unique(values, return_inverse=True)
-    return np.array([fn(float(v)) for v in distinct], dtype=np.uint64)[inverse.reshape(-1)]
-
-
-def _sparse_lanes(key, slots, p, rows, start: int, count: int):
-    """The small-p draw of `bernoulli_words` for slots[rows] (see there)."""
-    any_fire = (words32_range(key, Stream.NOISE, slots[rows], 0, start, count)
-                < _per_value(_any_threshold, p[rows])[:, None])
+def _sparse_lanes(key, slots, t: _Tables, start: int, count: int):
+    """The small-p draw of `bernoulli_words` for the sparse slots of tables `t` (see there)."""
+    rows = t.sparse
+    any_fire = words32_range(key, Stream.NOISE, slots[rows], 0, start, count) < t.any_sparse[:, None]
     i, c = np.nonzero(any_fire)
     r = rows[i]
     if len(r) == 0:
@@ -290,17 +311,18 @@ def _sparse_lanes(key, slots, p, rows, start: int, count: int):
     drawn = words(key, Stream.NOISE, slots[r, None], np.arange(1, 2 + _FIRST_PASS, dtype=np.uint64)[None, :],
                   cols[:, None])
     u = drawn[:, 0]
-    pr = p[r]
-    if pr.min() == pr.max():  # one probability (a code's noise often is): no sort
-        first = np.searchsorted(_first_lane_cuts(float(pr[0])), u, side="right").astype(np.uint64)
+    kinds = t.kind[r]
+    present = np.flatnonzero(np.bincount(kinds))
+    if len(present) == 1:  # one probability (a code's noise often is): no selection
+        first = np.searchsorted(t.cuts[present[0]], u, side="right").astype(np.uint64)
     else:
         first = np.empty(len(r), dtype=np.uint64)
-        for value in np.unique(pr):
-            sel = pr == value
-            first[sel] = np.searchsorted(_first_lane_cuts(float(value)), u[sel], side="right")
+        for kind in present.tolist():
+            sel = kinds == kind
+            first[sel] = np.searchsorted(t.cuts[kind], u[sel], side="right")
     above = ~((np.uint64(2) << first) - np.uint64(1))  # lanes strictly above `first`
     above[first == 63] = 0
-    rest = _bit_sliced_at(key, slots[r], _per_value(fixed_point, p[r]), cols, 2, drawn[:, 1:]) & above
+    rest = _bit_sliced_at(key, slots[r], t.fixed[r], cols, 2, drawn[:, 1:]) & above
     return r, c, (np.uint64(1) << first) | rest
 
 
