@@ -47,7 +47,7 @@ def main(argv=None):
         ref = np.zeros(program.num_records, dtype=np.uint8)
         dp = engine.device_program(program, sched)
         rows, runs = dp.window_rows()
-        shared = 16 * program.num_qubits + engine._frames._static_shared("frames_program_shared") <= engine.smem_optin
+        shared = engine._frames.fits_shared(program.num_qubits)
         print(f"{case}: {len(program.instructions)} rows, {len(rows)} windows, {runs} runs "
               f"(setup {time.perf_counter() - t0:.1f} s)", flush=True)
         for words in args.words:

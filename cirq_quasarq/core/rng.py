@@ -272,8 +272,8 @@ class _Tables:
         self.dense = np.flatnonzero((p >= SPARSE_BELOW) & (p < 1))
         self.sparse = np.flatnonzero((p > 0) & (p < SPARSE_BELOW))
         distinct, inverse = np.unique(p, return_inverse=True)
-        self.fixed = np.array([fixed_point(float(v)) for v in distinct], dtype=np.uint64)[inverse.reshape(-1)]
         self.kind = inverse.reshape(-1)  # the slot's distinct probability
+        self.fixed = np.array([fixed_point(float(v)) for v in distinct], dtype=np.uint64)[self.kind]
         self.cuts = [_first_lane_cuts(float(v)) if 0 < v < SPARSE_BELOW else None for v in distinct]
         anyt = np.array([_any_threshold(float(v)) if 0 < v < SPARSE_BELOW else 0 for v in distinct], dtype=np.uint64)
         self.any_sparse = anyt[self.kind[self.sparse]]

@@ -122,14 +122,13 @@ class FrameMode:
         ref = upload(cuda, _pad(np.asarray(reference, dtype=np.uint8) & 1, np.uint8))
         n = program.num_qubits
         slab_word = 16 * n  # fx and fz of one shot word, all qubits
-        # a block's shared memory holds the kernel's static part (its noise queues) besides the slab
-        static_shared = self._static_shared("frames_program_shared")
-        shared = slab_word + static_shared <= engine.smem_optin and engine.frame_memory != "global"
+        shared = self.fits_shared(n) and engine.frame_memory != "global"
         spread = self.spread_pays(dp, words, shared)
         shared = shared and not spread
         if engine.frame_memory == "shared" and not shared and not spread:
+            most = engine.smem_optin - self._static_shared("frames_program_shared")
             raise OutOfMemoryError(f"the frames of {n} qubits need {slab_word} bytes of shared memory per 64 shots; "
-                                   f"a block has at most {engine.smem_optin - static_shared} besides the kernel's own")
+                                   f"a block has at most {most} besides the kernel's own")
         per_word = (8 * num_records + (0 if shared else slab_word) + (0 if parities is None else 8 * rows)
                     + (64 * row_bytes if shot_major else 0))
         held = sum(b[1] for b in self._buffers.values())  # reused, so available to this call
@@ -245,6 +244,11 @@ class FrameMode:
         # Kernel time: per chunk, from its first kernel's start to its last kernel's end (pieces overlap).
         kernel_s = sum(max(end.time_since(events[0][0]) for _, end in events) for events in timed) / 1000.0
         return (out[:shots] if shot_major else out), kernel_s
+
+    def fits_shared(self, n: int) -> bool:
+        """Whether one shot word's frames of n qubits (16 n bytes) fit a block's shared memory beside
+        the block kernel's static part (its noise queues)."""
+        return 16 * n + self._static_shared("frames_program_shared") <= self.engine.smem_optin
 
     def spread_pays(self, dp, words: int, shared: bool) -> bool:
         """Whether a call of `words` shot words runs the spread kernel (`engine.spread_frames`: None
