@@ -1,6 +1,6 @@
 """Repeat calls on a compiled circuit, records against detection events (GPU).
 
-    python -m benchmarks.bench_repeat_calls
+    python -m benchmarks.bench_repeat_calls [--in-turn]
 
 Surface codes d = 51 (10k shots) and d = 25 (100k shots), `sample_measurements` and
 `sample_detectors(separate_observables=True)`, bit-packed, a new simulator a call: five calls whose
@@ -9,8 +9,15 @@ wall time of each; the device time per kernel over the five (pieces on several s
 these sums exceed the wall time); the host profile of one call; then what a result in ordinary
 memory costs against a kept page-locked buffer (169 MB: fresh pages, pageable and page-locked copies,
 locking).
+
+`--in-turn` instead times, in one process, records, detection events and detection events with
+record_parities' pass first (`fused_parities=False`, the code before the parities were XORed as
+they are transposed), one call of each in turn nine times, for d = 51 (10k shots), d = 25 (100k)
+and d = 11 (1M): each mode's median and best call and its kernels' device time a call.
 """
+import argparse
 import cProfile
+import statistics
 import io
 import pstats
 import time
@@ -31,13 +38,44 @@ def call(c, shots, det):
     return sim.sample_measurements(c, shots, bit_packed=True)
 
 
+def in_turn(eng) -> None:
+    L = eng.launcher
+    modes = {"records": (False, True), "detection events": (True, True),
+             "detection events, record_parities pass first": (True, False)}
+    for d, shots in ((51, 10_000), (25, 100_000), (11, 1_000_000)):
+        c = surface_code_stim(d, d, 1e-3)
+        for det, fused in modes.values():
+            eng.fused_parities = fused
+            call(c, shots, det); call(c, shots, det)
+        times = {m: [] for m in modes}
+        device = {m: {} for m in modes}
+        for _ in range(9):
+            for m, (det, fused) in modes.items():
+                eng.fused_parities = fused
+                L.kernel_totals.clear()
+                t = time.perf_counter(); call(c, shots, det); times[m].append((time.perf_counter() - t) * 1e3)
+                for k, (_, seconds) in L.kernel_totals.items():
+                    device[m][k] = device[m].get(k, 0.0) + 1e3 * seconds / 9
+        print(f"d={d} shots={shots} records={c.num_measurements} detectors={c.num_detectors}", flush=True)
+        for m in modes:
+            print(f"  {m}: median {statistics.median(times[m]):.2f} ms, best {min(times[m]):.2f}; all "
+                  + " ".join(f"{x:.1f}" for x in times[m]) + "; kernels a call (ms, pieces summed): "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in device[m].items()), flush=True)
+    eng.fused_parities = True
+
+
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--in-turn", action="store_true", help="records and detection events (two ways) in turn")
+    args = ap.parse_args()
     eng = select_engine("gpu")
     L = eng.launcher
     warm = stim.Circuit("H 0\nCX 0 1\nX_ERROR(0.1) 1\nM 0 1\nDETECTOR rec[-1] rec[-2]")
     cq.QuasarqSimulator(seed=0, device="gpu").sample_detectors(warm, 64, bit_packed=True)
 
     eng.profile = True  # every launch bracketed by events, summed per kernel in L.kernel_totals
+    if args.in_turn:
+        return in_turn(eng)
 
     def kernels():
         """Device ms per kernel of the calls since the last `kernels()`."""

@@ -26,6 +26,9 @@
 // (parities.cu's parities_shot_major, its oracle): rows of row_bytes = ceil(num_records / 8) bytes,
 // shot 64*(b*S + j) + l at shot_rows + (64*(b*S + j) + l) * row_bytes (64-byte aligned); staged
 // through stage_bytes >= 64 * row_bytes of the dynamic shared memory (qq_shot_major_epilogue).
+// With offsets, flat and flip (parities.cu's record_parities tables; offsets null: none), the rows
+// hold the num_parities parities of the records instead (row_bytes = ceil(num_parities / 8)): the
+// detection events, XORed from the block's records as the epilogue reads them.
 #include "paulis.cuh"
 #include "tables.cuh"
 #include "grid_barrier.cuh"
@@ -242,8 +245,9 @@ __device__ __forceinline__ unsigned qq_transpose32(unsigned x, int lane) {
 // stores. Done right after the block's last instruction, while its records are in L2, so the
 // copy of a piece to the host waits for no other kernel.
 __device__ __forceinline__ void qq_shot_major_epilogue(const qq_u64* out, int out_stride, int b0, int SE,
-                                                      int num_records, unsigned char* shot_rows, int row_bytes,
-                                                      unsigned char* stage, int stage_bytes) {
+                                                      int num_rows, unsigned char* shot_rows, int row_bytes,
+                                                      unsigned char* stage, int stage_bytes, const int* offsets,
+                                                      const int* flat, const unsigned char* flip) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const int groups = (row_bytes + 3) >> 2;  // of 32 records: 4 bytes of a row
     const int J = stage_bytes / (64 * row_bytes);
@@ -252,7 +256,14 @@ __device__ __forceinline__ void qq_shot_major_epilogue(const qq_u64* out, int ou
         for (int task = warp; task < jn * groups; task += warps) {
             const int jl = task / groups, g = task - jl * groups;
             const int r = 32 * g + lane;
-            const qq_u64 v = r < num_records ? out[(size_t)r * out_stride + b0 + j0 + jl] : 0ull;
+            const size_t column = (size_t)b0 + j0 + jl;
+            qq_u64 v = 0ull;
+            if (r < num_rows && offsets == nullptr) {
+                v = out[(size_t)r * out_stride + column];
+            } else if (r < num_rows) {  // parity r of the records
+                v = flip[r] ? ~0ull : 0ull;
+                for (int k = offsets[r]; k < offsets[r + 1]; ++k) v ^= out[(size_t)flat[k] * out_stride + column];
+            }
             const unsigned shots[2] = {qq_transpose32((unsigned)v, lane), qq_transpose32((unsigned)(v >> 32), lane)};
             const int bytes = min(4, row_bytes - 4 * g);
             for (int h = 0; h < 2; ++h) {
@@ -277,7 +288,8 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
                                                   int out_stride, long long word0, int chunk_words, int S,
                                                   qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
                                                   unsigned char* shot_rows, int row_bytes, int stage_bytes,
-                                                  unsigned* bar) {
+                                                  unsigned* bar, int num_parities, const int* offsets,
+                                                  const int* flat, const unsigned char* flip) {
     extern __shared__ __align__(16) qq_u64 qq_slab[];
     const size_t n = (size_t)T->n;
     const int b0 = SPREAD ? 0 : blockIdx.x * S;
@@ -394,8 +406,9 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
     if (shot_rows) {
         sync();  // every record is written (and the slab is free)
         if (!SPREAD || blockIdx.x == 0)
-            qq_shot_major_epilogue(out, out_stride, b0, SE, (int)T->num_records, shot_rows, row_bytes,
-                                   reinterpret_cast<unsigned char*>(qq_slab), stage_bytes);
+            qq_shot_major_epilogue(out, out_stride, b0, SE, offsets ? num_parities : (int)T->num_records, shot_rows,
+                                   row_bytes, reinterpret_cast<unsigned char*>(qq_slab), stage_bytes, offsets, flat,
+                                   flip);
     }
     if (SPREAD) qq_grid_barrier_done(bar);
 }
@@ -403,24 +416,27 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
 extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_shared(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
                       int chunk_words, int S, qq_u32 k0, qq_u32 k1, int defer_noise, unsigned char* shot_rows,
-                      int row_bytes, int stage_bytes) {
+                      int row_bytes, int stage_bytes, int num_parities, const int* offsets, const int* flat,
+                      const unsigned char* flip) {
     qq_frames_program<true, false>(T, ref, out, out_stride, word0, chunk_words, S, nullptr, k0, k1, defer_noise,
-                                   shot_rows, row_bytes, stage_bytes, nullptr);
+                                   shot_rows, row_bytes, stage_bytes, nullptr, num_parities, offsets, flat, flip);
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_global(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
                       int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
-                      unsigned char* shot_rows, int row_bytes, int stage_bytes) {
+                      unsigned char* shot_rows, int row_bytes, int stage_bytes, int num_parities,
+                      const int* offsets, const int* flat, const unsigned char* flip) {
     qq_frames_program<false, false>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise,
-                                    shot_rows, row_bytes, stage_bytes, nullptr);
+                                    shot_rows, row_bytes, stage_bytes, nullptr, num_parities, offsets, flat, flip);
 }
 
 // At most as many blocks as are resident at once (the grid barrier); bar: two zeroed counters.
 extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_spread(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
                       int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
-                      unsigned char* shot_rows, int row_bytes, int stage_bytes, unsigned* bar) {
+                      unsigned char* shot_rows, int row_bytes, int stage_bytes, unsigned* bar, int num_parities,
+                      const int* offsets, const int* flat, const unsigned char* flip) {
     qq_frames_program<false, true>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise,
-                                   shot_rows, row_bytes, stage_bytes, bar);
+                                   shot_rows, row_bytes, stage_bytes, bar, num_parities, offsets, flat, flip);
 }

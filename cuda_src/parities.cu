@@ -6,7 +6,8 @@
 //                    over r in flat[offsets[p] .. offsets[p+1]), for words j < count.
 //                    1-D grid over num_parities * count threads (one word of one parity each,
 //                    consecutive threads consecutive words: coalesced); blockDim.x == QQ_PARITY_BLOCK.
-//   parities_shot_major  those parities transposed to Stim's shot-major bit-packed layout (below).
+//   parities_shot_major  those parities transposed to Stim's shot-major bit-packed layout, or made
+//                    from the records as the transpose reads them (below).
 //   rows_reduce      each row of a chunk (records or parities) folded into one word, added into
 //                    acc[row] across the chunks of a call (below).
 #include "philox.cuh"
@@ -24,10 +25,13 @@ record_parities(const qq_u64* rec, int rec_stride, const int* offsets, const int
     out[(size_t)p * out_stride + j] = x;
 }
 
-// parities_shot_major: the same parities, laid out shot by shot as Stim's bit-packed samples: for
-// shot 64*j + l of the chunk, byte k of its row holds parities 8k..8k+7 (bit i = parity 8k+i), rows
-// of row_bytes = ceil(num_parities / 8) bytes back to back (what the host gets, one plain copy).
-// `par` is record_parities' output (num_parities rows of par_stride words). A block transposes a
+// parities_shot_major: parities laid out shot by shot as Stim's bit-packed samples: for shot
+// 64*j + l of the chunk, byte k of its row holds parities 8k..8k+7 (bit i = parity 8k+i), rows of
+// row_bytes = ceil(num_parities / 8) bytes back to back (what the host gets, one plain copy).
+// Without `offsets`, `par` holds the parities themselves (num_parities rows of par_stride words:
+// record_parities' output, or the records). With `offsets`, `flat` and `flip` (record_parities'
+// tables), `par` holds the records and each parity is XORed from them as its tile is read, so
+// detection events cost no pass of their own beyond the records' transpose. A block transposes a
 // tile of QQ_TILE_WORDS shot words by QQ_TILE_ROWS 64-parity words through shared memory: reads of
 // par are whole sectors (QQ_TILE_WORDS consecutive words of a row), writes are QQ_TILE_ROWS * 8
 // consecutive bytes of a shot's row, and the tile's rows are padded so the gather is free of bank
@@ -36,14 +40,22 @@ record_parities(const qq_u64* rec, int rec_stride, const int* offsets, const int
 #define QQ_TILE_ROWS 16
 extern "C" __global__ void __launch_bounds__(QQ_PARITY_BLOCK)
 parities_shot_major(const qq_u64* par, int par_stride, int num_parities, unsigned char* out, int row_bytes,
-                    int count) {
+                    int count, const int* offsets, const int* flat, const unsigned char* flip) {
     __shared__ qq_u64 tile[QQ_TILE_ROWS][64 * QQ_TILE_WORDS + 1];
     const int j0 = blockIdx.x * QQ_TILE_WORDS, b0 = blockIdx.y * QQ_TILE_ROWS;
     for (int t = threadIdx.x; t < QQ_TILE_ROWS * 64 * QQ_TILE_WORDS; t += blockDim.x) {
         const int jl = t % QQ_TILE_WORDS, r = t / QQ_TILE_WORDS;  // r: parity 64*b0 + r
         const int p = 64 * b0 + r, j = j0 + jl;
-        tile[r >> 6][(r & 63) * QQ_TILE_WORDS + jl] =
-            p < num_parities && j < count ? par[(size_t)p * par_stride + j] : 0ull;
+        qq_u64 x = 0ull;
+        if (p < num_parities && j < count) {
+            if (offsets == nullptr) {
+                x = par[(size_t)p * par_stride + j];
+            } else {
+                x = flip[p] ? ~0ull : 0ull;
+                for (int k = offsets[p]; k < offsets[p + 1]; ++k) x ^= par[(size_t)flat[k] * par_stride + j];
+            }
+        }
+        tile[r >> 6][(r & 63) * QQ_TILE_WORDS + jl] = x;
     }
     __syncthreads();
     for (int t = threadIdx.x; t < 64 * QQ_TILE_WORDS * QQ_TILE_ROWS; t += blockDim.x) {

@@ -811,6 +811,56 @@ def test_shot_major_rows_longer_than_shared_memory(numpy_engine):
                                  ((True, "auto", None, 3), (True, "global", None, 3), (False, "auto", None, 3)))
 
 
+@pytest.mark.parametrize("seed, size", [(0, "small"), (1, "small"), (2, "edge"), (3, "past the edge")])
+def test_shot_major_parities_gathered_as_they_are_transposed(numpy_engine, seed, size):
+    """Shot-major parities XORed from the records as they are transposed, by the frame kernel's
+    epilogue (64 shots' rows in its shared memory) or by parities_shot_major (longer rows, or
+    `fused_shot_major=False`), against record_parities' pass then the transpose
+    (`fused_parities=False`) and the NumPy engine. Parities of 0 to 9 records (none: the flip alone;
+    repeats; random reference bits, so both flips); 1,500 of them (two tiles of 1,024, a row of a
+    byte count that is not a multiple of 8), or the most whose 64 rows fit the epilogue's shared
+    memory, or 8 more; one chunk and chunks of 37 words, in pieces on streams or not, frames in
+    shared and global memory and on every multiprocessor, shot counts around the transpose's tile
+    of four words."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.core.parities import Parities
+    from cirq_quasarq.core.program import Annotation
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    r = np.random.default_rng(seed)
+    program = measured_rounds_program(97 + seed, 9, seed, noisy_qubits=40)
+    sched = schedule(program)
+    ref = numpy_engine.run_tableau(program, sched, rng.make_key(seed), reference=True).records
+    ref = ref ^ r.integers(0, 2, len(ref), dtype=np.uint8)  # flips of both values, whatever the program
+    engines = []
+    for fused_parities, fused_shot_major in ((True, True), (True, False), (False, True)):
+        for memory, spread in (("auto", False), ("global", False), ("auto", True)):
+            for pieces_from, max_words in ((0, 37), (None, None), (0, None)):
+                engine = CudaEngine(max_shot_words=max_words, frame_memory=memory)
+                engine.fused_parities, engine.fused_shot_major = fused_parities, fused_shot_major
+                engine.spread_frames = spread
+                if pieces_from is not None:
+                    engine.pipeline_min_bytes = pieces_from
+                engines.append(((fused_parities, fused_shot_major, memory, spread, pieces_from, max_words), engine))
+    frames = engines[0][1]._frames
+    room = min(frames.engine.smem_optin, 113 * 1024) - max(
+        frames._static_shared(k) for k in ("frames_program_shared", "frames_program_global", "frames_program_spread"))
+    count = {"small": 1500, "edge": 8 * (room // 64), "past the edge": 8 * (room // 64) + 8}[size]
+    groups = [Annotation("detector", r.integers(0, program.num_records, int(r.integers(0, 10))))
+              for _ in range(count)]
+    parities = Parities.of(groups, ref)
+    assert (np.diff(parities.offsets) == 0).any() and (np.diff(parities.offsets) > 2).any()
+    if size == "small":
+        assert parities.count % 8 and (parities.count + 7) // 8 % 8
+    for shots in (1, 64 * 4, 64 * 5 + 3, 64 * 83 + 17):
+        key = rng.make_key(100 * seed + shots)
+        want = numpy_engine.sample_frames(program, sched, key, ref, shots, parities, True)
+        for setting, engine in engines:
+            got = engine.sample_frames(program, sched, key, ref, shots, parities, True)
+            assert got.shape == want.shape and np.array_equal(got, want), (shots, setting)
+
+
 def test_out_of_memory_is_reported():
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")

@@ -166,6 +166,9 @@ class CudaEngine(Engine):
         # frame mode's shot-major records from the frame kernel's epilogue (False: a separate
         # transpose kernel afterwards, its oracle)
         self.fused_shot_major = True
+        # frame mode's shot-major parities (detection events, observable flips) XORed from the records
+        # as they are transposed (False: record_parities' pass first, its oracle)
+        self.fused_parities = True
         # frame mode runs a call of few shot words on every multiprocessor (frames_program_spread)
         # where FrameMode.spread_pays finds it faster; True / False: always / never (the block
         # kernels, its oracle)

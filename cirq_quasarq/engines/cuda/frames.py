@@ -6,8 +6,10 @@ words, or frames_program_spread (every multiprocessor on the same few words, gri
 windows) where a call has too few words to give the others work (`spread_pays`). Each runs the whole
 program, loops included, in one launch per chunk of shot words; chunks are sized to the device
 memory (and `max_shot_words`), and results do not depend on them (docs/engine-semantics.md,
-"Frame mode"). With parities (detectors, observables), parities.cu's record_parities reduces each
-chunk's records on the device and only the parities are copied. With `reduce` (reduce_frames),
+"Frame mode"). With parities (detectors, observables), each chunk's records are reduced on the
+device and only the parities are copied: shot-major, as they are transposed (by the frame kernel's
+epilogue or parities_shot_major: the records read once more, no pass of their own); otherwise by
+record_parities. With `reduce` (reduce_frames),
 parities.cu's rows_reduce folds each chunk's rows into one word per row on the device, and only
 those words are copied. What comes back goes through page-locked host memory; a chunk whose
 results are large runs as pieces on their own streams, so that one piece's copy overlaps the next
@@ -129,8 +131,11 @@ class FrameMode:
             most = engine.smem_optin - self._static_shared("frames_program_shared")
             raise OutOfMemoryError(f"the frames of {n} qubits need {slab_word} bytes of shared memory per 64 shots; "
                                    f"a block has at most {most} besides the kernel's own")
-        per_word = (8 * num_records + (0 if shared else slab_word) + (0 if parities is None else 8 * rows)
-                    + (64 * row_bytes if shot_major else 0))
+        # Shot-major parities are XORed from the records by the transpose itself; else record_parities
+        # writes them to a buffer of their own first (also the former's oracle: fused_parities False).
+        gathered = parities is not None and shot_major and engine.fused_parities
+        per_word = (8 * num_records + (0 if shared else slab_word)
+                    + (0 if parities is None or gathered else 8 * rows) + (64 * row_bytes if shot_major else 0))
         held = sum(b[1] for b in self._buffers.values())  # reused, so available to this call
         budget = engine.free_bytes() + held - (1 << 20)
         chunk = budget // per_word if per_word else words
@@ -147,11 +152,12 @@ class FrameMode:
         # Two blocks a multiprocessor (228 KiB): each its dynamic shared memory, its static noise
         # queues, 1 KiB the driver keeps.
         room = min(engine.smem_optin, 113 * 1024) - self._static_shared(name)
-        # Shot-major records come from the frame kernel itself where 64 shots' rows fit its shared
-        # memory (qq_shot_major_epilogue). Longer rows (over ~14k records: then a block's records
+        # Shot-major records (or parities) come from the frame kernel itself where 64 shots' rows fit
+        # its shared memory (qq_shot_major_epilogue). Longer rows (over ~14k: then a block's records
         # are no longer in L2 when it ends, and its one-word reads of them cost whole sectors from
-        # DRAM) and parities are transposed afterwards, by parities_shot_major (also the oracle).
-        fused = bool(shot_major and parities is None and engine.fused_shot_major and 64 * row_bytes <= room)
+        # DRAM) are transposed afterwards, by parities_shot_major (also the oracle).
+        fused = bool(shot_major and engine.fused_shot_major and 64 * row_bytes <= room
+                     and (parities is None or gathered))
         if shared:
             cap = int(min(64, max(1, room // slab_word))) if slab_word else 64
             S = self._words_a_block(chunk, slots, cap)
@@ -162,10 +168,14 @@ class FrameMode:
         blocks = -(-chunk // S)
         out_dev = self._scratch("frames_out", 8 * num_records * chunk)
         slab = None if shared else self._scratch("frames_slab", 8 * 2 * n * S * blocks)
-        copied = out_dev
+        copied = out_dev  # the rows that come back, or that parities_shot_major transposes
+        tables = (0, 0, 0)  # the gather of parities_shot_major or the frame kernel's epilogue: none
         if parities is not None:
-            copied = self._scratch("parities_out", 8 * rows * chunk)
             offsets, flat, flip = self._parities_on_device(parities)
+            if gathered:
+                tables = (int(offsets), int(flat), int(flip))
+            else:
+                copied = self._scratch("parities_out", 8 * rows * chunk)
         if shot_major:
             by_shot = self._scratch("shot_major", 64 * row_bytes * chunk)
         if reduce is not None:
@@ -197,8 +207,9 @@ class FrameMode:
                 stream = streams[i % len(streams)]
                 shot_rows = int(by_shot) + 64 * row_bytes * at if fused else 0
                 timed[-1].append(self._piece(name, n, S, room, dp, ref, out_dev, chunk, first_word + start + at, at,
-                                             part, slab, k0, k1, defer_noise, stream, shot_rows, row_bytes))
-                if parities is not None:
+                                             part, slab, k0, k1, defer_noise, stream, shot_rows, row_bytes,
+                                             (rows, *tables)))
+                if parities is not None and not gathered:
                     total = rows * part
                     launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
                            (PARITY_BLOCK, 1, 1), int(out_dev) + 8 * at, chunk, int(offsets), int(flat), int(flip),
@@ -213,7 +224,7 @@ class FrameMode:
                     if not fused:
                         launch("parities", "parities_shot_major", (-(-part // TILE_WORDS), -(-row_words // TILE_ROWS)),
                                (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows, device_rows, row_bytes, part,
-                               stream=stream)
+                               *tables, stream=stream)
                     host_rows = out[64 * (start + at): 64 * (start + at + part)]
                     if staging is not None and staging.rows(stream, host_rows, device_rows, row_bytes):
                         pass
@@ -297,19 +308,21 @@ class FrameMode:
         return [(at, min(per_piece, count - at)) for at in range(0, count, per_piece)]
 
     def _piece(self, name, n, S, room, dp, ref, out_dev, chunk, word0, at, part, slab, k0, k1, defer_noise, stream,
-               shot_rows, row_bytes):
+               shot_rows, row_bytes, parities):
         """Launch the frame kernel `name` on `part` words from chunk column `at` (absolute word
         `word0`), S words a block. In global memory its blocks take the chunk's slabs from block
         at / S on (pieces are whole blocks). `shot_rows` (0: none): the piece's shot-major
-        rows, written by the kernel (staged in its dynamic shared memory, `room` bytes at most).
-        Returns the launch's events."""
+        rows, written by the kernel (staged in its dynamic shared memory, `room` bytes at most);
+        `parities` (their count and device tables, or null tables): the rows' parities of the
+        records instead. Returns the launch's events."""
         grid = (-(-part // S), 1)
         launch = self.engine.launcher.launch
         if name == "frames_program_spread":  # one block a multiprocessor: all resident (its grid barrier)
             stage = 64 * row_bytes * min(S, room // (64 * row_bytes)) if shot_rows else 0
             return launch("frames", name, (self.engine.sm_count, 1), (FRAME_BLOCK, 1, 1), dp.tables, int(ref),
                           int(out_dev) + 8 * at, chunk, word0, part, S, int(slab), k0, k1, defer_noise, shot_rows,
-                          row_bytes, stage, int(self._barrier()), shared_size=stage, timed=True, stream=stream)
+                          row_bytes, stage, int(self._barrier()), *parities, shared_size=stage, timed=True,
+                          stream=stream)
         out = int(out_dev) + 8 * at
         slab_bytes = 8 * 2 * n * S if slab is None else 0
         stage = 0
@@ -318,12 +331,12 @@ class FrameMode:
         smem = max(slab_bytes, stage)
         if slab is None:
             return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part,
-                          S, k0, k1, defer_noise, shot_rows, row_bytes, stage, shared_size=smem, timed=True,
-                          stream=stream)
+                          S, k0, k1, defer_noise, shot_rows, row_bytes, stage, *parities, shared_size=smem,
+                          timed=True, stream=stream)
         block_slab = 8 * 2 * n * S
         return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part, S,
                       int(slab) + block_slab * (at // S), k0, k1, defer_noise, shot_rows, row_bytes, stage,
-                      shared_size=smem, timed=True, stream=stream)
+                      *parities, shared_size=smem, timed=True, stream=stream)
 
     def _copy(self, copy, stream, aligned: bool) -> None:
         """A 2-D device-to-host copy: on `stream` (asynchronous) or at once."""
