@@ -9,11 +9,10 @@ memory (and `max_shot_words`), and results do not depend on them (docs/engine-se
 "Frame mode"). With parities (detectors, observables), each chunk's records are reduced on the
 device and only the parities are copied: shot-major, as they are transposed (by the frame kernel's
 epilogue or parities_shot_major: the records read once more, no pass of their own); otherwise by
-record_parities. With `reduce` (reduce_frames),
-parities.cu's rows_reduce folds each chunk's rows into one word per row on the device, and only
-those words are copied. What comes back goes through page-locked host memory; a chunk whose
-results are large runs as pieces on their own streams, so that one piece's copy overlaps the next
-pieces' kernels.
+record_parities. With `reduce` (reduce_frames), parities.cu's rows_reduce folds each chunk's rows
+into one word per row on the device, and only those words are copied. What comes back goes through
+page-locked host memory; a chunk whose results are large runs as pieces on their own streams, so
+that one piece's copy overlaps the next pieces' kernels.
 """
 
 from __future__ import annotations
