@@ -17,9 +17,9 @@ and d = 11 (1M): each mode's median and best call and its kernels' device time a
 """
 import argparse
 import cProfile
-import statistics
 import io
 import pstats
+import statistics
 import time
 
 import numpy as np
