@@ -94,12 +94,12 @@ def test_large_draws_equal_small_ones(p):
 
 
 def test_tables_of_the_slots_probabilities():
-    """rng._tables: per slot its fixed-point threshold, which draw takes it (certain, dense, sparse),
-    the sparse slots' any-lane thresholds and first-lane cuts, as the scalar functions give them;
-    made once per array of probabilities (a sampler's every call)."""
+    """rng.probability_tables: per slot its fixed-point threshold, which draw takes it (certain,
+    dense, sparse), the sparse slots' any-lane thresholds and first-lane cuts, as the scalar
+    functions give them; made once per array of probabilities (a sampler's every call)."""
     for values in ([1e-3] * 5, [1e-3, 0.2, 1e-3, 0.5, 0.2, 0.0, 1.0, 1e-4], [0.3], []):
         p = np.array(values, dtype=np.float64)
-        t = rng._tables(p)
+        t = rng.probability_tables(p)
         assert t.fixed.dtype == np.uint64 and t.fixed.tolist() == [rng.fixed_point(float(v)) for v in p]
         assert t.certain.tolist() == [i for i, v in enumerate(p) if v >= 1]
         assert t.dense.tolist() == [i for i, v in enumerate(p) if rng.SPARSE_BELOW <= v < 1]
@@ -107,7 +107,7 @@ def test_tables_of_the_slots_probabilities():
         assert t.any_sparse.tolist() == [rng._any_threshold(float(p[i])) for i in t.sparse]
         for i in t.sparse:
             assert np.array_equal(t.cuts[t.kind[i]], rng._first_lane_cuts(float(p[i])))
-        assert rng._tables(p.copy()) is t
+        assert rng.probability_tables(p.copy()) is t
 
 
 def _lanes_below(key, slot: int, plane0: int, col: int, threshold: int) -> int:
@@ -138,13 +138,17 @@ def _bernoulli_word(key, slot: int, p: float, col: int) -> int:
 @pytest.mark.parametrize("probs", [
     [1e-3] * 40,  # one probability (runs of threshold bits reduced at once) ...
     [0.3] * 40, [0.5] * 40, [2.0**-7] * 40, [0.75] * 40, [1 - 2.0**-40] * 40, [2.0**-30] * 40,
-    [1e-3, 0.004, 0.3, 1e-3, 0.5, 0.02] * 7,  # ... and several (plane by plane)
+    [1e-3, 0.004, 0.3, 1e-3, 0.5, 0.02] * 7,  # ... and several (plane by plane) ...
+    [1e-3, 0.0010000000000000002] * 20,  # ... that agree but for their last planes (DEPOLARIZE2 summed) ...
+    [0.5, 0.5 + 2.0**-10] * 20, [0.3, 0.3 + 2.0**-20] * 20,  # ... past the first pass, in the second ...
+    [2.0**-9, 2.0**-9 + 2.0**-14] * 20,  # ... and sparse ones apart inside the second pass
 ])
 def test_bit_sliced_draws_equal_their_definition(probs):
-    """Every path of the bit-sliced comparison (one threshold for all pairs, whose runs of equal bits
-    go at once, or a threshold a pair) against the lanes' uniforms built plane by plane, at
-    thresholds whose runs of equal bits cross the passes' edges (p = 1/2, 3/4: one 1 bit then zeros;
-    1 - 2^-40: forty ones; 2^-30: thirty zeros first). Words are chosen where lanes fire."""
+    """Every path of the bit-sliced comparison (the planes on which every pair's threshold has the
+    same bit go a run of equal bits at once, the others plane by plane) against the lanes' uniforms
+    built plane by plane, at thresholds whose runs of equal bits cross the passes' edges (p = 1/2,
+    3/4: one 1 bit then zeros; 1 - 2^-40: forty ones; 2^-30: thirty zeros first), and at
+    thresholds that part at the first, second and last planes. Words are chosen where lanes fire."""
     key = rng.make_key(2024)
     slots = np.arange(len(probs), dtype=np.uint64) * 5 + 1
     probs = np.array(probs)
@@ -157,7 +161,7 @@ def test_bit_sliced_draws_equal_their_definition(probs):
 
 @pytest.mark.parametrize("p", [0.0, 1e-3, 0.05, 0.2, 0.9])
 def test_firing_lanes_equal_the_unpacked_bits(p):
-    """draws._firing_lanes (a lane a round, up to _SPARSE_LANES lanes a word; unpacked past that)
+    """rng.set_bits (a lane a round, up to _SPARSE_LANES lanes a word; unpacked past that)
     lists the set bits entry-major, lanes ascending, as np.nonzero of the unpacked bits does: words
     with none, one, eight, nine and 64 lanes (bit 63 among them)."""
     from cirq_quasarq.core import draws
@@ -168,7 +172,7 @@ def test_firing_lanes_equal_the_unpacked_bits(p):
     for rows in (bits, bits[:1], bits[:2], bits[:0], bits[[0, 1, 4]]):
         fire = np.packbits(rows, axis=1, bitorder="little").view(np.uint64).reshape(-1)
         want = np.nonzero(rows)
-        got = draws._firing_lanes(fire)
+        got = rng.set_bits(fire)
         assert all(np.array_equal(a, b) for a, b in zip(got, want)), (p, len(rows))
 
 

@@ -14,8 +14,6 @@ import numpy as np
 from . import opcodes, rng
 from .program import Program
 
-_ONE = np.uint64(1)
-
 
 def coin(key: Tuple[int, int], slot: int, repetition: int) -> int:
     """The coin of a random collapse (tableau mode): bit 0 of word (COIN, slot, repetition)."""
@@ -31,79 +29,71 @@ def sparse_channel(key, channel, slots: np.ndarray, start: int, count: int):
 def sparse_channels(key, channels, slot_lists, start: int, count: int) -> list:
     """`sparse_channel` of several channels, each on its own slots, drawn together: one Bernoulli
     draw and one Pauli choice for all (the bits are each channel's own draws)."""
-    slot_lists = [np.asarray(s, dtype=np.uint64).reshape(-1) for s in slot_lists]
-    sizes = np.array([len(s) for s in slot_lists], dtype=np.int64)
-    bounds = np.concatenate([[0], np.cumsum(sizes)])
-    slots = np.concatenate(slot_lists) if slot_lists else np.zeros(0, dtype=np.uint64)
-    totals = np.repeat([float(ch.total) for ch in channels], sizes)
-    r, c, fire = rng.bernoulli_sparse(key, slots, totals, start, count)
-    cuts = np.searchsorted(r, bounds)  # entries are sorted by slot index, so by channel
-    # Which Pauli each erring shot of a channel of several Paulis gets: one draw for all of them.
-    several = np.repeat([len(ch.probs) > 1 for ch in channels], np.diff(cuts))
-    chosen = np.flatnonzero(several)
-    entry, lane = _firing_lanes(fire[chosen])
-    entry = chosen[entry]
-    shots = (np.uint64(start) + c[entry].astype(np.uint64)) * np.uint64(64) + lane.astype(np.uint64)
-    u = rng.words(key, rng.Stream.NOISE_CHOICE, slots[r[entry]], 0, shots)
-    lane_cuts = np.searchsorted(entry, cuts)
-    out = []
-    for i, channel in enumerate(channels):
-        lo, hi = cuts[i], cuts[i + 1]
-        pick = slice(lane_cuts[i], lane_cuts[i + 1])
-        xm, zm = _channel_paulis(channel, fire[lo:hi], entry[pick] - lo, lane[pick], u[pick])
-        out.append((r[lo:hi] - bounds[i], c[lo:hi], xm, zm))
-    return out
+    return ChannelDraw(channels, slot_lists).draw(key, start, count)
 
 
-_SPARSE_LANES = 8  # words with at most this many firing lanes list them a lane at a time
+class ChannelDraw:
+    """`sparse_channels` of given channels on given slots. What depends on neither the key nor the
+    words (the slots side by side, each slot's probability and its tables, each channel's Pauli
+    letters) is made once: a sampler draws the same slots at the same probabilities every call."""
 
+    def __init__(self, channels, slot_lists):
+        self.channels = list(channels)
+        slot_lists = [np.asarray(s, dtype=np.uint64).reshape(-1) for s in slot_lists]
+        sizes = np.array([len(s) for s in slot_lists], dtype=np.int64)
+        self.bounds = np.concatenate([[0], np.cumsum(sizes)])
+        self.slots = np.concatenate(slot_lists) if slot_lists else np.zeros(0, dtype=np.uint64)
+        totals = np.repeat([float(ch.total) for ch in self.channels], sizes).astype(np.float64)
+        self.tables = rng.probability_tables(totals)
+        # Every channel's outcomes as rows of one table: row first_row[i] + k is outcome k of channel
+        # i, column 2j + b whether its Pauli on target j has an X part (b = 0) or a Z part (b = 1).
+        self.width = 2 * max((ch.arity for ch in self.channels), default=1)
+        outcomes = [len(ch.probs) for ch in self.channels]
+        self.first_row = (np.cumsum(outcomes) - outcomes).astype(np.int64)
+        self.letters = np.zeros((sum(outcomes), self.width), dtype=np.uint8)
+        for i, ch in enumerate(self.channels):
+            rows = slice(self.first_row[i], self.first_row[i] + outcomes[i])
+            self.letters[rows, 0 : 2 * ch.arity : 2] = (ch.paulis == 1) | (ch.paulis == 2)
+            self.letters[rows, 1 : 2 * ch.arity : 2] = (ch.paulis == 2) | (ch.paulis == 3)
+        self.slot_row = np.repeat(self.first_row, sizes)  # a slot's channel's first row
+        self.several = [i for i, ch in enumerate(self.channels) if len(ch.probs) > 1]
 
-def _firing_lanes(fire: np.ndarray):
-    """(entry, lane) of every set bit of the words `fire`, entry-major and lanes ascending (what
-    np.nonzero of the unpacked bits gives). Noise words hold a lane or two: their lowest set bits
-    are taken off a round at a time (a few operations on the words), where unpacking made 64 bytes
-    a word to scan."""
-    counts = np.bitwise_count(fire)
-    rounds = int(counts.max()) if len(fire) else 0
-    if rounds > _SPARSE_LANES:
-        return np.nonzero(np.unpackbits(fire.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"))
-    starts = np.zeros(len(fire) + 1, dtype=np.int64)
-    np.cumsum(counts, out=starts[1:])
-    entry = np.repeat(np.arange(len(fire)), counts)
-    lane = np.empty(int(starts[-1]), dtype=np.int64)
-    live = np.flatnonzero(counts)
-    rest, at = fire[live], starts[live]
-    for _ in range(rounds):
-        low = rest & (np.uint64(0) - rest)
-        lane[at] = np.bitwise_count(low - _ONE)  # the lowest set bit's index: the ones below it
-        rest ^= low
-        keep = rest != 0
-        rest, at = rest[keep], at[keep] + 1
-    return entry, lane
+    def lanes(self, key, start: int, count: int):
+        """The draw lane by lane: the firing words (slot index r, word offset c, mask fire: `rng.bernoulli_sparse`),
+        then every set bit of them, word by word and lanes ascending: its word (an index into r, c),
+        its lane and the row of `letters` its Pauli is. A lane of a channel of several Paulis takes
+        the one its NOISE_CHOICE word picks (drawn for every lane: one draw, whose words a lane of
+        a one-Pauli channel never reads)."""
+        r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
+        entry, lane = rng.set_bits(fire)
+        slot = r[entry]
+        row = self.slot_row[slot]
+        if self.several and len(lane):
+            shots = (np.uint64(start) + c[entry].astype(np.uint64)) * np.uint64(64) + lane.astype(np.uint64)
+            u = rng.words(key, rng.Stream.NOISE_CHOICE, self.slots[slot], 0, shots)
+            cuts = np.searchsorted(slot, self.bounds)  # lanes are sorted by slot, so by channel
+            for i in self.several:
+                lo, hi = cuts[i], cuts[i + 1]
+                row[lo:hi] += np.searchsorted(rng.thresholds(self.channels[i].probs), u[lo:hi], side="right")
+        return r, c, fire, entry, lane, row
 
-
-def _channel_paulis(channel, fire, entry, lane, u):
-    """X / Z masks [arity, E] of a channel's firing lanes `fire` [E]; for a channel of several
-    Paulis, its lanes (entry, lane) take the Pauli their 64-bit uniform u picks."""
-    xm = np.zeros((channel.arity, len(fire)), dtype=np.uint64)
-    zm = np.zeros_like(xm)
-    paulis = channel.paulis
-    if len(channel.probs) == 1:
-        for j in range(channel.arity):
-            if paulis[0, j] in (1, 2):
-                xm[j] = fire
-            if paulis[0, j] in (2, 3):
-                zm[j] = fire
-        return xm, zm
-    outcome = np.searchsorted(rng.thresholds(channel.probs), u, side="right")
-    lane_bit = _ONE << lane.astype(np.uint64)
-    for j in range(channel.arity):
-        letter = paulis[outcome, j]
-        sel = (letter == 1) | (letter == 2)
-        np.bitwise_or.at(xm[j], entry[sel], lane_bit[sel])
-        sel = (letter == 2) | (letter == 3)
-        np.bitwise_or.at(zm[j], entry[sel], lane_bit[sel])
-    return xm, zm
+    def draw(self, key, start: int, count: int) -> list:
+        """Per channel: (slot index, word offset, X masks [arity, E], Z masks [arity, E])."""
+        r, c, fire, entry, lane, row = self.lanes(key, start, count)
+        per_lane = self.letters[row].astype(np.uint64) << lane.astype(np.uint64)[:, None]  # [lanes, width]
+        masks = np.zeros((len(fire), self.width), dtype=np.uint64)
+        if len(fire):  # a word's lanes OR-ed: every word has one
+            firsts = np.zeros(len(fire), dtype=np.int64)
+            np.cumsum(np.bitwise_count(fire[:-1]), out=firsts[1:])
+            masks = np.bitwise_or.reduceat(per_lane, firsts, axis=0)
+        cuts = np.searchsorted(r, self.bounds)  # entries are sorted by slot index, so by channel
+        out = []
+        for i, channel in enumerate(self.channels):
+            lo, hi = cuts[i], cuts[i + 1]
+            arity = channel.arity
+            out.append((r[lo:hi] - self.bounds[i], c[lo:hi], masks[lo:hi, 0 : 2 * arity : 2].T,
+                        masks[lo:hi, 1 : 2 * arity : 2].T))
+        return out
 
 
 def channel_masks(key, channel, slots: np.ndarray, start: int, count: int

@@ -67,19 +67,18 @@ def make_key(seed: Optional[int]) -> Tuple[int, int]:
 _BLOCK = 1 << 14  # elements per pass: keeps the ten rounds' temporaries in cache
 
 
-_MULTIPLIERS = np.array([[M0], [M1]], dtype=np.uint64)
 _ROUND_KEYS: dict = {}
 
 
 def _round_keys(key: Tuple[int, int]) -> list:
-    """The ten rounds' (k0, k1) as [2, 1] arrays (made once per key)."""
+    """The ten rounds' (k0, k1) as NumPy scalars (made once per key)."""
     if key not in _ROUND_KEYS:
         if len(_ROUND_KEYS) > 64:
             _ROUND_KEYS.clear()
         k0, k1 = key
         rounds = []
         for _ in range(10):
-            rounds.append(np.array([[k0], [k1]], dtype=np.uint64))
+            rounds.append((np.uint64(k0), np.uint64(k1)))
             k0, k1 = (k0 + W0) & 0xFFFFFFFF, (k1 + W1) & 0xFFFFFFFF
         _ROUND_KEYS[key] = rounds
     return _ROUND_KEYS[key]
@@ -89,12 +88,14 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     """Philox4x32-10 on broadcastable arrays; returns four uint64 arrays < 2^32. c1, c2 and the
     stream id c3 (< 8) are 32-bit words; c0 may hold up to 61 bits, its bits past 32 going to c3.
 
-    The two products of a round are one operation on the stacked (a, c), so a round is five array
-    operations on preallocated buffers (a small draw costs their count)."""
+    A round is eight array operations on preallocated buffers (`_philox_pass`): a small draw costs
+    their count, so the wrapper around them is kept to C-level calls too."""
     c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in (c0, c1, c2, c3))
-    shape = np.broadcast_shapes(c0.shape, c1.shape, c2.shape, c3.shape)
+    shape = np.broadcast(c0, c1, c2, c3).shape
     total = math.prod(shape)
-    rounds = _round_keys(tuple(int(k) for k in key))
+    rounds = _ROUND_KEYS.get(key) if isinstance(key, tuple) else None
+    if rounds is None:
+        rounds = _round_keys(tuple(int(k) for k in key))
     if total <= _BLOCK:  # one pass, the counters as they are
         ac, bd = _philox_pass(c0, c1, c2, c3, shape, rounds)
         return ac[0].reshape(shape), bd[0].reshape(shape), ac[1].reshape(shape), bd[1].reshape(shape)
@@ -122,7 +123,12 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
 
 def _philox_pass(c0, c1, c2, c3, shape, rounds):
     """The ten rounds on counters broadcast to `shape` (the ufuncs broadcast them as they read them,
-    no copies): (ac, bd), uint64 [2, prod(shape)] each, rows (r0, r2) and (r1, r3) of the output."""
+    no copies): (ac, bd), uint64 [2, prod(shape)] each, rows (r0, r2) and (r1, r3) of the output.
+
+    A round is (a, c) <- (hi(c M1) ^ b ^ k0, hi(a M0) ^ d ^ k1), (b, d) <- (lo(c M1), lo(a M0)). The
+    rows swap places every round (ac holds (a, c) after an even number of rounds, (c, a) after an
+    odd one, bd likewise), so that both halves of the products go out in their own order: a
+    reversed view or a [2, 1] operand costs an operation twice a plain one."""
     shift = np.uint64(32)
     m = math.prod(shape)
     ac, other = np.empty((2, m), dtype=np.uint64), np.empty((2, m), dtype=np.uint64)
@@ -131,14 +137,21 @@ def _philox_pass(c0, c1, c2, c3, shape, rounds):
     np.bitwise_and(c2, MASK32, out=ac[1].reshape(shape))
     np.bitwise_and(c1, MASK32, out=bd[0].reshape(shape))
     np.bitwise_and(c3 | ((c0 >> shift) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1].reshape(shape))
-    for k in rounds:
-        np.multiply(ac, _MULTIPLIERS, out=product)  # [a * M0, c * M1]
-        # (a, c) <- (hi(c * M1) ^ b ^ k0, hi(a * M0) ^ d ^ k1); (b, d) <- (lo(c * M1), lo(a * M0))
-        np.right_shift(product[::-1], shift, out=other)
-        other ^= bd
-        other ^= k
-        np.bitwise_and(product[::-1], MASK32, out=bd)
+    swapped = False
+    for k0, k1 in rounds:
+        m_first, m_second, k_first, k_second = (M1, M0, k0, k1) if swapped else (M0, M1, k1, k0)
+        np.multiply(ac[0], m_first, out=product[0])  # (a M0, c M1), or (c M1, a M0) swapped
+        np.multiply(ac[1], m_second, out=product[1])
+        np.right_shift(product, shift, out=other)  # the new (c, a), or (a, c) swapped
+        other[0] ^= bd[1]
+        other[1] ^= bd[0]
+        other[0] ^= k_first
+        other[1] ^= k_second
+        np.bitwise_and(product, MASK32, out=bd)  # the new (d, b), or (b, d) swapped
         ac, other = other, ac
+        swapped = not swapped
+    if swapped:  # an odd number of rounds
+        return ac[::-1], bd[::-1]
     return ac, bd
 
 
@@ -160,11 +173,19 @@ def word(key, stream: int, a: int, b: int, index: int) -> int:
 def words(key, stream: int, a, b, index) -> np.ndarray:
     """64-bit random words word(stream, a, b, index) for broadcastable a, b, index."""
     index = np.asarray(index, dtype=np.uint64)
-    r0, r1, r2, r3 = philox4x32(index >> np.uint64(1), a, b, np.uint64(stream), key)
-    odd = (index & np.uint64(1)).astype(bool)
-    lo = np.where(odd, r2, r0)
-    hi = np.where(odd, r3, r1)
-    return lo | (hi << np.uint64(32))
+    outs = philox4x32(index >> np.uint64(1), a, b, np.uint64(stream), key)
+    return _halves(outs, (index & np.uint64(1)).astype(bool))
+
+
+def _halves(outs, odd) -> np.ndarray:
+    """The 64-bit words of Philox outputs (r0, r1, r2, r3): r2 | r3 << 32 where `odd`, else
+    r0 | r1 << 32 (in place: the outputs are the call's own arrays)."""
+    r0, r1, r2, r3 = outs
+    np.copyto(r0, r2, where=odd)
+    np.copyto(r1, r3, where=odd)
+    r1 <<= np.uint64(32)
+    r0 |= r1
+    return r0
 
 
 def words_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
@@ -196,9 +217,25 @@ def words32_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
     calls = np.arange(first, last, dtype=np.uint64)
     a2 = a.reshape(a.shape + (1,)) if a.ndim else a
     outs = philox4x32(calls, a2, np.uint64(b), np.uint64(stream), key)
-    both = np.stack(outs, axis=-1).reshape(a.shape + (4 * len(calls),))  # (-1) fails on empty
-    off = start - 4 * first
+    return _interleaved(outs, a.shape, start - 4 * first, count)
+
+
+def _interleaved(outs, shape, off: int, count: int) -> np.ndarray:
+    """Values [off, off + count) of the four Philox outputs taken in turn (value i: outs[i & 3] of
+    call i >> 2), each output [shape..., calls]: [shape..., count]."""
+    both = np.stack(outs, axis=-1).reshape(shape + (4 * outs[0].shape[-1],))  # (-1) fails on empty
     return both[..., off : off + count]
+
+
+def below32_range(key, stream: int, a, b, start: int, count: int, threshold: np.ndarray) -> np.ndarray:
+    """bool [k, count]: whether `words32_range`'s values (a of shape [k]) are below threshold [k]
+    (compared before they are interleaved: a quarter of the bytes to move)."""
+    a = np.asarray(a, dtype=np.uint64)
+    first, last = start >> 2, (start + count + 3) >> 2
+    calls = np.arange(first, last, dtype=np.uint64)
+    outs = philox4x32(calls, a.reshape(a.shape + (1,)), np.uint64(b), np.uint64(stream), key)
+    below = [out < threshold[:, None] for out in outs]
+    return _interleaved(below, a.shape, start - 4 * first, count)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -234,14 +271,16 @@ def bernoulli_words(key, slots, p, start: int, count: int) -> np.ndarray:
     return out
 
 
-def bernoulli_sparse(key, slots, p, start: int, count: int):
+def bernoulli_sparse(key, slots, p, start: int, count: int, tables: Optional["_Tables"] = None):
     """`bernoulli_words` as its nonzero entries: (slot index, word offset, mask), row-major order.
-    Slots of every probability are drawn together: a sampler's channels cost one draw, not one each."""
-    slots = np.asarray(slots, dtype=np.uint64).reshape(-1)
-    p = np.broadcast_to(np.asarray(p, dtype=np.float64), slots.shape)
+    Slots of every probability are drawn together: a sampler's channels cost one draw, not one each.
+    `tables`: `probability_tables(p)`, where the caller keeps it (uint64 slots, one p a slot)."""
+    if tables is None:
+        slots = np.asarray(slots, dtype=np.uint64).reshape(-1)
+        p = np.broadcast_to(np.asarray(p, dtype=np.float64), slots.shape)
     parts = []
     if len(slots) and count:
-        t = _tables(p)
+        t = tables if tables is not None else probability_tables(p)
         if len(t.certain):
             r, c = _grid(t.certain, count)
             parts.append((r, c, np.full(len(r), ALL)))
@@ -282,7 +321,7 @@ class _Tables:
 _TABLES: dict = {}
 
 
-def _tables(p: np.ndarray) -> _Tables:
+def probability_tables(p: np.ndarray) -> _Tables:
     """`_Tables` of the probabilities p (kept by their bytes; read-only)."""
     key = p.tobytes()
     found = _TABLES.get(key)
@@ -301,7 +340,7 @@ def _grid(rows: np.ndarray, count: int):
 def _sparse_lanes(key, slots, t: _Tables, start: int, count: int):
     """The small-p draw of `bernoulli_words` for the sparse slots of tables `t` (see there)."""
     rows = t.sparse
-    any_fire = words32_range(key, Stream.NOISE, slots[rows], 0, start, count) < t.any_sparse[:, None]
+    any_fire = below32_range(key, Stream.NOISE, slots[rows], 0, start, count, t.any_sparse)
     i, c = np.nonzero(any_fire)
     r = rows[i]
     if len(r) == 0:
@@ -322,8 +361,35 @@ def _sparse_lanes(key, slots, t: _Tables, start: int, count: int):
             first[sel] = np.searchsorted(t.cuts[kind], u[sel], side="right")
     above = ~((np.uint64(2) << first) - np.uint64(1))  # lanes strictly above `first`
     above[first == 63] = 0
-    rest = _bit_sliced_at(key, slots[r], t.fixed[r], cols, 2, drawn[:, 1:]) & above
+    rest = _bit_sliced_at(key, slots[r], t.fixed[r], cols, 2, drawn[:, 1:], lanes=above)
     return r, c, (np.uint64(1) << first) | rest
+
+
+_SPARSE_LANES = 8  # words with at most this many firing lanes list them a lane at a time
+
+
+def set_bits(fire: np.ndarray):
+    """(entry, lane) of every set bit of the words `fire` (their firing lanes), entry-major and
+    lanes ascending (what np.nonzero of the unpacked bits gives). Noise words hold a lane or two:
+    their lowest set bits are taken off a round at a time (a few operations on the words), where
+    unpacking made 64 bytes a word to scan."""
+    counts = np.bitwise_count(fire)
+    rounds = int(counts.max()) if len(fire) else 0
+    if rounds > _SPARSE_LANES:
+        return np.nonzero(np.unpackbits(fire.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"))
+    starts = np.zeros(len(fire) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    entry = np.repeat(np.arange(len(fire)), counts)
+    lane = np.empty(int(starts[-1]), dtype=np.int64)
+    live = np.flatnonzero(counts)
+    rest, at = fire[live], starts[live]
+    for _ in range(rounds):
+        low = rest & (np.uint64(0) - rest)
+        lane[at] = np.bitwise_count(low - np.uint64(1))  # the lowest set bit's index: the ones below it
+        rest ^= low
+        keep = rest != 0
+        rest, at = rest[keep], at[keep] + 1
+    return entry, lane
 
 
 def _any_threshold(p: float) -> int:
@@ -352,35 +418,47 @@ _WIDE_PASSES = (16, 40)
 _LARGE_DRAW = 1 << 14  # pairs still undecided from which passes are one plane
 
 
-def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=None):
+def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=None, lanes=None):
     """Bit-sliced Bernoulli for scattered (slot, word) pairs against per-pair fixed-point thresholds:
     lane l fires when its uniform (bit 63 - j = bit l of plane plane0 + j) is below the threshold.
     Planes are drawn a pass at a time for the pairs still undecided; a plane drawn after a pair is
     decided changes nothing, so the bits are those of a plane-by-plane draw. `first_pass`: the
-    first pass's planes, when the caller drew them already."""
+    first pass's planes, when the caller drew them already. `lanes`: per pair, the lanes the caller
+    keeps (the others come out 0 and are never waited for)."""
     out = np.zeros(len(slots), dtype=np.uint64)
-    undecided = np.full(len(slots), ALL)
-    live = np.arange(len(slots))
-    shared = len(threshold) and threshold.min() == threshold.max()  # one probability: runs of planes at once
+    if lanes is None:
+        undecided = np.full(len(slots), ALL)
+        live = np.arange(len(slots))
+    else:
+        undecided = lanes.copy()
+        live = np.flatnonzero(undecided)
+    # The planes on which every threshold has the same bit (often all but the last few: channels
+    # whose probabilities differ by float rounding) are compared a run of equal bits at a time.
+    if len(threshold):
+        differ = int(np.bitwise_or.reduce(threshold) ^ np.bitwise_and.reduce(threshold))
+        common, common_threshold = 64 - differ.bit_length(), int(threshold[0])
+    else:
+        common, common_threshold = 64, 0
     j0, wide = 0, iter(_WIDE_PASSES)
     while len(live) and j0 < 64:
         width = _FIRST_PASS if j0 == 0 else (1 if len(live) > _LARGE_DRAW else next(wide, 64 - j0))
         width = min(width, 64 - j0)
         planes = np.arange(j0, j0 + width, dtype=np.uint64)
         if j0 == 0 and first_pass is not None:
-            u = first_pass
+            u = first_pass if len(live) == len(slots) else first_pass[live]
         else:
             u = words(key, Stream.NOISE, slots[live, None], np.uint64(plane0) + planes[None, :], cols[live, None])
         und, got = undecided[live], out[live]
+        shared = min(width, max(0, common - j0))
         if shared:
-            _compare_runs(u, int(threshold[0]), j0, width, und, got)
-        else:
+            _compare_runs(u, common_threshold, j0, shared, und, got)
+        if shared < width:
             # all ones where the threshold's bit is 1 (a lane with bit 0 there is below it)
-            t = np.uint64(0) - ((threshold[live, None] >> (np.uint64(63) - planes[None, :]))
+            t = np.uint64(0) - ((threshold[live, None] >> (np.uint64(63) - planes[None, shared:]))
                                 & np.uint64(1))
-            for k in range(width):
-                got |= und & ~u[:, k] & t[:, k]
-                und &= ~(u[:, k] ^ t[:, k])
+            for k in range(shared, width):
+                got |= und & ~u[:, k] & t[:, k - shared]
+                und &= ~(u[:, k] ^ t[:, k - shared])
                 if k % 8 == 7 and not und.any():
                     break
         out[live], undecided[live] = got, und

@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from ...core import rng
-from ...core.draws import sparse_channels
+from ...core.draws import ChannelDraw
 from ...core.parities import Parities
 from ...core.paulis import spread
 from ...core.program import Program
@@ -149,6 +149,22 @@ class LinearFrames:
         self._constant = (parities, bits, made)
         return made
 
+    def _channel_draw(self, program: Program):
+        """(the draw of this map's noise slots at `program`'s probabilities, each of its slots' first
+        input: its instance's target 0 X bit); the last one made is kept (a sampling loop passes the
+        same program, so the same channel objects)."""
+        channels = [program.channels[aux] for aux in self.noise_channels]
+        kept = getattr(self, "_kept_draw", None)
+        if kept is not None and len(kept[0]) == len(channels) and all(a is b for a, b in zip(kept[0], channels)):
+            return kept[1]
+        unit = self.inputs
+        slots = [unit.noise_slots[aux] for aux in self.noise_channels]
+        first_input = np.concatenate([unit.noise_base[aux] + 2 * unit.arity[aux] * np.arange(len(s), dtype=np.int64)
+                                      for aux, s in zip(self.noise_channels, slots)])
+        made = (ChannelDraw(channels, slots), first_input)
+        self._kept_draw = (channels, made)
+        return made
+
     def sample(self, program: Program, key, start: int, count: int, constant: np.ndarray) -> np.ndarray:
         """uint64 [outputs, count]: words [start, start + count) of every output, as the plan's
         chunk gives them (`constant` XORed in). `program`: the one sampled, whose channels give the
@@ -162,26 +178,17 @@ class LinearFrames:
             drawn = np.concatenate([init.reshape(-1, count), fresh.reshape(-1, count)])
             out[self.gauge_outputs] = np.bitwise_xor.reduceat(drawn[self.gauge_rows], self.gauge_starts, axis=0)
         if self.noise_channels:
-            auxes = self.noise_channels
-            drawn = sparse_channels(key, [program.channels[aux] for aux in auxes],
-                                    [unit.noise_slots[aux] for aux in auxes], start, count)
-            # every channel's X and Z masks per input, then one scatter (XOR commutes)
-            inputs, masks, words = [], [], []
-            for aux, (index, word, xm, zm) in zip(auxes, drawn):
-                arity = unit.arity[aux]
-                for j in range(arity):
-                    first = unit.noise_base[aux] + 2 * (index * arity + j)
-                    inputs += (first, first + 1)
-                    masks += (xm[j], zm[j])
-                    words += (word, word)
-            if inputs:
-                masks = np.concatenate(masks)
-                some = masks != 0
-                inputs, masks, at_word = np.concatenate(inputs)[some], masks[some], np.concatenate(words)[some]
-                lo = self.noise_ptr[inputs]
-                hit, at = expand_ranges(lo, self.noise_ptr[inputs + 1] - lo)  # the outputs each reaches
-                if len(at):
-                    np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
+            # every firing lane's X and Z bits as inputs (target j's X bit is its instance's first
+            # input + 2j, its Z bit the next), then one scatter into the outputs they reach (XOR commutes)
+            draw, first_input = self._channel_draw(program)
+            r, c, _, entry, lane, row = draw.lanes(key, start, count)
+            hits, column = np.nonzero(draw.letters[row])
+            word = entry[hits]
+            inputs, at_word, masks = first_input[r[word]] + column, c[word], _ONE << lane[hits].astype(np.uint64)
+            lo = self.noise_ptr[inputs]
+            hit, at = expand_ranges(lo, self.noise_ptr[inputs + 1] - lo)  # the outputs each reaches
+            if len(at):
+                np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
         out ^= constant
         return out
 
