@@ -32,6 +32,7 @@
 #include "paulis.cuh"
 #include "tables.cuh"
 #include "grid_barrier.cuh"
+#include "parity_rows.cuh"
 
 #define QQ_FRAME_BLOCK 512
 #define QQ_MAX_CONFUSION_BITS 16
@@ -258,12 +259,9 @@ __device__ __forceinline__ void qq_shot_major_epilogue(const qq_u64* out, int ou
             const int r = 32 * g + lane;
             const size_t column = (size_t)b0 + j0 + jl;
             qq_u64 v = 0ull;
-            if (r < num_rows && offsets == nullptr) {
-                v = out[(size_t)r * out_stride + column];
-            } else if (r < num_rows) {  // parity r of the records
-                v = flip[r] ? ~0ull : 0ull;
-                for (int k = offsets[r]; k < offsets[r + 1]; ++k) v ^= out[(size_t)flat[k] * out_stride + column];
-            }
+            if (r < num_rows)  // record r, or parity r of the records
+                v = offsets == nullptr ? out[(size_t)r * out_stride + column]
+                                       : qq_parity_word(out, out_stride, offsets, flat, flip, r, column);
             const unsigned shots[2] = {qq_transpose32((unsigned)v, lane), qq_transpose32((unsigned)(v >> 32), lane)};
             const int bytes = min(4, row_bytes - 4 * g);
             for (int h = 0; h < 2; ++h) {

@@ -10,7 +10,7 @@
 //                    from the records as the transpose reads them (below).
 //   rows_reduce      each row of a chunk (records or parities) folded into one word, added into
 //                    acc[row] across the chunks of a call (below).
-#include "philox.cuh"
+#include "parity_rows.cuh"
 
 #define QQ_PARITY_BLOCK 256
 
@@ -20,9 +20,7 @@ record_parities(const qq_u64* rec, int rec_stride, const int* offsets, const int
     const size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (idx >= (size_t)num_parities * count) return;
     const int p = (int)(idx / count), j = (int)(idx % count);
-    qq_u64 x = flip[p] ? ~0ull : 0ull;
-    for (int k = offsets[p]; k < offsets[p + 1]; ++k) x ^= rec[(size_t)flat[k] * rec_stride + j];
-    out[(size_t)p * out_stride + j] = x;
+    out[(size_t)p * out_stride + j] = qq_parity_word(rec, rec_stride, offsets, flat, flip, p, j);
 }
 
 // parities_shot_major: parities laid out shot by shot as Stim's bit-packed samples: for shot
@@ -48,12 +46,8 @@ parities_shot_major(const qq_u64* par, int par_stride, int num_parities, unsigne
         const int p = 64 * b0 + r, j = j0 + jl;
         qq_u64 x = 0ull;
         if (p < num_parities && j < count) {
-            if (offsets == nullptr) {
-                x = par[(size_t)p * par_stride + j];
-            } else {
-                x = flip[p] ? ~0ull : 0ull;
-                for (int k = offsets[p]; k < offsets[p + 1]; ++k) x ^= par[(size_t)flat[k] * par_stride + j];
-            }
+            x = offsets == nullptr ? par[(size_t)p * par_stride + j]
+                                   : qq_parity_word(par, par_stride, offsets, flat, flip, p, j);
         }
         tile[r >> 6][(r & 63) * QQ_TILE_WORDS + jl] = x;
     }

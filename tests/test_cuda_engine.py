@@ -844,8 +844,7 @@ def test_shot_major_parities_gathered_as_they_are_transposed(numpy_engine, seed,
                     engine.pipeline_min_bytes = pieces_from
                 engines.append(((fused_parities, fused_shot_major, memory, spread, pieces_from, max_words), engine))
     frames = engines[0][1]._frames
-    room = min(frames.engine.smem_optin, 113 * 1024) - max(
-        frames._static_shared(k) for k in ("frames_program_shared", "frames_program_global", "frames_program_spread"))
+    room = min(frames.dynamic_room(k) for k in ("frames_program_shared", "frames_program_global", "frames_program_spread"))
     count = {"small": 1500, "edge": 8 * (room // 64), "past the edge": 8 * (room // 64) + 8}[size]
     groups = [Annotation("detector", r.integers(0, program.num_records, int(r.integers(0, 10))))
               for _ in range(count)]

@@ -569,7 +569,7 @@ def test_shot_major_records_from_the_frame_kernel_at_their_edge():
     unfused.fused_shot_major = False
     warm = frames_program(16, 1)
     _frames_equal(warm, 64, 1, True, {"warm": fused})
-    room = min(fused.smem_optin, 113 * 1024) - fused._frames._static_shared("frames_program_shared")
+    room = fused._frames.dynamic_room("frames_program_shared")
     edge_records = 8 * (room // 64)  # the most records whose 64 shot rows fit
     n = 8
     for records in (edge_records, edge_records + 8):

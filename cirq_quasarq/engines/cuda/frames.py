@@ -148,9 +148,7 @@ class FrameMode:
         defer_noise = int(engine.frame_noise == "deferred")
         slots = 2 * engine.sm_count  # blocks resident at once: two a multiprocessor
         name = "frames_program_spread" if spread else "frames_program_shared" if shared else "frames_program_global"
-        # Two blocks a multiprocessor (228 KiB): each its dynamic shared memory, its static noise
-        # queues, 1 KiB the driver keeps.
-        room = min(engine.smem_optin, 113 * 1024) - self._static_shared(name)
+        room = self.dynamic_room(name)
         # Shot-major records (or parities) come from the frame kernel itself where 64 shots' rows fit
         # its shared memory (qq_shot_major_epilogue). Longer rows (over ~14k: then a block's records
         # are no longer in L2 when it ends, and its one-word reads of them cost whole sectors from
@@ -392,6 +390,12 @@ class FrameMode:
         touching, self._prefault = self._prefault, []
         for future in touching:
             future.result()
+
+    def dynamic_room(self, kernel: str) -> int:
+        """Bytes of dynamic shared memory a block of frame kernel `kernel` may take: two blocks a
+        multiprocessor (228 KiB), each its dynamic share, its static noise queues and the 1 KiB the
+        driver keeps. The shot-major epilogue runs where 64 shots' rows fit in it."""
+        return min(self.engine.smem_optin, 113 * 1024) - self._static_shared(kernel)
 
     def _static_shared(self, kernel: str) -> int:
         """Bytes of shared memory `kernel` declares statically (a block's dynamic share comes on top)."""
