@@ -1,6 +1,6 @@
 """Repeat calls on a compiled circuit, records against detection events (GPU).
 
-    python -m benchmarks.bench_repeat_calls [--in-turn]
+    python -m benchmarks.bench_repeat_calls [--in-turn | --pairs N]
 
 Surface codes d = 51 (10k shots) and d = 25 (100k shots), `sample_measurements` and
 `sample_detectors(separate_observables=True)`, bit-packed, a new simulator a call: five calls whose
@@ -9,6 +9,11 @@ wall time of each; the device time per kernel over the five (pieces on several s
 these sums exceed the wall time); the host profile of one call; then what a result in ordinary
 memory costs against a kept page-locked buffer (169 MB: fresh pages, pageable and page-locked copies,
 locking).
+
+`--pairs N` instead times records against detection events at d = 51 (10k shots) and d = 25 (100k),
+one call of each in turn N times (the first of a pair alternating), the previous result kept as in a
+loop `r = sample(...)`, no profiling events: each mode's median, quartiles and best, and in how many
+pairs the detection events were no slower.
 
 `--in-turn` instead times, in one process, records, detection events and detection events with
 record_parities' pass first (`fused_parities=False`, the code before the parities were XORed as
@@ -64,15 +69,42 @@ def in_turn(eng) -> None:
     eng.fused_parities = True
 
 
+def pairs(count: int) -> None:
+    for d, shots in ((51, 10_000), (25, 100_000)):
+        c = surface_code_stim(d, d, 1e-3)
+        modes = (lambda: call(c, shots, False), lambda: call(c, shots, True))
+        kept = [f() for f in modes + modes][-1]  # warm; then the previous result only is kept
+        times = ([], [])
+        for i in range(count):
+            for m in ((0, 1) if i % 2 == 0 else (1, 0)):
+                t = time.perf_counter()
+                result = modes[m]()
+                times[m].append((time.perf_counter() - t) * 1e3)
+                kept = result  # the one before goes only now, as in a loop
+        del kept
+        wins = sum(1 for rec, det in zip(*times) if det <= rec)
+
+        def summary(ts):
+            q = statistics.quantiles(ts, n=4)
+            return f"median {statistics.median(ts):.2f} ms (quartiles {q[0]:.2f}-{q[2]:.2f}, best {min(ts):.2f})"
+
+        print(f"d={d} shots={shots} records={c.num_measurements} detectors={c.num_detectors} pairs={count}: "
+              f"records {summary(times[0])}; detection events {summary(times[1])}; "
+              f"detection events no slower in {wins} of {count} pairs", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--in-turn", action="store_true", help="records and detection events (two ways) in turn")
+    ap.add_argument("--pairs", type=int, default=0, metavar="N", help="records against detection events, N pairs")
     args = ap.parse_args()
     eng = select_engine("gpu")
     L = eng.launcher
     warm = stim.Circuit("H 0\nCX 0 1\nX_ERROR(0.1) 1\nM 0 1\nDETECTOR rec[-1] rec[-2]")
     cq.QuasarqSimulator(seed=0, device="gpu").sample_detectors(warm, 64, bit_packed=True)
 
+    if args.pairs:
+        return pairs(args.pairs)
     eng.profile = True  # every launch bracketed by events, summed per kernel in L.kernel_totals
     if args.in_turn:
         return in_turn(eng)
