@@ -59,11 +59,11 @@ class ChannelDraw:
         self.several = [i for i, ch in enumerate(self.channels) if len(ch.probs) > 1]
 
     def lanes(self, key, start: int, count: int):
-        """The draw lane by lane: the firing words (slot index r, word offset c, mask fire: `rng.bernoulli_sparse`),
-        then every set bit of them, word by word and lanes ascending: its word (an index into r, c),
-        its lane and the row of `letters` its Pauli is. A lane of a channel of several Paulis takes
-        the one its NOISE_CHOICE word picks (drawn for every lane: one draw, whose words a lane of
-        a one-Pauli channel never reads)."""
+        """The draw lane by lane: the firing words (slot index r, word offset c, mask fire, as
+        `rng.bernoulli_sparse` gives them), then every set bit of them, word by word and lanes
+        ascending: its word (an index into r, c), its lane and the row of `letters` its Pauli is. A
+        lane of a channel of several Paulis takes the one its NOISE_CHOICE word picks (drawn for
+        every lane: one draw, whose words a lane of a one-Pauli channel never reads)."""
         r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
         entry, lane = rng.set_bits(fire)
         slot = r[entry]
