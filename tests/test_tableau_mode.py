@@ -227,6 +227,32 @@ def test_gate_layers_across_loop_iterations_and_gaps(text):
     assert as_stim_inverse(got.tableau) == sim.current_inverse_tableau()
 
 
+@pytest.mark.parametrize("n", [5, 63, 64, 65, 129, 700])
+def test_pending_collapses_go_before_a_growing_layer(n):
+    """The reference pass applies deferred collapses (M, R, MR) as soon as a gate run meets their
+    qubits, ahead of the layer's buffered gates on other qubits, which keep growing into one
+    layer: the same records and tableau as the run-by-run walk."""
+    stim = pytest.importorskip("stim")
+    from cirq_quasarq.compiler.stim_circuit import compile_stim
+
+    gen = np.random.default_rng(n)
+    lines = []
+    for _ in range(12):
+        order = gen.permutation(n)
+        pairs = order[n // 3 : n // 3 + (n - n // 3) // 2 * 2].reshape(-1, 2)
+        for names, targets in ((("H", "S", "SQRT_X", "Y"), order[: n // 3]), (("CX", "CZ", "ISWAP", "CY", "SWAP"), pairs)):
+            runs = np.array_split(targets, len(names))
+            lines += [f"{name} " + " ".join(map(str, run.ravel())) for name, run in zip(names, runs) if len(run)]
+        measured = gen.choice(n, size=gen.integers(1, 4), replace=False)
+        lines.append(f"{gen.choice(['M', 'M', 'R', 'MR'])} " + " ".join(map(str, measured)))
+    program = compile_stim(stim.Circuit("\n".join(lines)))
+    sched = schedule(program)
+    key = rng.make_key(n)
+    got = NumpyEngine().run_tableau(program, sched, key, reference=True)
+    want = NumpyEngine(fast_paths=False).run_tableau(program, sched, key, reference=True)
+    assert np.array_equal(got.records, want.records) and got.tableau.equals(want.tableau)
+
+
 def test_inverse_tableau_equality_compares_packed_words():
     """equals() compares the packed words (no n x n unpacking): any bit or sign tells two tableaux
     apart, bits past n in the last word do not."""

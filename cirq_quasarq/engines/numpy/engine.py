@@ -311,6 +311,9 @@ class _TableauPass:
 
     def flush(self) -> None:
         self.flush_layer()
+        self.flush_collapses()
+
+    def flush_collapses(self) -> None:
         if self.pending:
             rows = np.concatenate(self.pending)
             self.pending = []
@@ -378,7 +381,10 @@ class _TableauPass:
                 return
             if self.pending and (rows[0, COND] >= 0 or opcodes.ARITY[step.op] == 0  # E: qubits in ext_qubits
                                  or self.pending_qubits.meets(rows[:, A : B + 1])):
-                self.flush()
+                # The buffered layer's gates are on other qubits (each was checked against the
+                # pending ones): the collapses go first, and the layer keeps growing (a circuit's
+                # layer of gates is not cut in two by the measurement before it).
+                self.flush_collapses()
         if rows[0, COND] >= 0:  # barrier runs hold a single instruction
             refs = condition_refs(program, int(rows[0, COND]), step)
             if not program.conditions[int(rows[0, COND])].table[assignment_index(records[refs])]:
