@@ -294,6 +294,7 @@ class _TableauPass:
         self.layers = bool(engine.fast_paths) and state.words <= _LAYER_WORDS
         self.layer: list = []  # (start, end) of the buffered gate runs
         self.layer_qubits = _QubitMarks(program.num_qubits)
+        self.qubits = _row_qubits(program, schedule)
 
     def flush_layer(self) -> None:
         if not self.layer:
@@ -371,7 +372,7 @@ class _TableauPass:
             self.flush_layer()  # whatever is not a gate sees every gate before it applied
         if self.fast:
             if kind in _COLLAPSES and rows[0, COND] < 0:
-                qs = rows[:, A]
+                qs = self.qubits[step.start : step.end, 0]
                 if self.pending and (self.pending_qubits.meets(qs) or (step.rec_shift, step.rand_shift)
                                      != (self.pending_step.rec_shift, self.pending_step.rand_shift)):
                     self.flush()  # a shared qubit, or another loop iteration's slots
@@ -380,7 +381,7 @@ class _TableauPass:
                 self.pending_step = step
                 return
             if self.pending and (rows[0, COND] >= 0 or opcodes.ARITY[step.op] == 0  # E: qubits in ext_qubits
-                                 or self.pending_qubits.meets(rows[:, A : B + 1])):
+                                 or self.pending_qubits.meets(self.qubits[step.start : step.end])):
                 # The buffered layer's gates are on other qubits (each was checked against the
                 # pending ones): the collapses go first, and the layer keeps growing (a circuit's
                 # layer of gates is not cut in two by the measurement before it).
@@ -393,10 +394,11 @@ class _TableauPass:
             if step.op == _I:
                 return
             if self.layers and gate:
-                if self.layer_qubits.meets(rows[:, A : B + 1]):
+                qubits = self.qubits[step.start : step.end]
+                if self.layer_qubits.meets(qubits):
                     self.flush_layer()
                 self.layer.append((step.start, step.end))
-                self.layer_qubits.add(rows[:, A : B + 1])
+                self.layer_qubits.add(qubits)
                 return
             state.apply_unitary(step.op, rows[:, A], rows[:, B])
         elif kind in _COLLAPSES:
@@ -418,6 +420,17 @@ class _TableauPass:
                 return
             for row in rows:
                 self.engine._confuse_tableau(program, row, step, records, self.key, self.repetition)
+
+
+def _row_qubits(program, schedule) -> np.ndarray:
+    """The schedule's A and B columns as one contiguous intp array, made once a program: the qubit
+    marks take its slices, where a fancy index with the instructions' strided int32 columns cost
+    twice (a test) to five times (a mark) as much."""
+    kept = program.derived.get("numpy_row_qubits")
+    if kept is None or kept[0] is not schedule.instructions:
+        qubits = np.ascontiguousarray(schedule.instructions[:, A : B + 1], dtype=np.intp)
+        kept = program.derived["numpy_row_qubits"] = (schedule.instructions, qubits)
+    return kept[1]
 
 
 def _initial_records(records: np.ndarray, count: int) -> np.ndarray:

@@ -121,16 +121,17 @@ class GateTable:
                              np.concatenate([g[2] for g in got])) for _, got in sorted(by_arity.items()))
 
 
-def _product_log(a: np.ndarray, b: np.ndarray, counts: np.ndarray):
-    """(a·b, log_i of the phase the product picks up) for [2, G, W] rows (X planes, then Z).
+def _product_log(a: np.ndarray, b: np.ndarray, counts: np.ndarray, out: np.ndarray = None):
+    """(a·b, log_i of the phase the product picks up) for [2, G, W] rows (X planes, then Z); the
+    product in `out` if given (it may be `a`).
 
     Per position the phase is ±i where the factors anticommute: +i, or -i where
     x_ab ⊕ z_ab ⊕ (x_a ∧ z_b) is set; so log_i = |anti| + 2·|anti ∧ that| (mod 4)."""
     (ax, az), (bx, bz) = a, b
     xz = ax & bz
-    product = a ^ b
     anti = np.bitwise_and(bx, az, out=counts[0])
     anti ^= xz
+    product = np.bitwise_xor(a, b, out=out)  # a is read for the last time
     that = np.bitwise_xor(product[0], product[1], out=counts[1])
     that ^= xz
     that &= anti
@@ -208,11 +209,10 @@ class TableauState:
             counts = np.empty((2, min(step, len(out)), W), dtype=np.uint64)
             for lo in range(0, len(out), step):
                 hi = min(len(out), lo + step)
-                acc = np.take(T, inputs[0, lo:hi], axis=1)
+                acc = np.take(T, inputs[0, lo:hi], axis=1, out=result[:, lo:hi], mode="wrap")  # "raise" copies out
                 for rows in inputs[1:]:
-                    acc, phase = _product_log(acc, np.take(T, rows[lo:hi], axis=1), counts[:, : hi - lo])
+                    acc, phase = _product_log(acc, np.take(T, rows[lo:hi], axis=1), counts[:, : hi - lo], out=acc)
                     log[lo:hi] += phase
-                result[:, lo:hi] = acc
             made.append((out, result, ((log & 3) >> 1).astype(np.uint8)))
         X, Z = T
         for out, acc, sign in made:
@@ -408,7 +408,7 @@ def _cx_fan(X: np.ndarray, Z: np.ndarray, S: np.ndarray, p: int, victims: np.nda
         mc, zp = m[controls], ((Z[controls, p >> 6] >> np.uint64(p & 63)) & _ONE).astype(np.int64)  # one word a row
         term = (popcount_rows(zv[controls] & xs) ^ (mc & (1 ^ zp)) ^ (mc >> 1)) & 1
         S[controls] ^= term.astype(np.uint8)
-        X[controls, w0:] = xs ^ v
+        X[controls, w0:] = np.bitwise_xor(xs, v, out=xs)
     Z[:, p >> 6] ^= (m & 1).astype(np.uint64) << np.uint64(p & 63)
 
 
