@@ -1,6 +1,6 @@
 """Small calls and first calls on the CPU engine, each beside its Stim counterpart in the same run.
 
-    python -m benchmarks.bench_small_calls [--sinter SHOTS]
+    python -m benchmarks.bench_small_calls [--sinter SHOTS [--sinter-pairs N] [--sinter-only]]
 
 - `sample_detectors` of 1,024 shots of a d = 5 surface code (p = 1e-3), a new call on a compiled
   circuit (what sinter's batches pay), against Stim's compiled detector sampler, and compile + sample;
@@ -8,7 +8,8 @@
   `compile_sampler()`;
 - the first `sample_measurements(c, 1)` on it, compile included, against `stim.TableauSimulator().do(c)`;
 - with `--sinter SHOTS` (needs the qec extra): `sinter.collect` of d = 3 and 5 surface codes with our
-  plug-in against sinter's default sampler (Stim + pymatching), 2 workers, SHOTS shots a task.
+  plug-in against sinter's default sampler (Stim + pymatching), 2 workers, SHOTS shots a task
+  (`--sinter-pairs N`: N pairs in turn, the first of a pair alternating, and the ratios' median).
 Times are the best of several (wall clock); ratios are ours over Stim's within this run.
 """
 
@@ -74,29 +75,42 @@ def small_calls() -> None:
           f"stim.TableauSimulator().do(c) {theirs * 1e3:.0f} ms: {ours / theirs:.2f}x")
 
 
-def sinter_collect(shots: int) -> None:
+def sinter_collect(shots: int, pairs: int = 1) -> None:
+    import statistics
+
     import sinter
 
     from cirq_quasarq.sinter import QuasarqSampler
 
     tasks = [sinter.Task(circuit=surface_code_stim(d, d, 1e-3), json_metadata={"d": d}) for d in (3, 5)]
-    for name, kwargs in (("our plug-in", dict(decoders=["q"], custom_decoders={"q": QuasarqSampler(device="cpu",
-                                                                                                  seed=1)})),
-                         ("sinter's default sampler", dict(decoders=["pymatching"]))):
-        t0 = time.perf_counter()
-        stats = sinter.collect(num_workers=2, tasks=tasks, max_shots=shots, **kwargs)
-        wall = time.perf_counter() - t0
-        print(f"sinter.collect, d = 3 and 5, {shots:,} shots a task, {name}: {wall:.2f} s",
-              sorted((s.json_metadata["d"], s.shots, s.errors) for s in stats))
+    samplers = (("our plug-in", dict(decoders=["q"], custom_decoders={"q": QuasarqSampler(device="cpu", seed=1)})),
+                ("sinter's default sampler", dict(decoders=["pymatching"])))
+    ratios = []
+    for i in range(pairs):
+        walls = {}
+        for name, kwargs in samplers if i % 2 == 0 else samplers[::-1]:  # the first of a pair alternates
+            t0 = time.perf_counter()
+            stats = sinter.collect(num_workers=2, tasks=tasks, max_shots=shots, **kwargs)
+            walls[name] = time.perf_counter() - t0
+            print(f"sinter.collect, d = 3 and 5, {shots:,} shots a task, {name}: {walls[name]:.2f} s",
+                  sorted((s.json_metadata["d"], s.shots, s.errors) for s in stats))
+        ratios.append(walls[samplers[0][0]] / walls[samplers[1][0]])
+    if pairs > 1:
+        print(f"sinter.collect, ours / sinter's default, {pairs} pairs: median {statistics.median(ratios):.2f}, "
+              f"range {min(ratios):.2f}-{max(ratios):.2f}")
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sinter", type=int, default=0, metavar="SHOTS", help="also time sinter.collect (qec extra)")
+    ap.add_argument("--sinter-pairs", type=int, default=1, metavar="N",
+                    help="sinter.collect with each sampler N times in turn, and the ratios' median")
+    ap.add_argument("--sinter-only", action="store_true", help="only the sinter.collect pairs")
     args = ap.parse_args(argv)
-    small_calls()
+    if not args.sinter_only:
+        small_calls()
     if args.sinter:
-        sinter_collect(args.sinter)
+        sinter_collect(args.sinter, args.sinter_pairs)
 
 
 if __name__ == "__main__":
