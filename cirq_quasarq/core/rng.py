@@ -99,40 +99,49 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
     if total <= _BLOCK:  # one pass, the counters as they are
         ac, bd = _philox_pass(c0, c1, c2, c3, shape, rounds)
         return ac[0].reshape(shape), bd[0].reshape(shape), ac[1].reshape(shape), bd[1].reshape(shape)
+    # Passes of at most _BLOCK counters, each writing its outputs in place: rows (r0, r2) and
+    # (r1, r3) of `ac` and `bd`, whose column ranges the passes share out (copying each pass's
+    # outputs over had cost a fifth of a large draw).
+    ac, bd = np.empty((2, total), dtype=np.uint64), np.empty((2, total), dtype=np.uint64)
+    scratch = np.empty((2, 2, _BLOCK), dtype=np.uint64)
     if total // shape[0] > _BLOCK:  # rows longer than a pass: passes over the counters flattened
         flat = [np.broadcast_to(c, shape).reshape(-1) for c in (c0, c1, c2, c3)]
-        outs = np.empty((4, total), dtype=np.uint64)
         for lo in range(0, total, _BLOCK):
             hi = min(total, lo + _BLOCK)
-            ac, bd = _philox_pass(*(f[lo:hi] for f in flat), (hi - lo,), rounds)
-            outs[0, lo:hi], outs[1, lo:hi], outs[2, lo:hi], outs[3, lo:hi] = ac[0], bd[0], ac[1], bd[1]
-        return tuple(o.reshape(shape) for o in outs)
-    # Passes over blocks of the first axis, each counter array sliced where it varies along it and
-    # broadcast as it is otherwise (no full-size copies of broadcast counters)
-    counters = [c.reshape((1,) * (len(shape) - c.ndim) + c.shape) for c in (c0, c1, c2, c3)]
-    outs = np.empty((4,) + shape, dtype=np.uint64)
-    step = _BLOCK // (total // shape[0])
-    for lo in range(0, shape[0], step):
-        hi = min(shape[0], lo + step)
-        part = (hi - lo,) + shape[1:]
-        ac, bd = _philox_pass(*(c[lo:hi] if c.shape[0] > 1 else c for c in counters), part, rounds)
-        outs[0, lo:hi], outs[1, lo:hi] = ac[0].reshape(part), bd[0].reshape(part)
-        outs[2, lo:hi], outs[3, lo:hi] = ac[1].reshape(part), bd[1].reshape(part)
-    return tuple(outs)
+            _philox_pass(*(f[lo:hi] for f in flat), (hi - lo,), rounds, ac[:, lo:hi], bd[:, lo:hi], scratch)
+    else:
+        # Passes over blocks of the first axis, each counter array sliced where it varies along it
+        # and broadcast as it is otherwise (no full-size copies of broadcast counters)
+        counters = [c.reshape((1,) * (len(shape) - c.ndim) + c.shape) for c in (c0, c1, c2, c3)]
+        inner = total // shape[0]
+        step = _BLOCK // inner
+        for lo in range(0, shape[0], step):
+            hi = min(shape[0], lo + step)
+            part = (hi - lo,) + shape[1:]
+            cols = slice(lo * inner, hi * inner)
+            _philox_pass(*(c[lo:hi] if c.shape[0] > 1 else c for c in counters), part, rounds, ac[:, cols],
+                         bd[:, cols], scratch)
+    return ac[0].reshape(shape), bd[0].reshape(shape), ac[1].reshape(shape), bd[1].reshape(shape)
 
 
-def _philox_pass(c0, c1, c2, c3, shape, rounds):
+def _philox_pass(c0, c1, c2, c3, shape, rounds, ac=None, bd=None, scratch=None):
     """The ten rounds on counters broadcast to `shape` (the ufuncs broadcast them as they read them,
-    no copies): (ac, bd), uint64 [2, prod(shape)] each, rows (r0, r2) and (r1, r3) of the output.
+    no copies): (ac, bd), uint64 [2, prod(shape)] each, rows (r0, r2) and (r1, r3) of the output;
+    into `ac` and `bd` where given (rows of prod(shape) contiguous words), with `scratch` [2, 2, at
+    least prod(shape)] for the temporaries.
 
     A round is (a, c) <- (hi(c M1) ^ b ^ k0, hi(a M0) ^ d ^ k1), (b, d) <- (lo(c M1), lo(a M0)). The
     rows swap places every round (ac holds (a, c) after an even number of rounds, (c, a) after an
     odd one, bd likewise), so that both halves of the products go out in their own order: a
-    reversed view or a [2, 1] operand costs an operation twice a plain one."""
+    reversed view or a [2, 1] operand costs an operation twice a plain one. The buffers of ac and
+    the new (a, c) swap every round too, so after the ten the result is in `ac` again."""
     shift = np.uint64(32)
     m = math.prod(shape)
-    ac, other = np.empty((2, m), dtype=np.uint64), np.empty((2, m), dtype=np.uint64)
-    bd, product = np.empty_like(ac), np.empty_like(ac)
+    if ac is None:
+        ac, bd = np.empty((2, m), dtype=np.uint64), np.empty((2, m), dtype=np.uint64)
+    other, product = (np.empty((2, m), dtype=np.uint64), np.empty((2, m), dtype=np.uint64)) if scratch is None \
+        else (scratch[0, :, :m], scratch[1, :, :m])
+    result = ac
     np.bitwise_and(c0, MASK32, out=ac[0].reshape(shape))
     np.bitwise_and(c2, MASK32, out=ac[1].reshape(shape))
     np.bitwise_and(c1, MASK32, out=bd[0].reshape(shape))
@@ -150,8 +159,7 @@ def _philox_pass(c0, c1, c2, c3, shape, rounds):
         np.bitwise_and(product, MASK32, out=bd)  # the new (d, b), or (b, d) swapped
         ac, other = other, ac
         swapped = not swapped
-    if swapped:  # an odd number of rounds
-        return ac[::-1], bd[::-1]
+    assert not swapped and ac is result, "Philox4x32-10: an even number of rounds"
     return ac, bd
 
 
