@@ -100,8 +100,9 @@ def philox4x32(c0, c1, c2, c3, key: Tuple[int, int]):
         ac, bd = _philox_pass(c0, c1, c2, c3, shape, rounds)
         return ac[0].reshape(shape), bd[0].reshape(shape), ac[1].reshape(shape), bd[1].reshape(shape)
     # Passes of at most _BLOCK counters, each writing its outputs in place: rows (r0, r2) and
-    # (r1, r3) of `ac` and `bd`, whose column ranges the passes share out (copying each pass's
-    # outputs over had cost a fifth of a large draw).
+    # (r1, r3) of `ac` and `bd`, whose column ranges the passes share out, with one scratch for all
+    # (four new arrays a pass, and its outputs copied over, had spread a large draw's time with
+    # their page faults).
     ac, bd = np.empty((2, total), dtype=np.uint64), np.empty((2, total), dtype=np.uint64)
     scratch = np.empty((2, 2, _BLOCK), dtype=np.uint64)
     if total // shape[0] > _BLOCK:  # rows longer than a pass: passes over the counters flattened
