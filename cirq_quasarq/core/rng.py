@@ -221,30 +221,26 @@ def words_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
 def words32_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
     """32-bit draws: value i is output r[i & 3] of Philox(counter=(i >> 2, a, b, stream)), for
     i in [start, start + count); a of shape [k] or scalar: returns [k, count] (as uint64)."""
-    a = np.asarray(a, dtype=np.uint64)
-    first, last = start >> 2, (start + count + 3) >> 2
-    calls = np.arange(first, last, dtype=np.uint64)
-    a2 = a.reshape(a.shape + (1,)) if a.ndim else a
-    outs = philox4x32(calls, a2, np.uint64(b), np.uint64(stream), key)
-    return _interleaved(outs, a.shape, start - 4 * first, count)
-
-
-def _interleaved(outs, shape, off: int, count: int) -> np.ndarray:
-    """Values [off, off + count) of the four Philox outputs taken in turn (value i: outs[i & 3] of
-    call i >> 2), each output [shape..., calls]: [shape..., count]."""
-    both = np.stack(outs, axis=-1).reshape(shape + (4 * outs[0].shape[-1],))  # (-1) fails on empty
-    return both[..., off : off + count]
+    return _range32(key, stream, a, b, start, count, lambda out: out)
 
 
 def below32_range(key, stream: int, a, b, start: int, count: int, threshold: np.ndarray) -> np.ndarray:
     """bool [k, count]: whether `words32_range`'s values (a of shape [k]) are below threshold [k]
     (compared before they are interleaved: a quarter of the bytes to move)."""
+    return _range32(key, stream, a, b, start, count, lambda out: out < threshold[:, None])
+
+
+def _range32(key, stream: int, a, b, start: int, count: int, each) -> np.ndarray:
+    """`words32_range`, with `each` applied to each of the four Philox outputs before the values
+    [start, start + count) are taken from them in turn (value i: output i & 3 of call i >> 2)."""
     a = np.asarray(a, dtype=np.uint64)
     first, last = start >> 2, (start + count + 3) >> 2
     calls = np.arange(first, last, dtype=np.uint64)
-    outs = philox4x32(calls, a.reshape(a.shape + (1,)), np.uint64(b), np.uint64(stream), key)
-    below = [out < threshold[:, None] for out in outs]
-    return _interleaved(below, a.shape, start - 4 * first, count)
+    outs = [each(out) for out in philox4x32(calls, a.reshape(a.shape + (1,)) if a.ndim else a, np.uint64(b),
+                                            np.uint64(stream), key)]
+    both = np.stack(outs, axis=-1).reshape(a.shape + (4 * len(calls),))  # (-1) fails on empty
+    off = start - 4 * first
+    return both[..., off : off + count]
 
 
 @functools.lru_cache(maxsize=4096)
