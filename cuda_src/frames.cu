@@ -225,18 +225,6 @@ __device__ __forceinline__ void qq_noise_run(const QQTables* T, const int* rows,
     __syncwarp();  // the queue is read before the warp's next run writes it
 }
 
-// Lane r holds row r of a 32x32 bit matrix (bit c: column c); returns column `lane` (bit r: row
-// r's bit lane). Swap the off-diagonal halves, then quarters inside each half, and so on.
-__device__ __forceinline__ unsigned qq_transpose32(unsigned x, int lane) {
-    unsigned m = 0x0000FFFFu;
-#pragma unroll
-    for (int j = 16; j > 0; j >>= 1, m ^= m << j) {
-        const unsigned y = __shfl_xor_sync(0xFFFFFFFFu, x, j);
-        x = (lane & j) ? ((x & ~m) | ((y >> j) & m)) : ((x & m) | ((y << j) & ~m));
-    }
-    return x;
-}
-
 // The block's records of its SE words (out[r*out_stride + b0 + j], complete and visible to the
 // block) as shot-major rows, J words at a time staged in `stage` (stage_bytes >= 64*row_bytes of
 // shared memory; in the shared kernel the slab, free once the program is done). A warp takes 32

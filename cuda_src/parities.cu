@@ -29,40 +29,89 @@ record_parities(const qq_u64* rec, int rec_stride, const int* offsets, const int
 // Without `offsets`, `par` holds the parities themselves (num_parities rows of par_stride words:
 // record_parities' output, or the records). With `offsets`, `flat` and `flip` (record_parities'
 // tables), `par` holds the records and each parity is XORed from them as its tile is read, so
-// detection events cost no pass of their own beyond the records' transpose. A block transposes a
-// tile of QQ_TILE_WORDS shot words by QQ_TILE_ROWS 64-parity words through shared memory: reads of
-// par are whole sectors (QQ_TILE_WORDS consecutive words of a row), writes are QQ_TILE_ROWS * 8
-// consecutive bytes of a shot's row, and the tile's rows are padded so the gather is free of bank
-// conflicts. Grid (ceil(count / QQ_TILE_WORDS), ceil(row_words / QQ_TILE_ROWS)), blockDim.x == QQ_PARITY_BLOCK.
+// detection events cost no pass of their own beyond the records' transpose.
+// A block takes QQ_TILE_WORDS shot words of QQ_TILE_ROWS 64-parity words (QQ_TILE_GROUPS groups of
+// 32 parities: 4 bytes of each shot's row a group). A warp takes QQ_WARP_GROUPS groups: for group g
+// lane r loads the tile's words of parity 32g + r (all the groups' loads in flight together), and
+// each word's two halves go through the warp's 32x32 bit transpose (qq_transpose32, as frame mode's
+// epilogue does), giving 4 bytes of each of the word's 64 shots, staged in shared memory; then each
+// shot's QQ_TILE_ROW_BYTES bytes go out, consecutive lanes on consecutive bytes. (It had put each output word together bit by bit, 64 shared loads and shifts
+// a word, and written it one byte a lane with the lanes a word apart: d = 25's 100k shots spent
+// 8.3 ms of device time there.)
+// Grid (ceil(count / QQ_TILE_WORDS), ceil(row_words / QQ_TILE_ROWS)), blockDim.x == QQ_PARITY_BLOCK.
 #define QQ_TILE_WORDS 4
 #define QQ_TILE_ROWS 16
+#define QQ_TILE_GROUPS (2 * QQ_TILE_ROWS)
+#define QQ_TILE_ROW_BYTES (4 * QQ_TILE_GROUPS)
+#define QQ_STAGE_PITCH (QQ_TILE_GROUPS + 1)  // words a staged shot row: a warp's 32 shots hit 32 banks
+#define QQ_WARP_GROUPS (QQ_TILE_GROUPS / (QQ_PARITY_BLOCK / 32))  // groups a warp takes
+static_assert(QQ_WARP_GROUPS * (QQ_PARITY_BLOCK / 32) == QQ_TILE_GROUPS, "a tile's groups share out over its warps");
 extern "C" __global__ void __launch_bounds__(QQ_PARITY_BLOCK)
-parities_shot_major(const qq_u64* par, int par_stride, int num_parities, unsigned char* out, int row_bytes,
-                    int count, const int* offsets, const int* flat, const unsigned char* flip) {
-    __shared__ qq_u64 tile[QQ_TILE_ROWS][64 * QQ_TILE_WORDS + 1];
-    const int j0 = blockIdx.x * QQ_TILE_WORDS, b0 = blockIdx.y * QQ_TILE_ROWS;
-    for (int t = threadIdx.x; t < QQ_TILE_ROWS * 64 * QQ_TILE_WORDS; t += blockDim.x) {
-        const int jl = t % QQ_TILE_WORDS, r = t / QQ_TILE_WORDS;  // r: parity 64*b0 + r
-        const int p = 64 * b0 + r, j = j0 + jl;
-        qq_u64 x = 0ull;
-        if (p < num_parities && j < count) {
-            x = offsets == nullptr ? par[(size_t)p * par_stride + j]
-                                   : qq_parity_word(par, par_stride, offsets, flat, flip, p, j);
+parities_shot_major(const qq_u64* __restrict__ par, int par_stride, int num_parities, unsigned char* __restrict__ out,
+                    int row_bytes, int count, const int* __restrict__ offsets, const int* __restrict__ flat,
+                    const unsigned char* __restrict__ flip) {
+    __shared__ unsigned stage[64 * QQ_TILE_WORDS * QQ_STAGE_PITCH];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int j0 = blockIdx.x * QQ_TILE_WORDS, g0 = blockIdx.y * QQ_TILE_GROUPS;
+    const int words = min(QQ_TILE_WORDS, count - j0);
+    // The warp's groups are loaded together: a group at a time, each waited for the gather's chain
+    // (offsets, then records, then their words) in turn.
+    qq_u64 v[QQ_WARP_GROUPS][QQ_TILE_WORDS];
+    int p[QQ_WARP_GROUPS];
+#pragma unroll
+    for (int i = 0; i < QQ_WARP_GROUPS; ++i) {
+        p[i] = 32 * (g0 + QQ_WARP_GROUPS * warp + i) + lane;
+#pragma unroll
+        for (int jl = 0; jl < QQ_TILE_WORDS; ++jl) v[i][jl] = 0ull;
+    }
+    if (offsets == nullptr) {
+#pragma unroll
+        for (int i = 0; i < QQ_WARP_GROUPS; ++i) {
+            if (p[i] >= num_parities) continue;
+            const qq_u64* src = par + (size_t)p[i] * par_stride + j0;
+#pragma unroll
+            for (int jl = 0; jl < QQ_TILE_WORDS; ++jl)
+                if (jl < words) v[i][jl] = src[jl];
         }
-        tile[r >> 6][(r & 63) * QQ_TILE_WORDS + jl] = x;
+    } else {
+        int at[QQ_WARP_GROUPS], end[QQ_WARP_GROUPS], most = 0;
+#pragma unroll
+        for (int i = 0; i < QQ_WARP_GROUPS; ++i) {
+            const bool in = p[i] < num_parities;
+            at[i] = in ? offsets[p[i]] : 0;
+            end[i] = in ? offsets[p[i] + 1] : 0;
+            const qq_u64 f = in && flip[p[i]] ? ~0ull : 0ull;
+#pragma unroll
+            for (int jl = 0; jl < QQ_TILE_WORDS; ++jl) v[i][jl] = f;
+            most = max(most, end[i] - at[i]);
+        }
+        for (int k = 0; k < most; ++k) {
+#pragma unroll
+            for (int i = 0; i < QQ_WARP_GROUPS; ++i) {
+                if (at[i] + k >= end[i]) continue;
+                const qq_u64* src = par + (size_t)flat[at[i] + k] * par_stride + j0;
+#pragma unroll
+                for (int jl = 0; jl < QQ_TILE_WORDS; ++jl)
+                    if (jl < words) v[i][jl] ^= src[jl];
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < QQ_WARP_GROUPS; ++i) {
+        const int gl = QQ_WARP_GROUPS * warp + i;
+#pragma unroll
+        for (int jl = 0; jl < QQ_TILE_WORDS; ++jl) {
+            stage[(64 * jl + lane) * QQ_STAGE_PITCH + gl] = qq_transpose32((unsigned)v[i][jl], lane);
+            stage[(64 * jl + 32 + lane) * QQ_STAGE_PITCH + gl] = qq_transpose32((unsigned)(v[i][jl] >> 32), lane);
+        }
     }
     __syncthreads();
-    for (int t = threadIdx.x; t < 64 * QQ_TILE_WORDS * QQ_TILE_ROWS; t += blockDim.x) {
-        const int bl = t % QQ_TILE_ROWS, s = t / QQ_TILE_ROWS;  // parity word b0 + bl of local shot s
-        const int jl = s >> 6, l = s & 63, b = b0 + bl;
-        const int bytes = min(8, row_bytes - 8 * b);
-        if (j0 + jl >= count || bytes <= 0) continue;
-        const qq_u64* column = &tile[bl][jl];
-        qq_u64 y = 0;
-#pragma unroll 8
-        for (int i = 0; i < 64; ++i) y |= ((column[i * QQ_TILE_WORDS] >> l) & 1ull) << i;
-        unsigned char* row = out + ((size_t)64 * (j0 + jl) + l) * row_bytes + 8 * b;
-        for (int k = 0; k < bytes; ++k) row[k] = (unsigned char)(y >> (8 * k));
+    const int bytes = min(QQ_TILE_ROW_BYTES, row_bytes - 4 * g0);  // > 0: the grid's rows hold parities
+    const unsigned char* staged = reinterpret_cast<const unsigned char*>(stage);
+    for (int s = warp; s < 64 * words; s += QQ_PARITY_BLOCK / 32) {
+        unsigned char* row = out + ((size_t)64 * j0 + s) * row_bytes + 4 * g0;
+        const unsigned char* from = staged + (size_t)4 * QQ_STAGE_PITCH * s;
+        for (int k = lane; k < bytes; k += 32) row[k] = from[k];
     }
 }
 

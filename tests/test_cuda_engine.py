@@ -860,6 +860,51 @@ def test_shot_major_parities_gathered_as_they_are_transposed(numpy_engine, seed,
             assert got.shape == want.shape and np.array_equal(got, want), (shots, setting)
 
 
+@pytest.mark.parametrize("gathered", [False, True])
+def test_shot_major_transpose_at_its_tile_edges(cuda_engine, gathered):
+    """parities_shot_major launched as frame mode launches it, on random words: rows of 1, 31 to 33,
+    1,023 to 1,025 and 3,077 (a group of 32 parities, a tile of 1,024, partial ones; rows of byte
+    counts that are and are not multiples of 4 and 8), 1 to 9 shot words (a tile of 4 and
+    partial ones), rows `count + 3` words apart; the parities themselves, or XORed from records by
+    the tables (0 to 5 records a parity, repeats, both flips). Equal to core.parities on the host
+    (the NumPy engine's layout), every byte of every shot's row written, none past it."""
+    from cirq_quasarq.core.parities import Parities, parities_shot_major
+    from cirq_quasarq.core.program import Annotation
+    from cirq_quasarq.engines.cuda import frames as frame_mode
+    from cirq_quasarq.engines.cuda.device_program import _pad, upload
+
+    cuda = cuda_engine.cuda
+    r = np.random.default_rng(7 + gathered)
+    for rows in (1, 31, 32, 33, 1023, 1024, 1025, 3077):
+        for count in (1, 3, 4, 5, 9):
+            stride = count + 3
+            records = rows + 40 if gathered else rows
+            words = r.integers(0, 2**63, (records, stride), dtype=np.uint64) * 2 + r.integers(0, 2, (records, stride),
+                                                                                                  dtype=np.uint64)
+            if gathered:
+                groups = [Annotation("detector", r.integers(0, records, int(r.integers(0, 6)))) for _ in range(rows)]
+                parities = Parities.of(groups, r.integers(0, 2, records, dtype=np.uint8))
+                want_rows = parities.reduce(words[:, :count])
+                tables = [upload(cuda, _pad(a, t)) for a, t in ((parities.offsets, np.int32),
+                                                                (parities.records, np.int32), (parities.flip, np.uint8))]
+            else:
+                want_rows, tables = words[:, :count], [0, 0, 0]
+            want = parities_shot_major(np.ascontiguousarray(want_rows), 64 * count)
+            row_bytes = (rows + 7) // 8
+            src = upload(cuda, np.ascontiguousarray(words))
+            out = cuda.mem_alloc(64 * count * row_bytes + 64)
+            cuda.memset_d8(out, 0xA5, 64 * count * row_bytes + 64)
+            row_words = (rows + 63) // 64
+            grid = (-(-count // frame_mode.TILE_WORDS), -(-row_words // frame_mode.TILE_ROWS))
+            cuda_engine.launcher.launch("parities", "parities_shot_major", grid, (frame_mode.PARITY_BLOCK, 1, 1),
+                                        int(src), stride, rows, int(out), row_bytes, count, *(int(t) for t in tables))
+            got = np.empty(64 * count * row_bytes + 64, dtype=np.uint8)
+            cuda.memcpy_dtoh(got, out)
+            ctx = (rows, count, gathered)
+            assert np.array_equal(got[:-64].reshape(64 * count, row_bytes), want), ctx
+            assert (got[-64:] == 0xA5).all(), ctx
+
+
 def test_out_of_memory_is_reported():
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
