@@ -200,7 +200,12 @@ class FrameMode:
         for start in range(0, words, chunk):
             count = min(chunk, words - start)
             timed.append([])
-            for i, (at, part) in enumerate(self._piece_plan(count, S, pieces)):
+            plan = self._piece_plan(count, S, pieces)
+            # Every piece's kernels first, then their copies: a copy through the staging slots waits on
+            # this thread for a slot to empty, and kernels launched after it had waited too (d = 11 1M
+            # shots into fresh memory: each piece's kernel launched after the copies before it; d = 51
+            # 10k: the last two pieces' kernels launched once the first piece's copy had begun to drain).
+            for i, (at, part) in enumerate(plan):
                 stream = streams[i % len(streams)]
                 shot_rows = int(by_shot) + 64 * row_bytes * at if fused else 0
                 timed[-1].append(self._piece(name, n, S, room, dp, ref, out_dev, chunk, first_word + start + at, at,
@@ -211,17 +216,19 @@ class FrameMode:
                     launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
                            (PARITY_BLOCK, 1, 1), int(out_dev) + 8 * at, chunk, int(offsets), int(flat), int(flip),
                            int(copied) + 8 * at, chunk, rows, part, stream=stream)
-                self._await_prefault()
                 if reduce is not None:  # the call's last word keeps only its shots' bits
                     tail_word = count - 1 if start + count == words else -1
                     launch("parities", "rows_reduce", (-(-rows // ROWS_PER_BLOCK), 1), (PARITY_BLOCK, 1, 1),
                            int(copied), chunk, rows, part, tail_word, tail, op, int(acc))
-                elif shot_major:  # 64·part shot rows of row_bytes, back to back as the host wants them
+                elif shot_major and not fused:  # 64·part shot rows of row_bytes, back to back as the host wants them
+                    launch("parities", "parities_shot_major", (-(-part // TILE_WORDS), -(-row_words // TILE_ROWS)),
+                           (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows, int(by_shot) + 64 * row_bytes * at,
+                           row_bytes, part, *tables, stream=stream)
+            self._await_prefault()
+            for i, (at, part) in enumerate(plan if reduce is None else ()):
+                stream = streams[i % len(streams)]
+                if shot_major:
                     device_rows = int(by_shot) + 64 * row_bytes * at
-                    if not fused:
-                        launch("parities", "parities_shot_major", (-(-part // TILE_WORDS), -(-row_words // TILE_ROWS)),
-                               (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows, device_rows, row_bytes, part,
-                               *tables, stream=stream)
                     host_rows = out[64 * (start + at): 64 * (start + at + part)]
                     if staging is not None and staging.rows(stream, host_rows, device_rows, row_bytes):
                         pass
