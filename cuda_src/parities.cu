@@ -35,9 +35,9 @@ record_parities(const qq_u64* rec, int rec_stride, const int* offsets, const int
 // lane r loads the tile's words of parity 32g + r (all the groups' loads in flight together), and
 // each word's two halves go through the warp's 32x32 bit transpose (qq_transpose32, as frame mode's
 // epilogue does), giving 4 bytes of each of the word's 64 shots, staged in shared memory; then each
-// shot's QQ_TILE_ROW_BYTES bytes go out, consecutive lanes on consecutive bytes. (It had put each output word together bit by bit, 64 shared loads and shifts
-// a word, and written it one byte a lane with the lanes a word apart: d = 25's 100k shots spent
-// 8.3 ms of device time there.)
+// shot's QQ_TILE_ROW_BYTES bytes go out, consecutive lanes on consecutive bytes. (It had put each
+// output word together bit by bit, 64 shared loads and shifts a word, and written it one byte a
+// lane with the lanes a word apart: d = 25's 100k shots spent 8.3 ms of device time there.)
 // Grid (ceil(count / QQ_TILE_WORDS), ceil(row_words / QQ_TILE_ROWS)), blockDim.x == QQ_PARITY_BLOCK.
 #define QQ_TILE_WORDS 4
 #define QQ_TILE_ROWS 16
@@ -54,8 +54,8 @@ parities_shot_major(const qq_u64* __restrict__ par, int par_stride, int num_pari
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int j0 = blockIdx.x * QQ_TILE_WORDS, g0 = blockIdx.y * QQ_TILE_GROUPS;
     const int words = min(QQ_TILE_WORDS, count - j0);
-    // The warp's groups are loaded together: a group at a time, each waited for the gather's chain
-    // (offsets, then records, then their words) in turn.
+    // The warp's groups are loaded together, their loads in flight at once (a group at a time, each
+    // had waited for its own chain of loads: offsets, then records, then their words).
     qq_u64 v[QQ_WARP_GROUPS][QQ_TILE_WORDS];
     int p[QQ_WARP_GROUPS];
 #pragma unroll
