@@ -213,7 +213,8 @@ UNITARY_CODES = tuple(op.code for op in OPCODES if op.kind == Kind.UNITARY)
 CONJUGATION: Dict[int, Tuple[np.ndarray, np.ndarray]] = {
     c: paulis.conjugation_table([paulis.parse(im) for im in OPCODES[c].images]) for c in UNITARY_CODES}
 INVERSE_IMAGES: Dict[int, Tuple[str, ...]] = {
-    c: tuple(paulis.format_signed(*im) for im in paulis.inverse_images([paulis.parse(s) for s in OPCODES[c].images]))
+    c: tuple(paulis.format_signed(*im)
+             for im in paulis.inverse_images([paulis.parse(s) for s in OPCODES[c].images], CONJUGATION[c]))
     for c in UNITARY_CODES}
 
 

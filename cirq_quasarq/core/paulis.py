@@ -16,7 +16,7 @@ Two levels of the same algebra:
 from __future__ import annotations
 
 import functools
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -92,10 +92,12 @@ def conjugation_table(images: Sequence[Signed]) -> Tuple[np.ndarray, np.ndarray]
     return signs, letters
 
 
-def inverse_images(images: Sequence[Signed]) -> Tuple[Signed, ...]:
+def inverse_images(images: Sequence[Signed],
+                   table: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Tuple[Signed, ...]:
     """Images G†·P·G of X_k, Z_k: conjugation is a signed permutation of the Pauli strings, so the
-    preimage of each generator is read off the inverted conjugation table."""
-    signs, letters = conjugation_table(images)
+    preimage of each generator is read off the inverted conjugation table (`table`: the gate's
+    `conjugation_table`, when it is at hand)."""
+    signs, letters = conjugation_table(images) if table is None else table
     n = len(images) // 2
     preimage = {tuple(int(c) for c in row): index for index, row in enumerate(letters)}
     out = []
