@@ -13,10 +13,10 @@ import argparse
 import sys
 import time
 
-import cirq_quasarq as cq
 from cirq_quasarq.engines import select_engine
 from cirq_quasarq.engines.cuda import frames as frame_mode
 
+from .bench_repeat_calls import call
 from .circuits import surface_code_stim
 
 SHOTS = {51: 10_000, 25: 100_000, 11: 1_000_000}
@@ -58,23 +58,16 @@ def main(argv=None) -> None:
     traced(engine, marks)
     for d in args.codes:
         circuit, shots = surface_code_stim(d, d, 1e-3), SHOTS[d]
-
-        def call(det: bool):
-            sim = cq.QuasarqSimulator(seed=1, device="gpu")
-            if det:
-                return sim.sample_detectors(circuit, shots, separate_observables=True, bit_packed=True)
-            return sim.sample_measurements(circuit, shots, bit_packed=True)
-
         kept = None
         for i in range(8):
-            kept = call(i % 2 == 1)
+            kept = call(circuit, shots, i % 2 == 1)
         for det in (False, True):
             cuda.Context.synchronize()
             marks.clear()
             start = cuda.Event()
             start.record()
             host0 = time.perf_counter()
-            kept = call(det)
+            kept = call(circuit, shots, det)
             cuda.Context.synchronize()
             print(f"== d={d} shots={shots} {'detection events' if det else 'records'}: "
                   f"{(time.perf_counter() - host0) * 1e3:.2f} ms", flush=True)

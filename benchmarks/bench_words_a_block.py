@@ -14,10 +14,10 @@ import statistics
 import sys
 import time
 
-import cirq_quasarq as cq
 from cirq_quasarq.engines import select_engine
 from cirq_quasarq.engines.cuda import frames as frame_mode
 
+from .bench_repeat_calls import call
 from .circuits import surface_code_stim
 
 
@@ -28,18 +28,11 @@ def main(argv=None) -> None:
     engine = select_engine("gpu")
     plan = frame_mode.FrameMode._words_a_block
     forced = staticmethod(lambda words, slots, cap: args.words)
-    circuit = surface_code_stim(51, 51, 1e-3)
-
-    def call(det: bool):
-        sim = cq.QuasarqSimulator(seed=1, device="gpu")
-        if det:
-            return sim.sample_detectors(circuit, 10_000, separate_observables=True, bit_packed=True)
-        return sim.sample_measurements(circuit, 10_000, bit_packed=True)
-
+    circuit, shots = surface_code_stim(51, 51, 1e-3), 10_000
     kept = None
     for _ in range(10):
-        kept = call(False)
-        kept = call(True)
+        kept = call(circuit, shots, False)
+        kept = call(circuit, shots, True)
     times, spans = {}, {}
     for _ in range(4):
         for setting in ("plan", f"{args.words} words a block"):
@@ -47,7 +40,7 @@ def main(argv=None) -> None:
             for det in (False, True):
                 for _ in range(6):
                     t = time.perf_counter()
-                    kept = call(det)
+                    kept = call(circuit, shots, det)
                     times.setdefault((setting, det), []).append((time.perf_counter() - t) * 1e3)
                 spans.setdefault((setting, det), []).append(engine.last_frame_kernel_s * 1e3)
     frame_mode.FrameMode._words_a_block = plan

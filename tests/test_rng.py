@@ -164,8 +164,6 @@ def test_firing_lanes_equal_the_unpacked_bits(p):
     """rng.set_bits (a lane a round, up to _SPARSE_LANES lanes a word; unpacked past that)
     lists the set bits entry-major, lanes ascending, as np.nonzero of the unpacked bits does: words
     with none, one, eight, nine and 64 lanes (bit 63 among them)."""
-    from cirq_quasarq.core import draws
-
     r = np.random.default_rng(int(p * 1000))
     bits = r.random((300, 64)) < p
     bits[0], bits[1, :8], bits[2, 55:], bits[3], bits[4, 63] = False, True, True, True, True
