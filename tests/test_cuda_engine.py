@@ -489,6 +489,57 @@ def test_frames_independent_of_chunks_and_slab(numpy_engine):
         assert_same_frames(got, want, shots, ctx=str(kwargs))
 
 
+@pytest.mark.parametrize("n", [3000, 4000])
+def test_one_block_a_multiprocessor_between_one_and_two_waves(numpy_engine, monkeypatch, n):
+    """Where the plan's blocks outnumber the multiprocessors but number fewer than twice as many,
+    the words go out one block a multiprocessor (S = ceil(words / multiprocessors), all the shared
+    memory a block may opt in to): n = 4,000 (64 KB a word: one word a block, then two) and 3,000
+    (48 KB: two words, then three). Shot counts just inside the band, at twice the multiprocessors'
+    words (S kept) and under one wave (S kept); records, shot-major records and shot-major
+    parities against the NumPy engine, the S and shared memory of every launch checked."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.core.parities import Parities
+    from cirq_quasarq.core.program import Annotation
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.engines.cuda.frames import FrameMode
+
+    engine = CudaEngine(frame_memory="shared")
+    frames = engine._frames
+    sms, slab_word = engine.sm_count, 16 * n
+    room = frames.dynamic_room("frames_program_shared")
+    alone = frames.dynamic_room("frames_program_shared", alone=True)
+    cap = room // slab_word
+    assert cap == {3000: 2, 4000: 1}[n] and (cap + 1) * slab_word <= alone
+    launches = []
+    piece = FrameMode._piece
+
+    def watched(self, name, n_, S, room_, *args):
+        launches.append((S, room_))
+        return piece(self, name, n_, S, room_, *args)
+
+    monkeypatch.setattr(FrameMode, "_piece", watched)
+    program = measured_rounds_program(n, 2, n, noisy_qubits=50)
+    sched = schedule(program)
+    ref = numpy_engine.run_tableau(program, sched, rng.make_key(1), reference=True).records
+    r = np.random.default_rng(n)
+    parities = Parities.of([Annotation("detector", r.integers(0, program.num_records, int(r.integers(1, 4))))
+                            for _ in range(700)], ref)
+    inside = 64 * cap * (sms + 7) + 3  # cap·(sms + 8) words: cap + 1 a block
+    for shots, S in ((inside, cap + 1), (64 * 2 * cap * sms, cap), (64 * (sms - 3), 1)):
+        key = rng.make_key(shots)
+        for rows, shot_major in ((None, False), (None, True), (parities, True)):
+            launches.clear()
+            got = engine.sample_frames(program, sched, key, ref, shots, rows, shot_major)
+            want = numpy_engine.sample_frames(program, sched, key, ref, shots, rows, shot_major)
+            if shot_major:
+                assert got.shape == want.shape and np.array_equal(got, want), (n, shots, rows is not None)
+            else:
+                assert_same_frames(got, want, shots, ctx=f"n={n} shots={shots}")
+            assert {s for s, _ in launches} == {S}, (n, shots, launches)
+            assert {q for _, q in launches} == {alone if S == cap + 1 else room}, (n, shots, launches)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_spread_frames_equal_the_block_kernels(numpy_engine, seed):
     """frames_program_spread (every block on the same words, grid barriers between windows) gives
