@@ -29,6 +29,10 @@
 // With offsets, flat and flip (parities.cu's record_parities tables; offsets null: none), the rows
 // hold the num_parities parities of the records instead (row_bytes = ceil(num_parities / 8)): the
 // detection events, XORed from the block's records as the epilogue reads them.
+// signal_at, num_signals, progress (block kernels; num_signals 0: none): the block adds one to
+// progress[k] at the first window barrier where it has written signal_at[k] records (not decreasing;
+// the host's frames.record_progress says which records that many are), and to every count left at
+// its end; frames_progress_wait lets a band's transpose and copy follow on another stream.
 #include "paulis.cuh"
 #include "tables.cuh"
 #include "grid_barrier.cuh"
@@ -275,7 +279,8 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
                                                   qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
                                                   unsigned char* shot_rows, int row_bytes, int stage_bytes,
                                                   unsigned* bar, int num_parities, const int* offsets,
-                                                  const int* flat, const unsigned char* flip) {
+                                                  const int* flat, const unsigned char* flip,
+                                                  const unsigned* signal_at, int num_signals, unsigned* progress) {
     extern __shared__ __align__(16) qq_u64 qq_slab[];
     const size_t n = (size_t)T->n;
     const int b0 = SPREAD ? 0 : blockIdx.x * S;
@@ -307,6 +312,18 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
     drec[0] = drand[0] = 0;
     int prev_window = -1;
     bool need_sync = true;
+    // Progress (block kernels, may be none): the records this walk has written, counted a row of a
+    // record-writing run at a time (the same count on every block); once it reaches signal_at[k], at
+    // the next window's barrier, the block adds one to progress[k] (frames_progress_wait).
+    unsigned written = 0;
+    int signalled = 0;
+    auto signal = [&](bool all) {  // at a barrier: whether one is due is the same on every thread
+        const bool due = signalled < num_signals && (all || written >= __ldg(signal_at + signalled));
+        if (due) __threadfence();  // this thread's records, visible before the count that says so
+        sync();
+        for (; due && signalled < num_signals && (all || written >= __ldg(signal_at + signalled)); ++signalled)
+            if (threadIdx.x == 0) atomicAdd(progress + signalled, 1u);
+    };
     // A window's runs continue one another on the threads (and with SPREAD, a noise run's share on the
     // blocks): a run's first item goes to the thread after the last run's last, so that a window of
     // many short runs keeps every thread busy rather than the first ones
@@ -356,7 +373,7 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
             continue;
         }
         if (need_sync || window != prev_window) {
-            sync();  // the previous window's frames and records are complete
+            signal(false);  // the previous window's frames and records are complete
             need_sync = false;
             prev_window = window;
             rot = block_rot = 0;
@@ -379,6 +396,7 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
             continue;
         }
         const int items = (end - start) * SE;
+        if (op == QQ_OP_M || op == QQ_OP_MR) written += (unsigned)(end - start);  // a record a row
         for (int item = tid >= rot ? tid - rot : tid - rot + bd; item < items; item += bd) {
             const int k = item / SE;
             const int j = item - k * SE;
@@ -389,6 +407,7 @@ __device__ __forceinline__ void qq_frames_program(const QQTables* T, const unsig
         ++r;
         run = next;
     }
+    if (num_signals) signal(true);  // every record is written: the counts not yet given
     if (shot_rows) {
         sync();  // every record is written (and the slab is free)
         if (!SPREAD || blockIdx.x == 0)
@@ -403,18 +422,21 @@ extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_shared(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
                       int chunk_words, int S, qq_u32 k0, qq_u32 k1, int defer_noise, unsigned char* shot_rows,
                       int row_bytes, int stage_bytes, int num_parities, const int* offsets, const int* flat,
-                      const unsigned char* flip) {
+                      const unsigned char* flip, const unsigned* signal_at, int num_signals, unsigned* progress) {
     qq_frames_program<true, false>(T, ref, out, out_stride, word0, chunk_words, S, nullptr, k0, k1, defer_noise,
-                                   shot_rows, row_bytes, stage_bytes, nullptr, num_parities, offsets, flat, flip);
+                                   shot_rows, row_bytes, stage_bytes, nullptr, num_parities, offsets, flat, flip,
+                                   signal_at, num_signals, progress);
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_FRAME_BLOCK, 2)
 frames_program_global(const QQTables* T, const unsigned char* ref, qq_u64* out, int out_stride, long long word0,
                       int chunk_words, int S, qq_u64* gslab, qq_u32 k0, qq_u32 k1, int defer_noise,
                       unsigned char* shot_rows, int row_bytes, int stage_bytes, int num_parities,
-                      const int* offsets, const int* flat, const unsigned char* flip) {
+                      const int* offsets, const int* flat, const unsigned char* flip, const unsigned* signal_at,
+                      int num_signals, unsigned* progress) {
     qq_frames_program<false, false>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise,
-                                    shot_rows, row_bytes, stage_bytes, nullptr, num_parities, offsets, flat, flip);
+                                    shot_rows, row_bytes, stage_bytes, nullptr, num_parities, offsets, flat, flip,
+                                    signal_at, num_signals, progress);
 }
 
 // At most as many blocks as are resident at once (the grid barrier); bar: two zeroed counters.
@@ -424,5 +446,15 @@ frames_program_spread(const QQTables* T, const unsigned char* ref, qq_u64* out, 
                       unsigned char* shot_rows, int row_bytes, int stage_bytes, unsigned* bar, int num_parities,
                       const int* offsets, const int* flat, const unsigned char* flip) {
     qq_frames_program<false, true>(T, ref, out, out_stride, word0, chunk_words, S, gslab, k0, k1, defer_noise,
-                                   shot_rows, row_bytes, stage_bytes, bar, num_parities, offsets, flat, flip);
+                                   shot_rows, row_bytes, stage_bytes, bar, num_parities, offsets, flat, flip,
+                                   nullptr, 0, nullptr);
+}
+
+// Waits on its stream until progress[0] reaches `blocks` (every block of a frame kernel running
+// beside it has counted the records a band of the result needs): the band's transpose and copy
+// come after it on that stream, while the frame kernel runs on. One thread, polling at a low rate.
+extern "C" __global__ void frames_progress_wait(const unsigned* progress, unsigned blocks) {
+    const volatile unsigned* count = progress;
+    while (*count < blocks) __nanosleep(2000);
+    __threadfence();
 }

@@ -6,8 +6,8 @@
 //                    over r in flat[offsets[p] .. offsets[p+1]), for words j < count.
 //                    1-D grid over num_parities * count threads (one word of one parity each,
 //                    consecutive threads consecutive words: coalesced); blockDim.x == QQ_PARITY_BLOCK.
-//   parities_shot_major  those parities transposed to Stim's shot-major bit-packed layout, or made
-//                    from the records as the transpose reads them (below).
+//   parities_shot_major, parities_shot_major_band  those parities transposed to Stim's shot-major
+//                    bit-packed layout, or made from the records as the transpose reads them (below).
 //   rows_reduce      each row of a chunk (records or parities) folded into one word, added into
 //                    acc[row] across the chunks of a call (below).
 #include "parity_rows.cuh"
@@ -25,7 +25,9 @@ record_parities(const qq_u64* rec, int rec_stride, const int* offsets, const int
 
 // parities_shot_major: parities laid out shot by shot as Stim's bit-packed samples: for shot
 // 64*j + l of the chunk, byte k of its row holds parities 8k..8k+7 (bit i = parity 8k+i), rows of
-// row_bytes = ceil(num_parities / 8) bytes back to back (what the host gets, one plain copy).
+// row_bytes = ceil(num_parities / 8) bytes, `pitch` bytes apart (row_bytes: back to back, what the
+// host gets in one plain copy; more: a band of the parities of longer rows, whose other bytes are
+// left as they are).
 // Without `offsets`, `par` holds the parities themselves (num_parities rows of par_stride words:
 // record_parities' output, or the records). With `offsets`, `flat` and `flip` (record_parities'
 // tables), `par` holds the records and each parity is XORed from them as its tile is read, so
@@ -39,6 +41,9 @@ record_parities(const qq_u64* rec, int rec_stride, const int* offsets, const int
 // output word together bit by bit, 64 shared loads and shifts a word, and written it one byte a
 // lane with the lanes a word apart: d = 25's 100k shots spent 8.3 ms of device time there.)
 // Grid (ceil(count / QQ_TILE_WORDS), ceil(row_words / QQ_TILE_ROWS)), blockDim.x == QQ_PARITY_BLOCK.
+// parities_shot_major_band, the same for frame mode's banded copies, reads the records at L2
+// (ld.global.cg), never from a multiprocessor's own cache: it transposes a band of them while the
+// frame kernel still writes the next bands, whose lines that cache must not keep.
 #define QQ_TILE_WORDS 4
 #define QQ_TILE_ROWS 16
 #define QQ_TILE_GROUPS (2 * QQ_TILE_ROWS)
@@ -46,10 +51,17 @@ record_parities(const qq_u64* rec, int rec_stride, const int* offsets, const int
 #define QQ_STAGE_PITCH (QQ_TILE_GROUPS + 1)  // words a staged shot row: a warp's 32 shots hit 32 banks
 #define QQ_WARP_GROUPS (QQ_TILE_GROUPS / (QQ_PARITY_BLOCK / 32))  // groups a warp takes
 static_assert(QQ_WARP_GROUPS * (QQ_PARITY_BLOCK / 32) == QQ_TILE_GROUPS, "a tile's groups share out over its warps");
-extern "C" __global__ void __launch_bounds__(QQ_PARITY_BLOCK)
-parities_shot_major(const qq_u64* __restrict__ par, int par_stride, int num_parities, unsigned char* __restrict__ out,
-                    int row_bytes, int count, const int* __restrict__ offsets, const int* __restrict__ flat,
-                    const unsigned char* __restrict__ flip) {
+template <bool AT_L2>
+__device__ __forceinline__ qq_u64 qq_record_word(const qq_u64* at) {
+    return AT_L2 ? __ldcg(at) : *at;
+}
+
+template <bool AT_L2>
+__device__ __forceinline__ void qq_parities_shot_major(const qq_u64* __restrict__ par, int par_stride, int num_parities,
+                                                       unsigned char* __restrict__ out, int row_bytes, int pitch,
+                                                       int count, const int* __restrict__ offsets,
+                                                       const int* __restrict__ flat,
+                                                       const unsigned char* __restrict__ flip) {
     __shared__ unsigned stage[64 * QQ_TILE_WORDS * QQ_STAGE_PITCH];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int j0 = blockIdx.x * QQ_TILE_WORDS, g0 = blockIdx.y * QQ_TILE_GROUPS;
@@ -71,7 +83,7 @@ parities_shot_major(const qq_u64* __restrict__ par, int par_stride, int num_pari
             const qq_u64* src = par + (size_t)p[i] * par_stride + j0;
 #pragma unroll
             for (int jl = 0; jl < QQ_TILE_WORDS; ++jl)
-                if (jl < words) v[i][jl] = src[jl];
+                if (jl < words) v[i][jl] = qq_record_word<AT_L2>(src + jl);
         }
     } else {
         int at[QQ_WARP_GROUPS], end[QQ_WARP_GROUPS], most = 0;
@@ -92,7 +104,7 @@ parities_shot_major(const qq_u64* __restrict__ par, int par_stride, int num_pari
                 const qq_u64* src = par + (size_t)flat[at[i] + k] * par_stride + j0;
 #pragma unroll
                 for (int jl = 0; jl < QQ_TILE_WORDS; ++jl)
-                    if (jl < words) v[i][jl] ^= src[jl];
+                    if (jl < words) v[i][jl] ^= qq_record_word<AT_L2>(src + jl);
             }
         }
     }
@@ -109,10 +121,25 @@ parities_shot_major(const qq_u64* __restrict__ par, int par_stride, int num_pari
     const int bytes = min(QQ_TILE_ROW_BYTES, row_bytes - 4 * g0);  // > 0: the grid's rows hold parities
     const unsigned char* staged = reinterpret_cast<const unsigned char*>(stage);
     for (int s = warp; s < 64 * words; s += QQ_PARITY_BLOCK / 32) {
-        unsigned char* row = out + ((size_t)64 * j0 + s) * row_bytes + 4 * g0;
+        unsigned char* row = out + ((size_t)64 * j0 + s) * pitch + 4 * g0;
         const unsigned char* from = staged + (size_t)4 * QQ_STAGE_PITCH * s;
         for (int k = lane; k < bytes; k += 32) row[k] = from[k];
     }
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_PARITY_BLOCK)
+parities_shot_major(const qq_u64* __restrict__ par, int par_stride, int num_parities, unsigned char* __restrict__ out,
+                    int row_bytes, int pitch, int count, const int* __restrict__ offsets, const int* __restrict__ flat,
+                    const unsigned char* __restrict__ flip) {
+    qq_parities_shot_major<false>(par, par_stride, num_parities, out, row_bytes, pitch, count, offsets, flat, flip);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_PARITY_BLOCK)
+parities_shot_major_band(const qq_u64* __restrict__ par, int par_stride, int num_parities,
+                         unsigned char* __restrict__ out, int row_bytes, int pitch, int count,
+                         const int* __restrict__ offsets, const int* __restrict__ flat,
+                         const unsigned char* __restrict__ flip) {
+    qq_parities_shot_major<true>(par, par_stride, num_parities, out, row_bytes, pitch, count, offsets, flat, flip);
 }
 
 // rows_reduce: acc[r] += popcount of row r's words j < count (op 0), or acc[r] ^= their XOR (op 1);

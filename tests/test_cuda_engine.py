@@ -862,6 +862,136 @@ def test_shot_major_rows_longer_than_shared_memory(numpy_engine):
                                  ((True, "auto", None, 3), (True, "global", None, 3), (False, "auto", None, 3)))
 
 
+def rounds_in_loops_program(n: int, seed: int):
+    """Rounds of gates, noise and every qubit measured (MR on every fourth), the gates on the first
+    half of the qubits only, three layers deep, so that the schedule measures the second half first
+    (records written out of their order); a round alone, then REPEAT 7 of a round, REPEAT 2 of
+    (REPEAT 0 of a round, a round, REPEAT 3 of a round), a round alone."""
+    r = random.Random(seed)
+    b = ProgramBuilder(n)
+
+    def round_():
+        for _ in range(3):
+            b.next_step()
+            qs = list(range(n // 2))
+            r.shuffle(qs)
+            while len(qs) >= 2:
+                b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
+        b.next_step()
+        for q in r.sample(range(n), 30):
+            b.noise("DEPOLARIZE1", [q], b.channel_id(1, [0.02] * 3, [[1], [2], [3]]))
+        b.next_step()
+        for q in range(n):
+            b.measure(q, reset=q % 4 == 0)
+
+    round_()
+    b.begin_loop(7)
+    round_()
+    b.end_loop()
+    b.begin_loop(2)
+    b.begin_loop(0)
+    round_()
+    b.end_loop()
+    round_()
+    b.begin_loop(3)
+    round_()
+    b.end_loop()
+    b.end_loop()
+    round_()
+    return b.build()
+
+
+def test_record_progress_walks_loops_as_the_kernels_do():
+    """frames.record_progress on programs with nested loops, a loop of no iterations and records
+    written out of their order: one count after each run of M / MR rows, as many rows in all as
+    records, every record written once (none twice: the complete prefix reaches them all only at
+    the end), and the complete prefix never ahead of the rows counted."""
+    from cirq_quasarq.engines.cuda.frames import record_progress
+
+    for seed in range(3):
+        program = rounds_in_loops_program(90 + 2 * seed, seed)
+        sched = schedule(program)
+        counts, complete = record_progress(program, sched)
+        assert len(counts) and (np.diff(counts) > 0).all() and (np.diff(complete) >= 0).all()
+        assert counts[-1] == complete[-1] == program.num_records
+        assert (complete <= counts).all() and (complete[:-1] < program.num_records).all()
+        assert (complete < counts).any()  # some record written before an earlier one
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_banded_copies_equal_the_copies_after_the_kernel(numpy_engine, monkeypatch, seed):
+    """A one-wave call whose shot-major rows are transposed after the frame kernel takes them in
+    bands (frames_progress_wait): records and parities (0 to 3 records a parity, some parities of
+    no record, whose band waits for nothing) of a program of loops whose records the schedule
+    writes out of order, in bands of 1,024 rows and a last partial one; one, a few and a wave's
+    worth of words. Equal to the NumPy engine's and to the same engine with the bands off (the
+    copies after the kernel, their oracle); every band's count reached every block of the launch.
+    Bands only where the result is page-locked: results into ordinary memory, straight or through
+    the staging slots, come back after the kernel, with the bands on or off."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.core.parities import Parities
+    from cirq_quasarq.core.program import Annotation
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.engines.cuda import frames as frame_mode
+
+    program = rounds_in_loops_program(150 + 2 * seed, seed)
+    assert program.num_records > 2 * frame_mode.BAND_ROWS
+    sched = schedule(program)
+    ref = numpy_engine.run_tableau(program, sched, rng.make_key(seed), reference=True).records
+    r = np.random.default_rng(seed)
+    groups = [Annotation("detector", np.sort(r.integers(0, program.num_records, int(r.integers(0, 4)))))
+              for _ in range(program.num_records - 100 * seed)]
+    groups.sort(key=lambda g: int(g.records.max(initial=-1)))  # detectors come roughly in time order
+    parities = Parities.of(groups, ref)
+    bands_used = []
+    real_plan = frame_mode.FrameMode._band_plan
+
+    def plan(self, *args):
+        got = real_plan(self, *args)
+        bands_used.append(got)
+        return got
+
+    monkeypatch.setattr(frame_mode.FrameMode, "_band_plan", plan)
+    engines = {}
+    for banded in (True, False):
+        engine = CudaEngine()
+        engine.fused_shot_major = False  # rows this short would else leave in the kernel's epilogue
+        engine.banded_copies = banded
+        engine.sample_frames(program, sched, rng.make_key(9), ref, 64)  # the engine's first call: slots locking
+        staging = engine._frames._staging
+        if staging._locking is not None:
+            staging._locking.result()
+        assert staging.ready()
+        engines[banded] = engine
+    for shots in (64 + 5, 64 * 7, 64 * engines[True].sm_count * 2 - 1):
+        for par in (None, parities):
+            key = rng.make_key(1000 * seed + shots)
+            want = numpy_engine.sample_frames(program, sched, key, ref, shots, par, True)
+            for memory in ("ordinary", "staged", "page-locked"):
+                monkeypatch.setattr(frame_mode, "_STAGING_MIN_BYTES", 1 if memory == "staged" else 1 << 62)
+                for banded, engine in engines.items():
+                    bands_used.clear()
+                    frames = engine._frames
+                    if memory == "page-locked":  # (the fifth miss at a size locks a buffer)
+                        frames._misses = [8 * want.size] * frame_mode._PINNED_AFTER
+                    else:
+                        frames._pinned, frames._misses = [], []
+                    got = engine.sample_frames(program, sched, key, ref, shots, par, True)
+                    ctx = (seed, shots, par is not None, memory, banded)
+                    assert got.shape == want.shape and np.array_equal(got, want), ctx
+                    assert any(np.shares_memory(got, buf) for buf in frames._pinned) == (memory == "page-locked"), ctx
+                    assert bool(bands_used) == (banded and memory == "page-locked"), ctx
+                    if bands_used:
+                        bands, signal_at = bands_used[0]
+                        assert len(bands) >= 2 and bands[-1][1] == (program.num_records if par is None else par.count)
+                        counters = np.empty(2 * len(bands), dtype=np.uint32)
+                        engine.cuda.memcpy_dtoh(counters, engine._frames._buffers["band_progress"][0])
+                        blocks = counters[len(bands):]
+                        assert (blocks == blocks[0]).all() and blocks[0] >= 1, (ctx, counters)
+                        assert (counters[:len(bands)] == signal_at).all(), ctx
+
+
 @pytest.mark.parametrize("seed, size", [(0, "small"), (1, "small"), (2, "edge"), (3, "past the edge")])
 def test_shot_major_parities_gathered_as_they_are_transposed(numpy_engine, seed, size):
     """Shot-major parities XORed from the records as they are transposed, by the frame kernel's
@@ -917,8 +1047,9 @@ def test_shot_major_transpose_at_its_tile_edges(cuda_engine, gathered):
     1,023 to 1,025 and 3,077 (a group of 32 parities, a tile of 1,024, partial ones; rows of byte
     counts that are and are not multiples of 4 and 8), 1 to 9 shot words (a tile of 4 and
     partial ones), rows `count + 3` words apart; the parities themselves, or XORed from records by
-    the tables (0 to 5 records a parity, repeats, both flips). Equal to core.parities on the host
-    (the NumPy engine's layout), every byte of every shot's row written, none past it."""
+    the tables (0 to 5 records a parity, repeats, both flips); shot rows back to back, or 131 bytes
+    more apart (a band of longer rows; also by parities_shot_major_band). Equal to core.parities on the host (the NumPy engine's
+    layout), every byte of every shot's row written, none past it."""
     from cirq_quasarq.core.parities import Parities, parities_shot_major
     from cirq_quasarq.core.program import Annotation
     from cirq_quasarq.engines.cuda import frames as frame_mode
@@ -943,17 +1074,23 @@ def test_shot_major_transpose_at_its_tile_edges(cuda_engine, gathered):
             want = parities_shot_major(np.ascontiguousarray(want_rows), 64 * count)
             row_bytes = (rows + 7) // 8
             src = upload(cuda, np.ascontiguousarray(words))
-            out = cuda.mem_alloc(64 * count * row_bytes + 64)
-            cuda.memset_d8(out, 0xA5, 64 * count * row_bytes + 64)
             row_words = (rows + 63) // 64
             grid = (-(-count // frame_mode.TILE_WORDS), -(-row_words // frame_mode.TILE_ROWS))
-            cuda_engine.launcher.launch("parities", "parities_shot_major", grid, (frame_mode.PARITY_BLOCK, 1, 1),
-                                        int(src), stride, rows, int(out), row_bytes, count, *(int(t) for t in tables))
-            got = np.empty(64 * count * row_bytes + 64, dtype=np.uint8)
-            cuda.memcpy_dtoh(got, out)
-            ctx = (rows, count, gathered)
-            assert np.array_equal(got[:-64].reshape(64 * count, row_bytes), want), ctx
-            assert (got[-64:] == 0xA5).all(), ctx
+            # rows back to back, or a band of longer rows (and the kernel of frame mode's bands)
+            for pitch, kernel in ((row_bytes, "parities_shot_major"), (row_bytes + 131, "parities_shot_major"),
+                                  (row_bytes + 131, "parities_shot_major_band")):
+                size = 64 * count * pitch + 64
+                out = cuda.mem_alloc(size)
+                cuda.memset_d8(out, 0xA5, size)
+                cuda_engine.launcher.launch("parities", kernel, grid, (frame_mode.PARITY_BLOCK, 1, 1),
+                                            int(src), stride, rows, int(out), row_bytes, pitch, count,
+                                            *(int(t) for t in tables))
+                got = np.empty(size, dtype=np.uint8)
+                cuda.memcpy_dtoh(got, out)
+                ctx = (rows, count, gathered, pitch, kernel)
+                got_rows = got[:-64].reshape(64 * count, pitch)
+                assert np.array_equal(got_rows[:, :row_bytes], want), ctx
+                assert (got_rows[:, row_bytes:] == 0xA5).all() and (got[-64:] == 0xA5).all(), ctx
 
 
 def test_out_of_memory_is_reported():

@@ -169,6 +169,10 @@ class CudaEngine(Engine):
         # frame mode's shot-major parities (detection events, observable flips) XORed from the records
         # as they are transposed (False: record_parities' pass first, its oracle)
         self.fused_parities = True
+        # a call whose frame blocks all run at once (one wave) and whose shot-major rows are transposed
+        # after the frame kernel takes them in bands of rows: each band transposed and copied once the
+        # kernel's blocks have written its records, while they run on (False: after the kernel, its oracle)
+        self.banded_copies = True
         # frame mode runs a call of few shot words on every multiprocessor (frames_program_spread)
         # where FrameMode.spread_pays finds it faster; True / False: always / never (the block
         # kernels, its oracle)

@@ -12,7 +12,9 @@ epilogue or parities_shot_major: the records read once more, no pass of their ow
 record_parities. With `reduce` (reduce_frames), parities.cu's rows_reduce folds each chunk's rows
 into one word per row on the device, and only those words are copied. What comes back goes through
 page-locked host memory; a chunk whose results are large runs as pieces on their own streams, so
-that one piece's copy overlaps the next pieces' kernels.
+that one piece's copy overlaps the next pieces' kernels. A call whose blocks all run at once (one
+wave, which ends all together) sends its shot-major rows back in bands instead, each transposed and
+copied once the frame kernel has written its records (`record_progress`, frames_progress_wait).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from ...core import opcodes
 from ...core.parities import Parities, parities_shot_major
-from ...core.program import Program
+from ...core.program import A, REC, Program
 from ...errors import OutOfMemoryError
 from ...schedule import Schedule
 from ..base import gib
@@ -42,6 +45,8 @@ PIPELINE_PIECES = 4  # pieces (and streams) a chunk runs as when its results com
 PIPELINE_MAX_PIECES = 8  # a chunk of several waves of blocks runs as pieces of half a wave
 PIPELINE_MIN_BYTES = 8 << 20  # below this a copy is too short to be worth overlapping
 SPREAD_MAX_WORDS = 64  # shot words of a spread launch at most (a noise queue entry holds a word in 6 bits)
+COPY_BANDS = 8  # bands of rows a one-wave call's shot-major result goes back in (`_band_plan`), at most
+BAND_ROWS = 1024  # a band's rows: whole tiles of parities_shot_major (128 bytes of a shot's row)
 # A round of a block kernel's items (each thread one (row, word) item) with the frames in global
 # memory costs about this many with them in shared memory (`spread_pays`)
 GLOBAL_ROUND_COST = 2
@@ -77,6 +82,7 @@ class FrameMode:
         self.engine = engine
         self._buffers = {}
         self.parity_tables = None  # (Parities, its device tables, bytes): `_parities_on_device`
+        self._bands = None  # (program, parities, rows, the plan): `_band_plan`
         self._pinned: List[np.ndarray] = []  # page-locked result buffers (`_host_records`)
         self._misses: List[int] = []  # sizes of the last calls that found no page-locked buffer free
         self._prefault: list = []  # futures touching the pages of this call's ordinary result memory
@@ -102,7 +108,6 @@ class FrameMode:
         words = (shots + 63) // 64
         num_records = program.num_records
         rows = num_records if parities is None else parities.count
-        row_words = (rows + 63) // 64
         row_bytes = (rows + 7) // 8  # of a shot-major row
         if num_records == 0 or words == 0 or rows == 0:
             empty = np.zeros((rows, words), dtype=np.uint64)
@@ -155,18 +160,31 @@ class FrameMode:
         # DRAM) are transposed afterwards, by parities_shot_major (also the oracle).
         fused = bool(shot_major and engine.fused_shot_major and 64 * row_bytes <= room
                      and (parities is None or gathered))
+        resident = slots  # blocks that run at once
         if shared:
             cap = int(min(64, max(1, room // slab_word))) if slab_word else 64
             alone = self.dynamic_room(name, alone=True)  # one block a multiprocessor
             S = self._words_a_block(chunk, slots, cap, int(min(64, alone // slab_word)) if slab_word else 64)
             if S * slab_word > room:
-                room = alone
+                room, resident = alone, engine.sm_count
         elif spread:
             S = chunk  # the grid's words, one slab
         else:
             S = int(max(1, min(8, -(-chunk // (2 * slots)))))
         blocks = -(-chunk // S)
-        out_dev = self._scratch("frames_out", 8 * num_records * chunk)
+        # One wave of blocks ends all at once, so the rows' transpose and copy would all come after it:
+        # instead each band of rows goes once the blocks have written its records (frames_progress_wait)
+        # (the records' rows then `stride` words apart: whole 128-byte lines a row, where bands read them
+        # while the kernel writes the next rows)
+        stride = 16 * -(-chunk // 16)
+        # Into page-locked memory only: into fresh ordinary memory, where the staging slots' copies on the
+        # host bound the call, bands gained 1.4-2.1 ms at d = 51 10k shots but lost 1.0-1.8 ms at d = 25
+        # (their narrow columns copied out of the slots row by row)
+        banded = (engine.banded_copies and shot_major and locked and not fused and (parities is None or gathered)
+                  and shared and chunk == words and blocks <= resident and rows >= 2 * BAND_ROWS
+                  and not program.confusions and budget - chunk * per_word >= 8 * num_records * (stride - chunk))
+        stride = stride if banded else chunk
+        out_dev = self._scratch("frames_out", 8 * num_records * stride)
         slab = None if shared else self._scratch("frames_slab", 8 * 2 * n * S * blocks)
         copied = out_dev  # the rows that come back, or that parities_shot_major transposes
         tables = (0, 0, 0)  # the gather of parities_shot_major or the frame kernel's epilogue: none
@@ -191,14 +209,22 @@ class FrameMode:
         # (smaller pieces of one wave ran slower: d=51 10k shots 15.7 -> 21.7 ms with 6).
         copy_bytes = (64 * row_bytes if shot_major else 8 * rows) * chunk
         pieces = 1
-        if reduce is None and copy_bytes >= engine.pipeline_min_bytes and not spread:  # (spread: one launch)
+        if reduce is None and copy_bytes >= engine.pipeline_min_bytes and not spread and not banded:  # (spread: one launch)
             pieces = min(PIPELINE_MAX_PIECES, max(PIPELINE_PIECES, -(-blocks // max(1, slots // 2))))
-        streams = self._stream_pool(pieces) if pieces > 1 else [None]
+        bands, signals = self._band_plan(program, schedule, rows, parities) if banded else ((), None)
+        # (a banded call's kernel on a stream of its own: the default stream would wait for the others)
+        streams = self._stream_pool(1 + len(bands) if banded else pieces) if pieces > 1 or banded else [None]
         staging = self._staging if (reduce is None and pieces > 1 and not locked
                                     and copy_bytes >= _STAGING_MIN_BYTES and self._staging.ready()) else None
         if staging is not None:
             staging.discard()  # what an interrupted call left filled (the device has drained since)
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
+        progress = (0, 0, 0)  # the frame kernel's (signal_at, num_signals, progress): none
+        if banded:
+            counters = self._scratch("band_progress", 8 * len(bands))  # signal_at, then progress
+            cuda.memcpy_htod_async(counters, signals, streams[0])
+            cuda.memset_d32_async(int(counters) + 4 * len(bands), 0, len(bands), streams[0])
+            progress = (int(counters), len(bands), int(counters) + 4 * len(bands))
         timed = []  # per chunk, its pieces' frame-kernel events, read once the device is past them
         for start in range(0, words, chunk):
             count = min(chunk, words - start)
@@ -211,9 +237,9 @@ class FrameMode:
             for i, (at, part) in enumerate(plan):
                 stream = streams[i % len(streams)]
                 shot_rows = int(by_shot) + 64 * row_bytes * at if fused else 0
-                timed[-1].append(self._piece(name, n, S, room, dp, ref, out_dev, chunk, first_word + start + at, at,
+                timed[-1].append(self._piece(name, n, S, room, dp, ref, out_dev, stride, first_word + start + at, at,
                                              part, slab, k0, k1, defer_noise, stream, shot_rows, row_bytes,
-                                             (rows, *tables)))
+                                             (rows, *tables), progress))
                 if parities is not None and not gathered:
                     total = rows * part
                     launch("parities", "record_parities", ((total + PARITY_BLOCK - 1) // PARITY_BLOCK, 1),
@@ -223,12 +249,21 @@ class FrameMode:
                     tail_word = count - 1 if start + count == words else -1
                     launch("parities", "rows_reduce", (-(-rows // ROWS_PER_BLOCK), 1), (PARITY_BLOCK, 1, 1),
                            int(copied), chunk, rows, part, tail_word, tail, op, int(acc))
+                elif banded:
+                    for b, (r0, r1) in enumerate(bands):  # each band on its stream, once its records are written
+                        band = streams[1 + b]
+                        launch("frames", "frames_progress_wait", (1, 1), (1, 1, 1), progress[2] + 4 * b, -(-part // S),
+                               stream=band)
+                        self._transpose(copied, stride, r0, r1, by_shot, row_bytes, part, parities, tables, band,
+                                        band=True)
                 elif shot_major and not fused:  # 64·part shot rows of row_bytes, back to back as the host wants them
-                    launch("parities", "parities_shot_major", (-(-part // TILE_WORDS), -(-row_words // TILE_ROWS)),
-                           (PARITY_BLOCK, 1, 1), int(copied) + 8 * at, chunk, rows, int(by_shot) + 64 * row_bytes * at,
-                           row_bytes, part, *tables, stream=stream)
+                    self._transpose(int(copied) + 8 * at, stride, 0, rows, int(by_shot) + 64 * row_bytes * at,
+                                    row_bytes, part, parities, tables, stream)
             self._await_prefault()
-            for i, (at, part) in enumerate(plan if reduce is None else ()):
+            if banded:  # each band's bytes of every shot's row, on its stream (the call is one chunk)
+                for b, (r0, r1) in enumerate(bands):
+                    self._copy_band(out, r0 // 8, (r1 + 7) // 8, int(by_shot), streams[1 + b])
+            for i, (at, part) in enumerate(plan if reduce is None and not banded else ()):
                 stream = streams[i % len(streams)]
                 if shot_major:
                     device_rows = int(by_shot) + 64 * row_bytes * at
@@ -323,14 +358,72 @@ class FrameMode:
         per_piece = S * -(-per_piece // S)  # rounded up to whole blocks
         return [(at, min(per_piece, count - at)) for at in range(0, count, per_piece)]
 
+    def _transpose(self, records, stride: int, r0: int, r1: int, by_shot, row_bytes: int, count: int, parities,
+                   tables, stream, band: bool = False) -> None:
+        """parities_shot_major on rows [r0, r1) (records, or the parities gathered from them by
+        `tables`) of `count` words, `stride` words apart from `records` on: into bytes r0 / 8 on
+        of each shot's row at `by_shot` (rows of row_bytes). `band`: parities_shot_major_band, which
+        reads the records at L2 while the frame kernel writes more of them."""
+        width = r1 - r0
+        row_words = -(-width // 64)
+        grid = (-(-count // TILE_WORDS), -(-row_words // TILE_ROWS))
+        if parities is not None and tables[0]:  # gathered: the band's parities' tables, the records whole
+            offsets, flat, flip = tables
+            src, tables = int(records), (int(offsets) + 4 * r0, int(flat), int(flip) + r0)
+        else:
+            src = int(records) + 8 * stride * r0
+        name = "parities_shot_major_band" if band else "parities_shot_major"
+        self.engine.launcher.launch("parities", name, grid, (PARITY_BLOCK, 1, 1), src, stride, width,
+                                    int(by_shot) + r0 // 8, (width + 7) // 8, row_bytes, count, *tables, stream=stream)
+
+    def _copy_band(self, out: np.ndarray, a: int, b: int, by_shot: int, stream) -> None:
+        """Bytes [a, b) of every shot's row of `out` (page-locked, rows of out.shape[1] bytes) from the
+        device's rows at `by_shot`, laid out alike, in one 2-D copy on `stream`."""
+        pitch = out.shape[1]
+        copy = self.engine.cuda.Memcpy2D()
+        copy.set_src_device(by_shot + a)
+        copy.src_pitch = pitch
+        copy.set_dst_host(out)
+        copy.dst_pitch = pitch
+        copy.dst_x_in_bytes = a
+        copy.width_in_bytes = b - a
+        copy.height = out.shape[0]
+        self._copy(copy, stream, aligned=False)
+
+    def _band_plan(self, program: Program, schedule: Schedule, rows: int, parities) -> tuple:
+        """The bands of a banded call: (r0, r1) of each, whole BAND_ROWS apart but the last, and per
+        band the records the frame kernel has written when every record it needs is (uint32
+        `signal_at`, not decreasing; `record_progress`). A band of parities needs every record below
+        its parities' last."""
+        kept = self._bands
+        if kept is not None and kept[0] is program and kept[1] is parities and kept[2] == rows:
+            return kept[3]
+        size = BAND_ROWS * -(-rows // (COPY_BANDS * BAND_ROWS))
+        bands = [(r0, min(rows, r0 + size)) for r0 in range(0, rows, size)]
+        if parities is None:
+            need = np.array([r1 for _, r1 in bands], dtype=np.int64)
+        else:
+            need = np.array([int(parities.records[parities.offsets[r0]:parities.offsets[r1]].max(initial=-1)) + 1
+                             for r0, r1 in bands], dtype=np.int64)
+        counts, complete = record_progress(program, schedule)
+        at = np.searchsorted(complete, need)  # the first run after which the records below `need` are written
+        never = 0xFFFFFFFF  # (records no run writes: the kernel's end gives every count)
+        reached = counts[np.minimum(at, len(counts) - 1)] if len(counts) else np.zeros(len(need), dtype=np.int64)
+        signal_at = np.where(need == 0, 0, np.where(at < len(counts), reached, never))
+        signal_at = np.maximum.accumulate(signal_at).astype(np.uint32)
+        plan = (bands, signal_at)
+        self._bands = (program, parities, rows, plan)
+        return plan
+
     def _piece(self, name, n, S, room, dp, ref, out_dev, chunk, word0, at, part, slab, k0, k1, defer_noise, stream,
-               shot_rows, row_bytes, parities):
+               shot_rows, row_bytes, parities, progress=(0, 0, 0)):
         """Launch the frame kernel `name` on `part` words from chunk column `at` (absolute word
         `word0`), S words a block. In global memory its blocks take the chunk's slabs from block
         at / S on (pieces are whole blocks). `shot_rows` (0: none): the piece's shot-major
         rows, written by the kernel (staged in its dynamic shared memory, `room` bytes at most);
         `parities` (their count and device tables, or null tables): the rows' parities of the
-        records instead. Returns the launch's events."""
+        records instead; `progress`: the block kernels' (signal_at, num_signals, progress) or
+        zeros. Returns the launch's events."""
         grid = (-(-part // S), 1)
         launch = self.engine.launcher.launch
         if name == "frames_program_spread":  # one block a multiprocessor: all resident (its grid barrier)
@@ -347,12 +440,12 @@ class FrameMode:
         smem = max(slab_bytes, stage)
         if slab is None:
             return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part,
-                          S, k0, k1, defer_noise, shot_rows, row_bytes, stage, *parities, shared_size=smem,
+                          S, k0, k1, defer_noise, shot_rows, row_bytes, stage, *parities, *progress, shared_size=smem,
                           timed=True, stream=stream)
         block_slab = 8 * 2 * n * S
         return launch("frames", name, grid, (FRAME_BLOCK, 1, 1), dp.tables, int(ref), out, chunk, word0, part, S,
                       int(slab) + block_slab * (at // S), k0, k1, defer_noise, shot_rows, row_bytes, stage,
-                      *parities, shared_size=smem, timed=True, stream=stream)
+                      *parities, *progress, shared_size=smem, timed=True, stream=stream)
 
     def _copy(self, copy, stream, aligned: bool) -> None:
         """A 2-D device-to-host copy: on `stream` (asynchronous) or at once."""
@@ -445,6 +538,50 @@ class FrameMode:
             buf = None
             buf = self._buffers[name] = (self.engine.alloc(nbytes, f"frame mode's {name} buffer"), int(nbytes))
         return buf[0]
+
+
+def record_progress(program: Program, schedule: Schedule) -> Tuple[np.ndarray, np.ndarray]:
+    """The frame kernels' walk over the schedule's runs, loops as they run (frames.cu): after each run
+    of M or MR rows, the records written so far, counted a row at a time as the kernels count them
+    (int64, increasing), and how many records from record 0 on are all written (not decreasing).
+    A run writes its rows' records shifted by the iterations of the loops around it; the schedule
+    may write a later record before an earlier one, which is why the two differ."""
+    runs, ins, loops, loop_runs = schedule.runs, schedule.instructions, program.loops, schedule.loop_runs
+    writes = {opcodes.CODE["M"], opcodes.CODE["MR"]}
+    repeat, end_repeat = opcodes.CODE["REPEAT"], opcodes.CODE["END_REPEAT"]
+    written = np.zeros(program.num_records + 1, dtype=bool)  # (a last False: the scan below stops)
+    counts, complete = [], []
+    count = done = shift = 0
+    stack = []  # per loop entered: [loop id, iteration, the shift outside it]
+    r, num_runs = 0, len(runs)
+    while r < num_runs:
+        start, end, op = int(runs[r, 0]), int(runs[r, 1]), int(runs[r, 2])
+        if op == repeat:
+            lid = int(ins[start, A])
+            if loops[lid].count == 0:
+                r = int(loop_runs[lid, 1]) + 1
+                continue
+            stack.append([lid, 0, shift])
+        elif op == end_repeat:
+            top = stack[-1]
+            top[1] += 1
+            if top[1] < loops[top[0]].count:
+                shift += loops[top[0]].rec_stride
+                r = int(loop_runs[top[0], 0]) + 1
+                continue
+            shift = top[2]
+            stack.pop()
+        elif op in writes:
+            written[ins[start:end, REC] + shift] = True
+            count += end - start
+            while written[done]:  # on to the first record not yet written, a stretch at a time
+                stretch = written[done:done + 4096]
+                first_unwritten = int(stretch.argmin())
+                done += first_unwritten if not stretch[first_unwritten] else len(stretch)
+            counts.append(count)
+            complete.append(done)
+        r += 1
+    return np.array(counts, dtype=np.int64), np.array(complete, dtype=np.int64)
 
 
 class _Staging:
