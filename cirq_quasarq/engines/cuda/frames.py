@@ -225,6 +225,11 @@ class FrameMode:
             cuda.memcpy_htod_async(counters, signals, streams[0])
             cuda.memset_d32_async(int(counters) + 4 * len(bands), 0, len(bands), streams[0])
             progress = (int(counters), len(bands), int(counters) + 4 * len(bands))
+            # the bands wait for the counters to be zeroed: else a band could read the last call's counts
+            zeroed = cuda.Event()
+            zeroed.record(streams[0])
+            for stream in streams[1:]:
+                stream.wait_for_event(zeroed)
         timed = []  # per chunk, its pieces' frame-kernel events, read once the device is past them
         for start in range(0, words, chunk):
             count = min(chunk, words - start)
@@ -251,11 +256,11 @@ class FrameMode:
                            int(copied), chunk, rows, part, tail_word, tail, op, int(acc))
                 elif banded:
                     for b, (r0, r1) in enumerate(bands):  # each band on its stream, once its records are written
-                        band = streams[1 + b]
+                        band_stream = streams[1 + b]
                         launch("frames", "frames_progress_wait", (1, 1), (1, 1, 1), progress[2] + 4 * b, -(-part // S),
-                               stream=band)
-                        self._transpose(copied, stride, r0, r1, by_shot, row_bytes, part, parities, tables, band,
-                                        band=True)
+                               stream=band_stream)
+                        self._transpose(copied, stride, r0, r1, by_shot, row_bytes, part, parities, tables,
+                                        band_stream, band=True)
                 elif shot_major and not fused:  # 64·part shot rows of row_bytes, back to back as the host wants them
                     self._transpose(int(copied) + 8 * at, stride, 0, rows, int(by_shot) + 64 * row_bytes * at,
                                     row_bytes, part, parities, tables, stream)
