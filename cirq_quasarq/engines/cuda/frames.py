@@ -259,11 +259,11 @@ class FrameMode:
                         band_stream = streams[1 + b]
                         launch("frames", "frames_progress_wait", (1, 1), (1, 1, 1), progress[2] + 4 * b, -(-part // S),
                                stream=band_stream)
-                        self._transpose(copied, stride, r0, r1, by_shot, row_bytes, part, parities, tables,
+                        self._transpose(copied, stride, r0, r1, by_shot, row_bytes, part, gathered, tables,
                                         band_stream, band=True)
                 elif shot_major and not fused:  # 64·part shot rows of row_bytes, back to back as the host wants them
                     self._transpose(int(copied) + 8 * at, stride, 0, rows, int(by_shot) + 64 * row_bytes * at,
-                                    row_bytes, part, parities, tables, stream)
+                                    row_bytes, part, gathered, tables, stream)
             self._await_prefault()
             if banded:  # each band's bytes of every shot's row, on its stream (the call is one chunk)
                 for b, (r0, r1) in enumerate(bands):
@@ -363,16 +363,16 @@ class FrameMode:
         per_piece = S * -(-per_piece // S)  # rounded up to whole blocks
         return [(at, min(per_piece, count - at)) for at in range(0, count, per_piece)]
 
-    def _transpose(self, records, stride: int, r0: int, r1: int, by_shot, row_bytes: int, count: int, parities,
-                   tables, stream, band: bool = False) -> None:
-        """parities_shot_major on rows [r0, r1) (records, or the parities gathered from them by
-        `tables`) of `count` words, `stride` words apart from `records` on: into bytes r0 / 8 on
+    def _transpose(self, records, stride: int, r0: int, r1: int, by_shot, row_bytes: int, count: int,
+                   gathered: bool, tables, stream, band: bool = False) -> None:
+        """parities_shot_major on rows [r0, r1) of `count` words, `stride` words apart from `records`
+        on (`gathered`: the parities that `tables` gather from those records): into bytes r0 / 8 on
         of each shot's row at `by_shot` (rows of row_bytes). `band`: parities_shot_major_band, which
         reads the records at L2 while the frame kernel writes more of them."""
         width = r1 - r0
         row_words = -(-width // 64)
         grid = (-(-count // TILE_WORDS), -(-row_words // TILE_ROWS))
-        if parities is not None and tables[0]:  # gathered: the band's parities' tables, the records whole
+        if gathered:  # the band's parities' tables, the records whole
             offsets, flat, flip = tables
             src, tables = int(records), (int(offsets) + 4 * r0, int(flat), int(flip) + r0)
         else:
