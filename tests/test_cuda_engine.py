@@ -924,8 +924,9 @@ def test_banded_copies_equal_the_copies_after_the_kernel(numpy_engine, monkeypat
     bands (frames_progress_wait): records and parities (0 to 3 records a parity, some parities of
     no record, whose band waits for nothing) of a program of loops whose records the schedule
     writes out of order, in bands of 1,024 rows and a last partial one; one, a few and a wave's
-    worth of words. Equal to the NumPy engine's and to the same engine with the bands off (the
-    copies after the kernel, their oracle); every band's count reached every block of the launch.
+    worth of words; frames in shared and in global memory. Equal to the NumPy engine's and to the
+    same engine with the bands off (the copies after the kernel, their oracle); every band's count
+    reached every block of the launch.
     Bands only where the result is page-locked: results into ordinary memory, straight or through
     the staging slots, come back after the kernel, with the bands on or off."""
     if not cuda_available():
@@ -954,8 +955,8 @@ def test_banded_copies_equal_the_copies_after_the_kernel(numpy_engine, monkeypat
 
     monkeypatch.setattr(frame_mode.FrameMode, "_band_plan", plan)
     engines = {}
-    for banded in (True, False):
-        engine = CudaEngine()
+    for banded, memory in ((True, "auto"), (True, "global"), (False, "auto")):  # frames in shared or global memory
+        engine = CudaEngine(frame_memory=memory)
         engine.fused_shot_major = False  # rows this short would else leave in the kernel's epilogue
         engine.banded_copies = banded
         engine.sample_frames(program, sched, rng.make_key(9), ref, 64)  # the engine's first call: slots locking
@@ -963,14 +964,14 @@ def test_banded_copies_equal_the_copies_after_the_kernel(numpy_engine, monkeypat
         if staging._locking is not None:
             staging._locking.result()
         assert staging.ready()
-        engines[banded] = engine
-    for shots in (64 + 5, 64 * 7, 64 * engines[True].sm_count * 2 - 1):
+        engines[banded, memory] = engine
+    for shots in (64 + 5, 64 * 7, 64 * engines[True, "auto"].sm_count * 2 - 1):
         for par in (None, parities):
             key = rng.make_key(1000 * seed + shots)
             want = numpy_engine.sample_frames(program, sched, key, ref, shots, par, True)
             for memory in ("ordinary", "staged", "page-locked"):
                 monkeypatch.setattr(frame_mode, "_STAGING_MIN_BYTES", 1 if memory == "staged" else 1 << 62)
-                for banded, engine in engines.items():
+                for (banded, frame_memory), engine in engines.items():
                     bands_used.clear()
                     frames = engine._frames
                     if memory == "page-locked":  # (the fifth miss at a size locks a buffer)
@@ -978,7 +979,7 @@ def test_banded_copies_equal_the_copies_after_the_kernel(numpy_engine, monkeypat
                     else:
                         frames._pinned, frames._misses = [], []
                     got = engine.sample_frames(program, sched, key, ref, shots, par, True)
-                    ctx = (seed, shots, par is not None, memory, banded)
+                    ctx = (seed, shots, par is not None, memory, banded, frame_memory)
                     assert got.shape == want.shape and np.array_equal(got, want), ctx
                     assert any(np.shares_memory(got, buf) for buf in frames._pinned) == (memory == "page-locked"), ctx
                     assert bool(bands_used) == (banded and memory == "page-locked"), ctx

@@ -181,7 +181,7 @@ class FrameMode:
         # host bound the call, bands gained 1.4-2.1 ms at d = 51 10k shots but lost 1.0-1.8 ms at d = 25
         # (their narrow columns copied out of the slots row by row)
         banded = (engine.banded_copies and shot_major and locked and not fused and (parities is None or gathered)
-                  and shared and chunk == words and blocks <= resident and rows >= 2 * BAND_ROWS
+                  and not spread and chunk == words and blocks <= resident and rows >= 2 * BAND_ROWS
                   and not program.confusions and budget - chunk * per_word >= 8 * num_records * (stride - chunk))
         stride = stride if banded else chunk
         out_dev = self._scratch("frames_out", 8 * num_records * stride)
