@@ -21,7 +21,7 @@ from .circuits import surface_code_stim
 
 SHOTS = {51: 10_000, 25: 100_000, 11: 1_000_000}
 TRACED = ("sample", "_host_records", "_parities_on_device", "_stream_pool", "spread_pays", "fits_shared",
-          "dynamic_room", "_scratch")
+          "dynamic_room", "_scratch", "_band_plan", "_transpose", "_copy_band")
 
 
 def traced(engine, marks: list) -> None:

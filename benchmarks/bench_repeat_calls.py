@@ -11,8 +11,8 @@ memory costs against a kept page-locked buffer (169 MB: fresh pages, pageable an
 locking).
 
 `--pairs N` instead times records against detection events at d = 51 (10k shots) and d = 25 (100k),
-one call of each in turn N times (the first of a pair alternating), the previous result kept as in a
-loop `r = sample(...)`, no profiling events: each mode's median, quartiles and best, and in how many
+one call of each in turn N times (strictly alternating), the previous result kept as in a loop
+`r = sample(...)`, no profiling events: each mode's median, quartiles and best, and in how many
 pairs the detection events were no slower.
 
 `--in-turn` instead times, in one process, records, detection events and detection events with
@@ -73,10 +73,16 @@ def pairs(count: int) -> None:
     for d, shots in ((51, 10_000), (25, 100_000)):
         c = surface_code_stim(d, d, 1e-3)
         modes = (lambda: call(c, shots, False), lambda: call(c, shots, True))
-        kept = [f() for f in modes + modes][-1]  # warm; then the previous result only is kept
+        kept = None
+        for f in modes * 5:  # warm, and past the misses that make each mode's page-locked buffer
+            kept = f()  # (the previous result only is kept)
         times = ([], [])
+        # Strictly in turn, so that each call follows one of the other mode: the kept result then holds
+        # the other mode's page-locked buffer and each mode finds its own free (a pair run the other
+        # way round had a mode follow itself, take the other's larger buffer, and leave the next call
+        # of the other mode none: its result went to ordinary memory, a slow call in every other pair).
         for i in range(count):
-            for m in ((0, 1) if i % 2 == 0 else (1, 0)):
+            for m in (0, 1):
                 t = time.perf_counter()
                 result = modes[m]()
                 times[m].append((time.perf_counter() - t) * 1e3)

@@ -82,7 +82,7 @@ class FrameMode:
         self.engine = engine
         self._buffers = {}
         self.parity_tables = None  # (Parities, its device tables, bytes): `_parities_on_device`
-        self._bands = None  # (program, parities, rows, the plan): `_band_plan`
+        self._bands: dict = {}  # (id(program), id(parities), rows) -> (program, parities, the plan): `_band_plan`
         self._pinned: List[np.ndarray] = []  # page-locked result buffers (`_host_records`)
         self._misses: List[int] = []  # sizes of the last calls that found no page-locked buffer free
         self._prefault: list = []  # futures touching the pages of this call's ordinary result memory
@@ -400,9 +400,10 @@ class FrameMode:
         band the records the frame kernel has written when every record it needs is (uint32
         `signal_at`, not decreasing; `record_progress`). A band of parities needs every record below
         its parities' last."""
-        kept = self._bands
-        if kept is not None and kept[0] is program and kept[1] is parities and kept[2] == rows:
-            return kept[3]
+        # (a few kept: a loop that samples records and detection events in turn asks for two plans)
+        kept = self._bands.get((id(program), id(parities), rows))
+        if kept is not None and kept[0] is program and kept[1] is parities:
+            return kept[2]
         size = BAND_ROWS * -(-rows // (COPY_BANDS * BAND_ROWS))
         bands = [(r0, min(rows, r0 + size)) for r0 in range(0, rows, size)]
         if parities is None:
@@ -410,14 +411,19 @@ class FrameMode:
         else:
             need = np.array([int(parities.records[parities.offsets[r0]:parities.offsets[r1]].max(initial=-1)) + 1
                              for r0, r1 in bands], dtype=np.int64)
-        counts, complete = record_progress(program, schedule)
+        found = program.derived.get("record_progress")  # (the schedule it walked, its result)
+        if found is None or found[0] is not schedule:
+            found = program.derived["record_progress"] = (schedule, record_progress(program, schedule))
+        counts, complete = found[1]
         at = np.searchsorted(complete, need)  # the first run after which the records below `need` are written
         never = 0xFFFFFFFF  # (records no run writes: the kernel's end gives every count)
         reached = counts[np.minimum(at, len(counts) - 1)] if len(counts) else np.zeros(len(need), dtype=np.int64)
         signal_at = np.where(need == 0, 0, np.where(at < len(counts), reached, never))
         signal_at = np.maximum.accumulate(signal_at).astype(np.uint32)
         plan = (bands, signal_at)
-        self._bands = (program, parities, rows, plan)
+        if len(self._bands) >= 8:
+            self._bands.clear()
+        self._bands[id(program), id(parities), rows] = (program, parities, plan)
         return plan
 
     def _piece(self, name, n, S, room, dp, ref, out_dev, chunk, word0, at, part, slab, k0, k1, defer_noise, stream,
