@@ -2,11 +2,11 @@
 
     python -m benchmarks.bench_frame_timeline [--codes 51 11]
 
-Surface codes d = 51 (10k shots) and d = 11 (1M), records then detection events, each after eight
+Surface codes d = 51 (10k shots) and d = 11 (1M), records then detection events, each after twelve
 calls alternating the two with the previous result kept (a sampling loop). For the timed call: host
 marks, relative to the call's start, where `FrameMode.sample` and its helpers enter and leave, each
 kernel launch with the device's start of that kernel (a CUDA event recorded before it on its
-stream), and the end of the call. A launch whose device start lags its host time by the whole
+stream), when the device finished each band's copy, and the end of the call. A launch whose device start lags its host time by the whole
 kernel before it ran behind another piece; a host gap between launches is the calling thread
 held up (for example by the staging slots' copies)."""
 import argparse
@@ -43,6 +43,10 @@ def traced(engine, marks: list) -> None:
             marks.append(("enter " + _name, time.perf_counter()))
             out = _real(self, *args, **kwargs)
             marks.append(("leave " + _name, time.perf_counter()))
+            if _name == "_copy_band":  # and when the device is done with it (its stream: the last argument)
+                done = engine.cuda.Event()
+                done.record(args[-1])
+                marks.append(("  (band copied)", done))
             return out
 
         setattr(frame_mode.FrameMode, name, wrapped)
@@ -59,7 +63,7 @@ def main(argv=None) -> None:
     for d in args.codes:
         circuit, shots = surface_code_stim(d, d, 1e-3), SHOTS[d]
         kept = None
-        for i in range(8):
+        for i in range(12):  # (past the misses that make each mode's page-locked buffer)
             kept = call(circuit, shots, i % 2 == 1)
         for det in (False, True):
             cuda.Context.synchronize()

@@ -224,6 +224,8 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         Program is returned as it is)."""
         if isinstance(circuit, Program):
             return circuit
+        if param_resolver is None and _is_stim(circuit):  # (no resolver to make: a sampling loop's calls)
+            return compile_stim(circuit)
         (_, program), = self._programs(circuit, cirq.ParamResolver(param_resolver))
         return program
 
@@ -328,13 +330,15 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
             reference = self.reference(program)
             parities = Parities.of(annotations, reference)
         else:  # the frames are the flips themselves: no tableau run for a reference
-            reference = np.zeros(program.num_records, dtype=np.uint8)
-            # the parities of the last annotations sampled, kept with the program: the same object
-            # each call of a sampling loop (an engine may keep its device copy)
+            # the parities of the last annotations sampled and the zero reference, kept with the
+            # program: the same objects each call of a sampling loop (an engine may keep its device copies)
             kept = program.derived.get("zero_reference_parities")
             if kept is None or kept[0] is not annotations:
-                kept = program.derived["zero_reference_parities"] = (annotations, Parities.of(annotations, reference))
-            parities = kept[1]
+                reference = np.zeros(program.num_records, dtype=np.uint8)
+                reference.flags.writeable = False
+                kept = (annotations, Parities.of(annotations, reference), reference)
+                program.derived["zero_reference_parities"] = kept
+            parities, reference = kept[1], kept[2]
         key = self._next_key()
         if program.needs_branching():
             packed = parities.reduce(self.engine.sample_controlled(program, sched, key, repetitions))

@@ -862,6 +862,34 @@ def test_shot_major_rows_longer_than_shared_memory(numpy_engine):
                                  ((True, "auto", None, 3), (True, "global", None, 3), (False, "auto", None, 3)))
 
 
+def test_the_reference_bits_stay_on_the_device_while_they_are_the_same(numpy_engine):
+    """Frame mode keeps the device copy of the last reference array uploaded: the same array again
+    is not uploaded again, and the same array with other bits (changed in place) or another array
+    is; every result equal to the NumPy engine's with that reference."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+
+    program = measured_rounds_program(40, 6, 3, noisy_qubits=10)
+    sched = schedule(program)
+    engine = CudaEngine()
+    ref = numpy_engine.run_tableau(program, sched, rng.make_key(2), reference=True).records.copy()
+    shots = 64 * 3 + 5
+
+    def check(reference):
+        key = rng.make_key(int(reference.sum()))
+        assert_same_frames(engine.sample_frames(program, sched, key, reference, shots),
+                           numpy_engine.sample_frames(program, sched, key, reference, shots), shots)
+        return engine._frames.reference_bits[2]
+
+    first = check(ref)
+    assert check(ref) is first  # kept
+    ref[::3] ^= 1  # the same array, other bits
+    changed = check(ref)
+    assert changed is not first
+    assert check(ref.copy()) is not changed  # another array, the same bits: uploaded again
+
+
 def rounds_in_loops_program(n: int, seed: int):
     """Rounds of gates, noise and every qubit measured (MR on every fourth), the gates on the first
     half of the qubits only, three layers deep, so that the schedule measures the second half first

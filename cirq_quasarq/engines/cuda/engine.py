@@ -66,6 +66,7 @@ def _guarded(method):
                 if self.memory_limit is not None:  # under a cap, each call plans from an empty scratch
                     self._frames._buffers.clear()
                     self._frames.parity_tables = None
+                    self._frames.reference_bits = None
                 return method(self, *args, **kwargs)
             except BaseException as exc:
                 if isinstance(exc, self.cuda.Error):
@@ -299,6 +300,7 @@ class CudaEngine(Engine):
         frames, ws = self._frames, self._tableau.ws
         device = sum(size for _, size in frames._buffers.values()) + sum(dp.nbytes for dp in self._programs)
         device += frames.parity_tables[2] if frames.parity_tables is not None else 0
+        device += len(frames.reference_bits[1]) if frames.reference_bits is not None else 0
         pinned = sum(int(buf.nbytes) for buf in frames._pinned)
         if ws is not None:
             device += _workspace_bytes(ws)
