@@ -29,9 +29,10 @@ import numpy as np
 
 from ...core import opcodes
 from ...core.parities import Parities, parities_shot_major
-from ...core.program import A, REC, Program
+from ...core.program import REC, Program
 from ...errors import OutOfMemoryError
 from ...schedule import Schedule
+from ...schedule.walk import walk
 from ..base import gib
 from . import loader
 from .device_program import _pad, upload
@@ -83,7 +84,6 @@ class FrameMode:
         self._buffers = {}
         self.parity_tables = None  # (Parities, its device tables, bytes): `_parities_on_device`
         self.reference_bits = None  # (the array, its bits, their device copy): `_reference_on_device`
-        self._bands: dict = {}  # (id(program), id(parities), rows) -> (program, parities, the plan): `_band_plan`
         self._pinned: List[np.ndarray] = []  # page-locked result buffers (`_host_records`)
         self._misses: List[int] = []  # sizes of the last calls that found no page-locked buffer free
         self._prefault: list = []  # futures touching the pages of this call's ordinary result memory
@@ -401,9 +401,11 @@ class FrameMode:
         band the records the frame kernel has written when every record it needs is (uint32
         `signal_at`, not decreasing; `record_progress`). A band of parities needs every record below
         its parities' last."""
-        # (a few kept: a loop that samples records and detection events in turn asks for two plans)
-        kept = self._bands.get((id(program), id(parities), rows))
-        if kept is not None and kept[0] is program and kept[1] is parities:
+        # kept with the program, a plan per Parities (a loop sampling records and detection events in
+        # turn asks for two), beside the walk they share
+        plans = program.derived.setdefault("band_plans", {})
+        kept = plans.get(id(parities))
+        if kept is not None and kept[0] is parities and kept[1] is schedule:
             return kept[2]
         size = BAND_ROWS * -(-rows // (COPY_BANDS * BAND_ROWS))
         bands = [(r0, min(rows, r0 + size)) for r0 in range(0, rows, size)]
@@ -422,9 +424,9 @@ class FrameMode:
         signal_at = np.where(need == 0, 0, np.where(at < len(counts), reached, never))
         signal_at = np.maximum.accumulate(signal_at).astype(np.uint32)
         plan = (bands, signal_at)
-        if len(self._bands) >= 8:
-            self._bands.clear()
-        self._bands[id(program), id(parities), rows] = (program, parities, plan)
+        if len(plans) >= 8:
+            plans.clear()
+        plans[id(parities)] = (parities, schedule, plan)
         return plan
 
     def _piece(self, name, n, S, room, dp, ref, out_dev, chunk, word0, at, part, slab, k0, k1, defer_noise, stream,
@@ -566,46 +568,27 @@ class FrameMode:
 
 
 def record_progress(program: Program, schedule: Schedule) -> Tuple[np.ndarray, np.ndarray]:
-    """The frame kernels' walk over the schedule's runs, loops as they run (frames.cu): after each run
-    of M or MR rows, the records written so far, counted a row at a time as the kernels count them
-    (int64, increasing), and how many records from record 0 on are all written (not decreasing).
-    A run writes its rows' records shifted by the iterations of the loops around it; the schedule
-    may write a later record before an earlier one, which is why the two differ."""
-    runs, ins, loops, loop_runs = schedule.runs, schedule.instructions, program.loops, schedule.loop_runs
+    """The frame kernels' walk over the schedule's runs, loops as they run (`schedule.walk`, as
+    frames.cu walks them): after each run of M or MR rows, the records written so far, counted a row
+    at a time as the kernels count them (int64, increasing), and how many records from record 0 on
+    are all written (not decreasing). The schedule may write a later record before an earlier one,
+    which is why the two differ."""
+    ins = schedule.instructions
     writes = {opcodes.CODE["M"], opcodes.CODE["MR"]}
-    repeat, end_repeat = opcodes.CODE["REPEAT"], opcodes.CODE["END_REPEAT"]
     written = np.zeros(program.num_records + 1, dtype=bool)  # (a last False: the scan below stops)
     counts, complete = [], []
-    count = done = shift = 0
-    stack = []  # per loop entered: [loop id, iteration, the shift outside it]
-    r, num_runs = 0, len(runs)
-    while r < num_runs:
-        start, end, op = int(runs[r, 0]), int(runs[r, 1]), int(runs[r, 2])
-        if op == repeat:
-            lid = int(ins[start, A])
-            if loops[lid].count == 0:
-                r = int(loop_runs[lid, 1]) + 1
-                continue
-            stack.append([lid, 0, shift])
-        elif op == end_repeat:
-            top = stack[-1]
-            top[1] += 1
-            if top[1] < loops[top[0]].count:
-                shift += loops[top[0]].rec_stride
-                r = int(loop_runs[top[0], 0]) + 1
-                continue
-            shift = top[2]
-            stack.pop()
-        elif op in writes:
-            written[ins[start:end, REC] + shift] = True
-            count += end - start
-            while written[done]:  # on to the first record not yet written, a stretch at a time
-                stretch = written[done:done + 4096]
-                first_unwritten = int(stretch.argmin())
-                done += first_unwritten if not stretch[first_unwritten] else len(stretch)
-            counts.append(count)
-            complete.append(done)
-        r += 1
+    count = done = 0
+    for step in walk(program, schedule):
+        if step.op not in writes:
+            continue
+        written[ins[step.start:step.end, REC] + step.rec_shift] = True
+        count += step.end - step.start
+        while written[done]:  # on to the first record not yet written, a stretch at a time
+            stretch = written[done:done + 4096]
+            first_unwritten = int(stretch.argmin())
+            done += first_unwritten if not stretch[first_unwritten] else len(stretch)
+        counts.append(count)
+        complete.append(done)
     return np.array(counts, dtype=np.int64), np.array(complete, dtype=np.int64)
 
 
