@@ -8,13 +8,24 @@ GPU only. `sample_measurements(..., bit_packed=True)` of surface codes (d = 51 1
 call takes fresh ordinary memory (page-locked result buffers switched off), with the staging slots
 (`frames._Staging`) and without, alternating in one process, four calls each, three rounds; then
 one profiled call of each; then d = 51 with page-locked result buffers made at the first miss.
+
+    python -m benchmarks.bench_result_memory --lines
+
+instead times how the staging slots take rows that lie back to back: 8 MiB from the device into a
+page-locked slot as one line against a 2-D copy of lines a row long (5 to 16,900 bytes: the rows
+of d = 3, 5, 11, 25 and 51 surface codes' records), then repeat calls into fresh ordinary memory
+(records, and detection events with the observables appended) of d = 3 (10M and 1M shots), d = 11
+(1M), d = 25 (100k) and d = 51 (10k), `_Staging.lines_as_one` on and off in turn, four calls each,
+three rounds.
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import io
 import pstats
+import statistics
 import time
 
 from .circuits import surface_code_stim
@@ -68,5 +79,80 @@ def main() -> None:
         frames._PINNED_AFTER, frames._STAGING_MIN_BYTES = pinned_after, staging_min
 
 
+def lines() -> None:
+    import stim
+
+    import cirq_quasarq
+    from cirq_quasarq.engines.cuda import frames
+
+    pinned_after = frames._PINNED_AFTER
+    frames._PINNED_AFTER = 10 ** 9  # results in ordinary memory only
+    sim = cirq_quasarq.QuasarqSimulator(seed=1, device="gpu")
+    sim.sample_measurements(stim.Circuit("H 0\nM 0"), 64, bit_packed=True)  # the slots start locking
+    engine = sim.engine
+    staging = engine._frames._staging
+    while not staging.ready():
+        time.sleep(0.01)
+    cuda = engine.cuda
+    size = frames._STAGING_SLOT
+    device = cuda.mem_alloc(size)
+    slot = staging._slots[0]
+    stream = cuda.Stream()
+    start, end = cuda.Event(), cuda.Event()
+    for width in (5, 40, 346, 1250, 16900):
+        height = size // width
+        times = {"one line": [], "lines a row long": []}
+        for _ in range(5):
+            for variant in times:
+                start.record(stream)
+                if variant == "one line":
+                    cuda.memcpy_dtoh_async(slot[:width * height], device, stream)
+                else:
+                    copy = cuda.Memcpy2D()
+                    copy.set_src_device(int(device))
+                    copy.src_pitch = copy.dst_pitch = copy.width_in_bytes = width
+                    copy.set_dst_host(slot)
+                    copy.height = height
+                    copy(stream)
+                end.record(stream)
+                end.synchronize()
+                times[variant].append(end.time_since(start))
+        print(f"8 MiB device -> page-locked slot, rows of {width} bytes: "
+              + ", ".join(f"{k} {min(v):.3f} ms ({width * height / min(v) / 1e6:.1f} GB/s)" for k, v in times.items()),
+              flush=True)
+    del device
+    calls = {"records": lambda c, shots: sim.sample_measurements(c, shots, bit_packed=True),
+             "detection events": lambda c, shots: sim.sample_detectors(c, shots, append_observables=True,
+                                                                       bit_packed=True)}
+    try:
+        for d, shots in ((3, 10_000_000), (3, 1_000_000), (11, 1_000_000), (25, 100_000), (51, 10_000)):
+            circuit = surface_code_stim(d, d, 1e-3)
+            for mode, call in calls.items():
+                call(circuit, shots)  # compile, reference
+                times = {True: [], False: []}
+                for _ in range(3):
+                    for as_one in (True, False):
+                        frames._Staging.lines_as_one = as_one
+                        kept = []
+                        for _ in range(4):
+                            t0 = time.perf_counter()
+                            kept.append(call(circuit, shots))
+                            times[as_one].append(1e3 * (time.perf_counter() - t0))
+                        first = kept[0]
+                        del kept
+                print(f"d={d} {shots} shots, {mode} into fresh memory ({first.nbytes / 1e6:.0f} MB, rows of "
+                      f"{first.shape[1]} bytes): " + "; ".join(
+                          f"{'one line' if k else 'lines a row long'} median {statistics.median(v):.2f} ms, best "
+                          f"{min(v):.2f}" for k, v in times.items()), flush=True)
+    finally:
+        frames._PINNED_AFTER = pinned_after
+        frames._Staging.lines_as_one = True
+
+
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", action="store_true", help="rows back to back as one line against lines a row long")
+    if ap.parse_args().lines:
+        lines()
+    else:
+        main()

@@ -778,18 +778,16 @@ def assert_shot_major_like_numpy(numpy_engine, program, seed: int, shot_counts, 
             assert got.shape == want.shape and np.array_equal(got, want), (shots, fused, memory, pieces_from, max_words)
 
 
-@pytest.mark.parametrize("slot", [1 << 16, 8 * 4099, None])
-def test_results_through_page_locked_staging_slots(numpy_engine, monkeypatch, slot):
+@pytest.mark.parametrize("slot, lines_as_one", [(1 << 16, True), (8 * 4099, True), (None, True), (8 * 4099, False)])
+def test_results_through_page_locked_staging_slots(numpy_engine, monkeypatch, slot, lines_as_one):
     """A result bound for ordinary memory comes back through page-locked slots (frames._Staging:
     the device fills a slot on the piece's stream, threads copy it out): records, shot-major rows
     and parities (pairs of records, some flipped), in pieces on streams, in one chunk and in chunks
     of 37 words, through slots that hold a few pieces' rows, an odd part of one, or the default
-    (8 MiB); bits equal the NumPy engine's, and the slots were used."""
+    (8 MiB); shot-major rows of 370 and of 5 bytes, copied into the slots as one line and as 2-D
+    copies of lines a row long; bits equal the NumPy engine's, and the slots were used."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
-    from cirq_quasarq.core.parities import Parities
-    from cirq_quasarq.core.program import Annotation
-    from cirq_quasarq.engines.cuda import CudaEngine
     from cirq_quasarq.engines.cuda import frames as frame_mode
 
     if slot is not None:
@@ -803,8 +801,17 @@ def test_results_through_page_locked_staging_slots(numpy_engine, monkeypatch, sl
         return real_take(self)
 
     monkeypatch.setattr(frame_mode._Staging, "_take", take)
-    n = 211
-    program = measured_rounds_program(n, 14, 4, noisy_qubits=60)
+    monkeypatch.setattr(frame_mode._Staging, "lines_as_one", lines_as_one)
+    for n, rounds in ((211, 14), (11, 3)):  # rows of 370 bytes, and of 5 (33 records)
+        program = measured_rounds_program(n, rounds, 4, noisy_qubits=n // 4)
+        _staged_results_equal_numpy(numpy_engine, program, n, taken)
+
+
+def _staged_results_equal_numpy(numpy_engine, program, n, taken):
+    from cirq_quasarq.core.parities import Parities
+    from cirq_quasarq.core.program import Annotation
+    from cirq_quasarq.engines.cuda import CudaEngine
+
     sched = schedule(program)
     ref = numpy_engine.run_tableau(program, sched, rng.make_key(1), reference=True).records
     pairs = [Annotation("detector", np.array([r, r + n])) for r in range(0, program.num_records - n, 3)]
