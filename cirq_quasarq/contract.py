@@ -47,13 +47,21 @@ def repetitions(value: Any, call: str) -> int:
     return count
 
 
+def seed_int(value: Any):
+    """`value` as the int that `seed` seeds a RandomState with, or None where it is no int."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        v = int(value)
+        return v & 0xFFFFFFFF if v >= 2**32 or v < 0 else v
+    return None
+
+
 def seed(value: Any):
     """What Cirq's simulators accept as a seed (cirq.RANDOM_STATE_OR_SEED_LIKE) as a random state."""
     if value is None or value is np.random:
         return np.random
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        v = int(value)
-        return np.random.RandomState(v & 0xFFFFFFFF if v >= 2**32 or v < 0 else v)
+    v = seed_int(value)
+    if v is not None:
+        return np.random.RandomState(v)
     if isinstance(value, (np.random.RandomState, np.random.Generator)):
         return value
     raise errors.InvalidSeedError(

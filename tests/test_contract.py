@@ -72,6 +72,24 @@ def test_cirqs_seeds_are_taken(seed):
     QuasarqSimulator(seed=seed, device="cpu").run(CIRCUIT, repetitions=3)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2**40, -5, np.int64(7)])
+def test_an_int_seed_gives_what_its_random_state_gives(seed):
+    """An int seed's RandomState is made when first needed (its first key is kept per seed): every
+    call's shots, and the state itself once asked for, are those of RandomState(seed) given at once,
+    whether the state is first asked for before, after or between the calls."""
+    state = lambda: np.random.RandomState(int(seed) & 0xFFFFFFFF)  # noqa: E731
+    stim = pytest.importorskip("stim")
+    circuit = stim.Circuit("H 0 1\nCX 0 2\nM 0 1 2\nH 0\nM 0")
+    for touch_after in (0, 1, 2, 3):
+        ours, theirs = QuasarqSimulator(seed=seed, device="cpu"), QuasarqSimulator(seed=state(), device="cpu")
+        for call in range(3):
+            if call == touch_after:
+                assert ours._prng.randint(0, 2**31) == theirs._prng.randint(0, 2**31)
+            assert np.array_equal(ours.sample_measurements(circuit, 100, bit_packed=True),
+                                  theirs.sample_measurements(circuit, 100, bit_packed=True)), (touch_after, call)
+        assert ours.run(CIRCUIT, repetitions=5) == theirs.run(CIRCUIT, repetitions=5)
+
+
 @pytest.mark.parametrize("matrix, match, cirq_rejects", [
     (np.array([[0.8, 0.1], [0.1, 0.9]]), "row 0 .* sums to 0.9", True),
     (np.array([[1.2, -0.2], [0.0, 1.0]]), "outside", True),
