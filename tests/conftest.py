@@ -2,7 +2,15 @@
 
 import pytest
 
+from cirq_quasarq.core import memory
 from cirq_quasarq.engines import NumpyEngine, cuda_available
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memory_reading():
+    """Each test reads the host's limits anew (a reading stands for half a second: core.memory)."""
+    memory.forget_reading()
+    yield
 
 
 def _make_engine(name):

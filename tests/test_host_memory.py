@@ -213,3 +213,44 @@ def test_small_calls_read_no_limit_and_large_ones_do(monkeypatch):
     monkeypatch.setattr(memory, "host_headroom", lambda: memory.Headroom(1 << 20, "RLIMIT_AS"))
     with pytest.raises(errors.OutOfMemoryError, match="RLIMIT_AS"):
         QuasarqSimulator(device="cpu", seed=1).run(circuit, repetitions=50_000_000)
+
+
+def test_a_recent_reading_stands_for_requests_far_below_it(monkeypatch):
+    """A loop of mid-sized calls reads the limits once in REUSE_S seconds: a request of at most
+    1 / REUSE_FRACTION of what the last reading has left passes on it and is taken off it, so what
+    passes on one reading never adds up to more than it found; a larger request, or one after
+    REUSE_S, reads again, and a refused one leaves no reading behind."""
+    reads, clock = [], [100.0]
+    headroom = [GiB]
+
+    def read():
+        reads.append(clock[0])
+        return memory.Headroom(headroom[0], "cgroup memory.max")
+
+    monkeypatch.setattr(memory, "host_headroom", read)
+    monkeypatch.setattr(memory.time, "monotonic", lambda: clock[0])
+    mid = 32 << 20
+    memory.require_host_memory("a call", mid)
+    assert len(reads) == 1
+    passed = mid
+    for _ in range(200):  # the same instant: each passes on the reading until it has too little left
+        before = len(reads)
+        memory.require_host_memory("a call", mid)
+        if len(reads) > before:
+            break
+        passed += mid
+    assert len(reads) == 2 and passed <= GiB and passed > GiB // 2, passed
+    memory.require_host_memory("a larger call", GiB // 8)  # over a sixteenth of what is left: read
+    assert len(reads) == 3
+    clock[0] += memory.REUSE_S  # too old to stand
+    memory.require_host_memory("a call", mid)
+    assert len(reads) == 4
+    headroom[0] = 16 << 20
+    clock[0] += memory.REUSE_S
+    with pytest.raises(errors.OutOfMemoryError, match="a call needs"):
+        memory.require_host_memory("a call", mid)
+    with pytest.raises(errors.OutOfMemoryError, match="a call needs"):  # read again, refused again
+        memory.require_host_memory("a call", mid)
+    assert len(reads) == 6
+    memory.require_host_memory("a small call", memory.SMALL_REQUEST)  # never read
+    assert len(reads) == 6
