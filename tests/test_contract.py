@@ -74,15 +74,17 @@ def test_cirqs_seeds_are_taken(seed):
 
 @pytest.mark.parametrize("seed", [0, 1, 2**40, -5, np.int64(7)])
 def test_an_int_seed_gives_what_its_random_state_gives(seed):
-    """An int seed's RandomState is made when first needed (its first key is kept per seed): every
-    call's shots, and the state itself once asked for, are those of RandomState(seed) given at once,
-    whether the state is first asked for before, after or between the calls."""
+    """An int seed's RandomState is made when first needed (the first key comes from one state
+    re-seeded in place): every call's shots, and the state itself once asked for, are those of
+    RandomState(seed) given at once, whether the state is first asked for before, after or between
+    the calls, with simulators of other seeds drawing first keys in between."""
     state = lambda: np.random.RandomState(int(seed) & 0xFFFFFFFF)  # noqa: E731
     stim = pytest.importorskip("stim")
     circuit = stim.Circuit("H 0 1\nCX 0 2\nM 0 1 2\nH 0\nM 0")
     for touch_after in (0, 1, 2, 3):
         ours, theirs = QuasarqSimulator(seed=seed, device="cpu"), QuasarqSimulator(seed=state(), device="cpu")
         for call in range(3):
+            QuasarqSimulator(seed=int(seed) + 1, device="cpu")._next_key()  # another seed's first key
             if call == touch_after:
                 assert ours._prng.randint(0, 2**31) == theirs._prng.randint(0, 2**31)
             assert np.array_equal(ours.sample_measurements(circuit, 100, bit_packed=True),
