@@ -169,7 +169,9 @@ def popcount_rows(a: np.ndarray) -> np.ndarray:
 
     The per-word counts are summed as a float32 product with a vector of ones, exact below 2^24:
     a BLAS matrix-vector product, where NumPy's integer sum over a short last axis is a strided
-    reduction four times slower (a tableau row of 32 words, 4,000 rows: 23 against 94 us)."""
+    reduction four times slower (a tableau row of 32 words, 4,000 rows: 23 against 94 us).
+    OpenBLAS now and then raises the invalid flag on such a product whose values are exact: a
+    caller in a loop sets np.errstate(invalid="ignore") around it (NumpyEngine.run_tableau)."""
     counts = np.bitwise_count(a)
     words = counts.shape[-1]
     if words > _EXACT_F32_WORDS:
