@@ -17,6 +17,12 @@ of d = 3, 5, 11, 25 and 51 surface codes' records), then repeat calls into fresh
 (records, and detection events with the observables appended) of d = 3 (10M and 1M shots), d = 11
 (1M), d = 25 (100k) and d = 51 (10k), `_Staging.lines_as_one` on and off in turn, four calls each,
 three rounds.
+
+    python -m benchmarks.bench_result_memory --drains
+
+the same repeat calls with the slots emptied on the touch pool as their copies end, in two or four
+tasks a slot (`_Staging.async_drains`, `drain_parts`), against each slot emptied on the calling
+thread when it is taken again (the code before), in turn.
 """
 
 from __future__ import annotations
@@ -121,38 +127,76 @@ def lines() -> None:
               + ", ".join(f"{k} {min(v):.3f} ms ({width * height / min(v) / 1e6:.1f} GB/s)" for k, v in times.items()),
               flush=True)
     del device
+    try:
+        in_turn(sim, {"one line": {"lines_as_one": True}, "lines a row long": {"lines_as_one": False}})
+    finally:
+        frames._PINNED_AFTER = pinned_after
+
+
+def drains() -> None:
+    import stim
+
+    import cirq_quasarq
+    from cirq_quasarq.engines.cuda import frames
+
+    pinned_after = frames._PINNED_AFTER
+    frames._PINNED_AFTER = 10 ** 9  # results in ordinary memory only
+    sim = cirq_quasarq.QuasarqSimulator(seed=1, device="gpu")
+    sim.sample_measurements(stim.Circuit("H 0\nM 0"), 64, bit_packed=True)  # the slots start locking
+    staging = sim.engine._frames._staging
+    while not staging.ready():
+        time.sleep(0.01)
+    try:
+        in_turn(sim, {"drains on the pool, 2 tasks a slot": {"async_drains": True, "drain_parts": 2},
+                      "drains on the pool, 4 tasks a slot": {"async_drains": True, "drain_parts": 4},
+                      "each slot emptied when taken again": {"async_drains": False}})
+    finally:
+        frames._PINNED_AFTER = pinned_after
+
+
+def in_turn(sim, variants) -> None:
+    """Repeat calls into fresh memory, each variant's `_Staging` settings in turn, three rounds of
+    four calls: each variant's median and best."""
+    from cirq_quasarq.engines.cuda import frames
+
     calls = {"records": lambda c, shots: sim.sample_measurements(c, shots, bit_packed=True),
              "detection events": lambda c, shots: sim.sample_detectors(c, shots, append_observables=True,
                                                                        bit_packed=True)}
+    kept_settings = {k: getattr(frames._Staging, k) for v in variants.values() for k in v}
     try:
         for d, shots in ((3, 10_000_000), (3, 1_000_000), (11, 1_000_000), (25, 100_000), (51, 10_000)):
             circuit = surface_code_stim(d, d, 1e-3)
             for mode, call in calls.items():
                 call(circuit, shots)  # compile, reference
-                times = {True: [], False: []}
+                times = {name: [] for name in variants}
                 for _ in range(3):
-                    for as_one in (True, False):
-                        frames._Staging.lines_as_one = as_one
+                    for name, settings in variants.items():
+                        for key, value in settings.items():
+                            setattr(frames._Staging, key, value)
                         kept = []
                         for _ in range(4):
                             t0 = time.perf_counter()
                             kept.append(call(circuit, shots))
-                            times[as_one].append(1e3 * (time.perf_counter() - t0))
+                            times[name].append(1e3 * (time.perf_counter() - t0))
                         first = kept[0]
                         del kept
                 print(f"d={d} {shots} shots, {mode} into fresh memory ({first.nbytes / 1e6:.0f} MB, rows of "
                       f"{first.shape[1]} bytes): " + "; ".join(
-                          f"{'one line' if k else 'lines a row long'} median {statistics.median(v):.2f} ms, best "
-                          f"{min(v):.2f}" for k, v in times.items()), flush=True)
+                          f"{name} median {statistics.median(v):.2f} ms, best {min(v):.2f}"
+                          for name, v in times.items()), flush=True)
     finally:
-        frames._PINNED_AFTER = pinned_after
-        frames._Staging.lines_as_one = True
+        for key, value in kept_settings.items():
+            setattr(frames._Staging, key, value)
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", action="store_true", help="rows back to back as one line against lines a row long")
-    if ap.parse_args().lines:
+    ap.add_argument("--drains", action="store_true", help="slots emptied on the pool against on the calling thread")
+    args = ap.parse_args()
+    if args.lines:
         lines()
+    elif args.drains:
+        drains()
     else:
         main()

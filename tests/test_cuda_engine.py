@@ -778,14 +778,17 @@ def assert_shot_major_like_numpy(numpy_engine, program, seed: int, shot_counts, 
             assert got.shape == want.shape and np.array_equal(got, want), (shots, fused, memory, pieces_from, max_words)
 
 
-@pytest.mark.parametrize("slot, lines_as_one", [(1 << 16, True), (8 * 4099, True), (None, True), (8 * 4099, False)])
-def test_results_through_page_locked_staging_slots(numpy_engine, monkeypatch, slot, lines_as_one):
+@pytest.mark.parametrize("slot, lines_as_one, async_drains", [(1 << 16, True, True), (8 * 4099, True, True),
+                                                              (None, True, True), (8 * 4099, False, False)])
+def test_results_through_page_locked_staging_slots(numpy_engine, monkeypatch, slot, lines_as_one, async_drains):
     """A result bound for ordinary memory comes back through page-locked slots (frames._Staging:
     the device fills a slot on the piece's stream, threads copy it out): records, shot-major rows
     and parities (pairs of records, some flipped), in pieces on streams, in one chunk and in chunks
     of 37 words, through slots that hold a few pieces' rows, an odd part of one, or the default
     (8 MiB); shot-major rows of 370 and of 5 bytes, copied into the slots as one line and as 2-D
-    copies of lines a row long; bits equal the NumPy engine's, and the slots were used."""
+    copies of lines a row long; slots emptied on the touch pool as their copies end, several at
+    once, and (the code before) each on the calling thread when taken again; bits equal the NumPy
+    engine's, and the slots were used."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import frames as frame_mode
@@ -797,11 +800,12 @@ def test_results_through_page_locked_staging_slots(numpy_engine, monkeypatch, sl
     real_take = frame_mode._Staging._take
 
     def take(self):
-        taken.append(self._filled[self._next] is not None)
+        taken.append(self._state[self._next] is not None)
         return real_take(self)
 
     monkeypatch.setattr(frame_mode._Staging, "_take", take)
     monkeypatch.setattr(frame_mode._Staging, "lines_as_one", lines_as_one)
+    monkeypatch.setattr(frame_mode._Staging, "async_drains", async_drains)
     for n, rounds in ((211, 14), (11, 3)):  # rows of 370 bytes, and of 5 (33 records)
         program = measured_rounds_program(n, rounds, 4, noisy_qubits=n // 4)
         _staged_results_equal_numpy(numpy_engine, program, n, taken)
