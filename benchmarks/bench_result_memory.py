@@ -23,6 +23,11 @@ three rounds.
 the same repeat calls with the slots emptied on the touch pool as their copies end, in two or four
 tasks a slot (`_Staging.async_drains`, `drain_parts`), against each slot emptied on the calling
 thread when it is taken again (the code before), in turn.
+
+    python -m benchmarks.bench_result_memory --bands
+
+the same repeat calls with a one-wave call's bands going through the slots while the frame kernel
+runs (d = 51's rows), against its rows copied after the kernel, in turn.
 """
 
 from __future__ import annotations
@@ -133,6 +138,26 @@ def lines() -> None:
         frames._PINNED_AFTER = pinned_after
 
 
+def bands() -> None:
+    import stim
+
+    import cirq_quasarq
+    from cirq_quasarq.engines.cuda import frames
+
+    pinned_after = frames._PINNED_AFTER
+    frames._PINNED_AFTER = 10 ** 9  # results in ordinary memory only
+    sim = cirq_quasarq.QuasarqSimulator(seed=1, device="gpu")
+    sim.sample_measurements(stim.Circuit("H 0\nM 0"), 64, bit_packed=True)  # the slots start locking
+    staging = sim.engine._frames._staging
+    while not staging.ready():
+        time.sleep(0.01)
+    try:
+        in_turn(sim, {"bands through the slots": {"_STAGED_BAND_MIN_BYTES": frames._STAGED_BAND_MIN_BYTES},
+                      "copies after the kernel": {"_STAGED_BAND_MIN_BYTES": 1 << 62}})
+    finally:
+        frames._PINNED_AFTER = pinned_after
+
+
 def drains() -> None:
     import stim
 
@@ -162,7 +187,10 @@ def in_turn(sim, variants) -> None:
     calls = {"records": lambda c, shots: sim.sample_measurements(c, shots, bit_packed=True),
              "detection events": lambda c, shots: sim.sample_detectors(c, shots, append_observables=True,
                                                                        bit_packed=True)}
-    kept_settings = {k: getattr(frames._Staging, k) for v in variants.values() for k in v}
+    def owner(key):  # module settings start with an underscore, the slots' own do not
+        return frames if key.startswith("_") else frames._Staging
+
+    kept_settings = {k: getattr(owner(k), k) for v in variants.values() for k in v}
     try:
         for d, shots in ((3, 10_000_000), (3, 1_000_000), (11, 1_000_000), (25, 100_000), (51, 10_000)):
             circuit = surface_code_stim(d, d, 1e-3)
@@ -172,7 +200,7 @@ def in_turn(sim, variants) -> None:
                 for _ in range(3):
                     for name, settings in variants.items():
                         for key, value in settings.items():
-                            setattr(frames._Staging, key, value)
+                            setattr(owner(key), key, value)
                         kept = []
                         for _ in range(4):
                             t0 = time.perf_counter()
@@ -186,17 +214,20 @@ def in_turn(sim, variants) -> None:
                           for name, v in times.items()), flush=True)
     finally:
         for key, value in kept_settings.items():
-            setattr(frames._Staging, key, value)
+            setattr(owner(key), key, value)
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", action="store_true", help="rows back to back as one line against lines a row long")
     ap.add_argument("--drains", action="store_true", help="slots emptied on the pool against on the calling thread")
+    ap.add_argument("--bands", action="store_true", help="a one-wave call's bands through the slots, or not")
     args = ap.parse_args()
     if args.lines:
         lines()
     elif args.drains:
         drains()
+    elif args.bands:
+        bands()
     else:
         main()

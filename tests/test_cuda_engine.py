@@ -966,8 +966,10 @@ def test_banded_copies_equal_the_copies_after_the_kernel(numpy_engine, monkeypat
     worth of words; frames in shared and in global memory. Equal to the NumPy engine's and to the
     same engine with the bands off (the copies after the kernel, their oracle); every band's count
     reached every block of the launch.
-    Bands only where the result is page-locked: results into ordinary memory, straight or through
-    the staging slots, come back after the kernel, with the bands on or off."""
+    Bands where the result is page-locked, or goes through the staging slots with a band's part of
+    a row wide enough (`_STAGED_BAND_MIN_BYTES`, lowered here to take this program's rows: "staged
+    wide"); results into ordinary memory straight, or through the slots in narrower parts, come
+    back after the kernel, with the bands on or off."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.core.parities import Parities
@@ -1008,8 +1010,9 @@ def test_banded_copies_equal_the_copies_after_the_kernel(numpy_engine, monkeypat
         for par in (None, parities):
             key = rng.make_key(1000 * seed + shots)
             want = numpy_engine.sample_frames(program, sched, key, ref, shots, par, True)
-            for memory in ("ordinary", "staged", "page-locked"):
-                monkeypatch.setattr(frame_mode, "_STAGING_MIN_BYTES", 1 if memory == "staged" else 1 << 62)
+            for memory in ("ordinary", "staged", "staged wide", "page-locked"):
+                monkeypatch.setattr(frame_mode, "_STAGING_MIN_BYTES", 1 if memory.startswith("staged") else 1 << 62)
+                monkeypatch.setattr(frame_mode, "_STAGED_BAND_MIN_BYTES", 0 if memory == "staged wide" else 1024)
                 for (banded, frame_memory), engine in engines.items():
                     bands_used.clear()
                     frames = engine._frames
@@ -1021,7 +1024,7 @@ def test_banded_copies_equal_the_copies_after_the_kernel(numpy_engine, monkeypat
                     ctx = (seed, shots, par is not None, memory, banded, frame_memory)
                     assert got.shape == want.shape and np.array_equal(got, want), ctx
                     assert any(np.shares_memory(got, buf) for buf in frames._pinned) == (memory == "page-locked"), ctx
-                    assert bool(bands_used) == (banded and memory == "page-locked"), ctx
+                    assert bool(bands_used) == (banded and memory in ("page-locked", "staged wide")), ctx
                     if bands_used:
                         bands, signal_at = bands_used[0]
                         assert len(bands) >= 2 and bands[-1][1] == (program.num_records if par is None else par.count)

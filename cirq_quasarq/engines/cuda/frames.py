@@ -48,6 +48,7 @@ PIPELINE_MIN_BYTES = 8 << 20  # below this a copy is too short to be worth overl
 SPREAD_MAX_WORDS = 64  # shot words of a spread launch at most (a noise queue entry holds a word in 6 bits)
 COPY_BANDS = 8  # bands of rows a one-wave call's shot-major result goes back in (`_band_plan`), at most
 BAND_ROWS = 1024  # a band's rows: whole tiles of parities_shot_major (128 bytes of a shot's row)
+_STAGED_BAND_MIN_BYTES = 1024  # a band's part of a shot's row, at least, for bands through the staging slots
 # A round of a block kernel's items (each thread one (row, word) item) with the frames in global
 # memory costs about this many with them in shared memory (`spread_pays`)
 GLOBAL_ROUND_COST = 2
@@ -178,10 +179,13 @@ class FrameMode:
         # (the records' rows then `stride` words apart: whole 128-byte lines a row, where bands read them
         # while the kernel writes the next rows)
         stride = 16 * -(-chunk // 16)
-        # Into page-locked memory only: into fresh ordinary memory, where the staging slots' copies on the
-        # host bound the call, bands gained 1.4-2.1 ms at d = 51 10k shots but lost 1.0-1.8 ms at d = 25
-        # (their narrow columns copied out of the slots row by row)
-        banded = (engine.banded_copies and shot_major and locked and not fused and (parities is None or gathered)
+        copy_bytes = (64 * row_bytes if shot_major else 8 * rows) * chunk
+        can_stage = (reduce is None and not locked and copy_bytes >= _STAGING_MIN_BYTES and self._staging.ready())
+        # Into page-locked memory, or through the staging slots where a band's part of a shot's row is
+        # wide (each band's columns go into the result a part of a row at a time: at d = 25 10k shots,
+        # 254 bytes a band, that lost 1.0-1.8 ms, while d = 51's 2,176 bytes gained)
+        banded = (engine.banded_copies and shot_major and not fused and (parities is None or gathered)
+                  and (locked or (can_stage and row_bytes >= COPY_BANDS * _STAGED_BAND_MIN_BYTES))
                   and not spread and chunk == words and blocks <= resident and rows >= 2 * BAND_ROWS
                   and not program.confusions and budget - chunk * per_word >= 8 * num_records * (stride - chunk))
         stride = stride if banded else chunk
@@ -208,15 +212,13 @@ class FrameMode:
         # over several waves of blocks, half a wave each (the last copy, which nothing overlaps, is
         # then shorter: d=11 1M shots 7.0 -> 6.6 ms on an H100), never fewer than PIPELINE_PIECES
         # (smaller pieces of one wave ran slower: d=51 10k shots 15.7 -> 21.7 ms with 6).
-        copy_bytes = (64 * row_bytes if shot_major else 8 * rows) * chunk
         pieces = 1
         if reduce is None and copy_bytes >= engine.pipeline_min_bytes and not spread and not banded:  # (spread: one launch)
             pieces = min(PIPELINE_MAX_PIECES, max(PIPELINE_PIECES, -(-blocks // max(1, slots // 2))))
         bands, signals = self._band_plan(program, schedule, rows, parities) if banded else ((), None)
         # (a banded call's kernel on a stream of its own: the default stream would wait for the others)
         streams = self._stream_pool(1 + len(bands) if banded else pieces) if pieces > 1 or banded else [None]
-        staging = self._staging if (reduce is None and pieces > 1 and not locked
-                                    and copy_bytes >= _STAGING_MIN_BYTES and self._staging.ready()) else None
+        staging = self._staging if can_stage and (pieces > 1 or banded) else None
         if staging is not None:
             staging.discard()  # what an interrupted call left filled (the device has drained since)
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
@@ -268,7 +270,9 @@ class FrameMode:
             self._await_prefault()
             if banded:  # each band's bytes of every shot's row, on its stream (the call is one chunk)
                 for b, (r0, r1) in enumerate(bands):
-                    self._copy_band(out, r0 // 8, (r1 + 7) // 8, int(by_shot), streams[1 + b])
+                    a, z = r0 // 8, (r1 + 7) // 8
+                    if staging is None or not staging.rows(streams[1 + b], out[:, a:z], int(by_shot) + a, row_bytes):
+                        self._copy_band(out, a, z, int(by_shot), streams[1 + b])
             for i, (at, part) in enumerate(plan if reduce is None and not banded else ()):
                 stream = streams[i % len(streams)]
                 if shot_major:
