@@ -17,7 +17,6 @@ from cirq_quasarq.engines.cuda import frames
 class _Event:
     def __init__(self, rng: random.Random):
         self.left = rng.choice([0, 0, 1, 3])  # queries before it reports done
-        self.done = False
 
     def record(self, stream) -> None:
         stream.recorded.append(self)
@@ -28,8 +27,8 @@ class _Event:
             return False
         return True
 
-    def synchronize(self) -> None:
-        self.done = True
+    def synchronize(self) -> None:  # the copy landed when it was enqueued
+        self.left = 0
 
 
 class _Stream:
@@ -43,14 +42,12 @@ class _Driver:
     def __init__(self, device: np.ndarray, seed: int):
         self.device = device
         self.rng = random.Random(seed)
-        self.copies = 0
 
     def Event(self):  # noqa: N802 (the driver's name)
         return _Event(self.rng)
 
     def memcpy_dtoh_async(self, dest, src: int, stream) -> None:
         dest[...] = self.device[src:src + dest.nbytes].view(dest.dtype).reshape(dest.shape)
-        self.copies += 1
 
     def Memcpy2D(self):  # noqa: N802
         driver = self
@@ -67,7 +64,6 @@ class _Driver:
                 for r in range(self.height):
                     row = driver.device[self.src + r * self.src_pitch:self.src + r * self.src_pitch + self.width_in_bytes]
                     dst[r * self.dst_pitch:r * self.dst_pitch + self.width_in_bytes] = row
-                driver.copies += 1
 
         return Copy()
 
