@@ -33,6 +33,7 @@ runs (d = 51's rows), against its rows copied after the kernel, in turn.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import pstats
@@ -42,55 +43,10 @@ import time
 from .circuits import surface_code_stim
 
 
-def main() -> None:
-    import stim
-
-    import cirq_quasarq
-    from cirq_quasarq.engines.cuda import frames
-
-    pinned_after, staging_min = frames._PINNED_AFTER, frames._STAGING_MIN_BYTES
-    frames._PINNED_AFTER = 10 ** 9  # results in ordinary memory only
-    sim = cirq_quasarq.QuasarqSimulator(seed=1, device="gpu")
-    sim.sample_measurements(stim.Circuit("H 0\nM 0"), 64, bit_packed=True)  # the slots start locking
-    staging = sim.engine._frames._staging
-    while not staging.ready():
-        time.sleep(0.01)
-    try:
-        for d, shots in ((51, 10_000), (25, 100_000), (11, 1_000_000)):
-            circuit = surface_code_stim(d, d, 1e-3)
-            sim.sample_measurements(circuit, shots, bit_packed=True)  # compile, reference
-            for variant in ("staged", "direct") * 3:
-                frames._STAGING_MIN_BYTES = staging_min if variant == "staged" else 1 << 62
-                kept, times = [], []
-                for _ in range(4):
-                    t0 = time.perf_counter()
-                    kept.append(sim.sample_measurements(circuit, shots, bit_packed=True))
-                    times.append(time.perf_counter() - t0)
-                print(f"d={d} {shots} shots {variant}: calls ms", ["%.1f" % (1e3 * t) for t in times], flush=True)
-            for variant in ("staged", "direct"):
-                frames._STAGING_MIN_BYTES = staging_min if variant == "staged" else 1 << 62
-                profile = cProfile.Profile()
-                profile.enable()
-                sim.sample_measurements(circuit, shots, bit_packed=True)
-                profile.disable()
-                out = io.StringIO()
-                pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(6)
-                print(variant, "\n".join(out.getvalue().splitlines()[6:16]))
-            frames._STAGING_MIN_BYTES = staging_min
-        frames._PINNED_AFTER = 0  # a page-locked buffer at the first miss
-        circuit, times, result = surface_code_stim(51, 51, 1e-3), [], None
-        for _ in range(6):
-            t0 = time.perf_counter()
-            result = sim.sample_measurements(circuit, 10_000, bit_packed=True)
-            times.append(time.perf_counter() - t0)
-        print("d=51 10000 shots, page-locked results (the previous one kept): calls ms",
-              ["%.1f" % (1e3 * t) for t in times], flush=True)
-        del result
-    finally:
-        frames._PINNED_AFTER, frames._STAGING_MIN_BYTES = pinned_after, staging_min
-
-
-def lines() -> None:
+@contextlib.contextmanager
+def fresh_memory_simulator():
+    """A GPU simulator whose results all go to ordinary memory (no page-locked result buffers), its
+    staging slots locked; the setting restored after."""
     import stim
 
     import cirq_quasarq
@@ -98,13 +54,69 @@ def lines() -> None:
 
     pinned_after = frames._PINNED_AFTER
     frames._PINNED_AFTER = 10 ** 9  # results in ordinary memory only
-    sim = cirq_quasarq.QuasarqSimulator(seed=1, device="gpu")
-    sim.sample_measurements(stim.Circuit("H 0\nM 0"), 64, bit_packed=True)  # the slots start locking
-    engine = sim.engine
-    staging = engine._frames._staging
-    while not staging.ready():
-        time.sleep(0.01)
-    cuda = engine.cuda
+    try:
+        sim = cirq_quasarq.QuasarqSimulator(seed=1, device="gpu")
+        sim.sample_measurements(stim.Circuit("H 0\nM 0"), 64, bit_packed=True)  # the slots start locking
+        staging = sim.engine._frames._staging
+        while not staging.ready():
+            time.sleep(0.01)
+        yield sim
+    finally:
+        frames._PINNED_AFTER = pinned_after
+
+
+def main() -> None:
+    from cirq_quasarq.engines.cuda import frames
+
+    staging_min = frames._STAGING_MIN_BYTES
+    with fresh_memory_simulator() as sim:
+        try:
+            for d, shots in ((51, 10_000), (25, 100_000), (11, 1_000_000)):
+                circuit = surface_code_stim(d, d, 1e-3)
+                sim.sample_measurements(circuit, shots, bit_packed=True)  # compile, reference
+                for variant in ("staged", "direct") * 3:
+                    frames._STAGING_MIN_BYTES = staging_min if variant == "staged" else 1 << 62
+                    kept, times = [], []
+                    for _ in range(4):
+                        t0 = time.perf_counter()
+                        kept.append(sim.sample_measurements(circuit, shots, bit_packed=True))
+                        times.append(time.perf_counter() - t0)
+                    print(f"d={d} {shots} shots {variant}: calls ms", ["%.1f" % (1e3 * t) for t in times], flush=True)
+                for variant in ("staged", "direct"):
+                    frames._STAGING_MIN_BYTES = staging_min if variant == "staged" else 1 << 62
+                    profile = cProfile.Profile()
+                    profile.enable()
+                    sim.sample_measurements(circuit, shots, bit_packed=True)
+                    profile.disable()
+                    out = io.StringIO()
+                    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(6)
+                    print(variant, "\n".join(out.getvalue().splitlines()[6:16]))
+                frames._STAGING_MIN_BYTES = staging_min
+            frames._PINNED_AFTER = 0  # a page-locked buffer at the first miss
+            circuit, times, result = surface_code_stim(51, 51, 1e-3), [], None
+            for _ in range(6):
+                t0 = time.perf_counter()
+                result = sim.sample_measurements(circuit, 10_000, bit_packed=True)
+                times.append(time.perf_counter() - t0)
+            print("d=51 10000 shots, page-locked results (the previous one kept): calls ms",
+                  ["%.1f" % (1e3 * t) for t in times], flush=True)
+            del result
+        finally:
+            frames._STAGING_MIN_BYTES = staging_min
+
+
+def lines() -> None:
+    from cirq_quasarq.engines.cuda import frames
+
+    with fresh_memory_simulator() as sim:
+        slot_copies(sim, frames)
+        in_turn(sim, {"one line": {"lines_as_one": True}, "lines a row long": {"lines_as_one": False}})
+
+
+def slot_copies(sim, frames) -> None:
+    """8 MiB from the device into a staging slot as one line and in lines a row long."""
+    cuda = sim.engine.cuda
+    staging = sim.engine._frames._staging
     size = frames._STAGING_SLOT
     device = cuda.mem_alloc(size)
     slot = staging._slots[0]
@@ -131,52 +143,21 @@ def lines() -> None:
         print(f"8 MiB device -> page-locked slot, rows of {width} bytes: "
               + ", ".join(f"{k} {min(v):.3f} ms ({width * height / min(v) / 1e6:.1f} GB/s)" for k, v in times.items()),
               flush=True)
-    del device
-    try:
-        in_turn(sim, {"one line": {"lines_as_one": True}, "lines a row long": {"lines_as_one": False}})
-    finally:
-        frames._PINNED_AFTER = pinned_after
 
 
 def bands() -> None:
-    import stim
-
-    import cirq_quasarq
     from cirq_quasarq.engines.cuda import frames
 
-    pinned_after = frames._PINNED_AFTER
-    frames._PINNED_AFTER = 10 ** 9  # results in ordinary memory only
-    sim = cirq_quasarq.QuasarqSimulator(seed=1, device="gpu")
-    sim.sample_measurements(stim.Circuit("H 0\nM 0"), 64, bit_packed=True)  # the slots start locking
-    staging = sim.engine._frames._staging
-    while not staging.ready():
-        time.sleep(0.01)
-    try:
+    with fresh_memory_simulator() as sim:
         in_turn(sim, {"bands through the slots": {"_STAGED_BAND_MIN_BYTES": frames._STAGED_BAND_MIN_BYTES},
                       "copies after the kernel": {"_STAGED_BAND_MIN_BYTES": 1 << 62}})
-    finally:
-        frames._PINNED_AFTER = pinned_after
 
 
 def drains() -> None:
-    import stim
-
-    import cirq_quasarq
-    from cirq_quasarq.engines.cuda import frames
-
-    pinned_after = frames._PINNED_AFTER
-    frames._PINNED_AFTER = 10 ** 9  # results in ordinary memory only
-    sim = cirq_quasarq.QuasarqSimulator(seed=1, device="gpu")
-    sim.sample_measurements(stim.Circuit("H 0\nM 0"), 64, bit_packed=True)  # the slots start locking
-    staging = sim.engine._frames._staging
-    while not staging.ready():
-        time.sleep(0.01)
-    try:
+    with fresh_memory_simulator() as sim:
         in_turn(sim, {"drains on the pool, 2 tasks a slot": {"async_drains": True, "drain_parts": 2},
                       "drains on the pool, 4 tasks a slot": {"async_drains": True, "drain_parts": 4},
                       "each slot emptied when taken again": {"async_drains": False}})
-    finally:
-        frames._PINNED_AFTER = pinned_after
 
 
 def in_turn(sim, variants) -> None:

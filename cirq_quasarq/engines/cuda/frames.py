@@ -717,22 +717,12 @@ class _Staging:
             event.synchronize()
             self._order.pop(0)
             src = self._slots[index][:dest.nbytes].view(dest.dtype).reshape(dest.shape)
-            if not self.async_drains:  # the code before: emptied here when the slot is taken again
-                self._drain_now(dest, src)
-                self._state[index] = None
-                continue
-            pool, _ = _touch_pool()
-            cuts = np.linspace(0, dest.shape[0], min(self.drain_parts, dest.shape[0]) + 1).astype(int)
-            self._state[index] = ("draining", [pool.submit(np.copyto, dest[a:b], src[a:b])
-                                               for a, b in zip(cuts[:-1], cuts[1:]) if b > a])
-
-    @staticmethod
-    def _drain_now(dest: np.ndarray, src: np.ndarray) -> None:
-        pool, workers = _touch_pool()
-        cuts = np.linspace(0, dest.shape[0], min(workers, dest.shape[0]) + 1).astype(int)
-        copies = [pool.submit(np.copyto, dest[a:b], src[a:b]) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
-        for future in copies:
-            future.result()
+            pool, workers = _touch_pool()
+            # (the code before: emptied here, on every worker, when the slot is taken again)
+            parts = self.drain_parts if self.async_drains else workers
+            cuts = np.linspace(0, dest.shape[0], min(parts, dest.shape[0]) + 1).astype(int)
+            copies = [pool.submit(np.copyto, dest[a:b], src[a:b]) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+            self._state[index] = ("draining", copies)
 
     def _fill(self, index: int, stream, dest: np.ndarray) -> None:
         """Slot `index` is being filled on `stream` for `dest`."""
