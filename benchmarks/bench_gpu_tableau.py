@@ -8,6 +8,8 @@ max(1, n // 1400) random Z measurements (benchmarks/random_clifford.py, built st
 Program: no Cirq objects for 100k qubits). Times `CudaEngine.run_tableau` end to end (the records
 back in host memory; the final inverse tableau stays on the device until it is read), best of
 --repeat, after a warm-up that compiles the kernels. Targets (DESIGN.md, H100): n=5k 0.028 s, n=10k 0.060 s, n=100k 0.45 s at depth 100.
+Each line ends with fingerprints of the records and (up to 100k qubits) of the final tableau, so
+that runs of two versions of the code (one from another checkout) can be seen to agree.
 """
 
 from __future__ import annotations
@@ -52,6 +54,20 @@ def copy_bandwidth(engine, nbytes: int = 1 << 30) -> float:
     src.free()
     dst.free()
     return 2 * nbytes / best
+
+
+def digest(data) -> str:
+    """A short fingerprint of the records or the final tableau, to tell across processes and
+    versions (the code before a change, run from another checkout) that two runs agree."""
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest()[:12]
+
+
+def tableau_bytes(tableau) -> np.ndarray:
+    """The final inverse tableau's bits and signs as one byte string (read from the device)."""
+    parts = [tableau.xx, tableau.xz, tableau.zx, tableau.zz, tableau.xs, tableau.zs]
+    return np.concatenate([np.ascontiguousarray(p).view(np.uint8).reshape(-1) for p in parts])
 
 
 def best_of(engine, program, sched, repeat: int):
@@ -116,7 +132,7 @@ def main(argv=None):
     print(f"device copy bandwidth {bandwidth / 1e9:.0f} GB/s (read + write)")
     print(f"{'n':>7} {'depth':>5} {'gates':>9} {'meas':>6} {'GPU s':>8} {'target':>7} {'floor s':>8}"
           + (f" {'rows s':>8} {'same':>5}" if args.compare else "")
-          + (f" {'unfused s':>9} {'same':>5}" if args.unfused else ""))
+          + (f" {'unfused s':>9} {'same':>5}" if args.unfused else "") + f" {'records':>12} {'tableau':>12}")
     for n in args.sizes:
         program = random_clifford_program(n, args.depth)
         sched = schedule(program)
@@ -141,7 +157,10 @@ def main(argv=None):
                 same = same and run.tableau.equals(unfused_run.tableau)
             unfused_run = None
             line += f" {unfused_best:>9.4f} {str(same):>5}"
-        print(line, flush=True)
+        # the final tableau's fingerprint up to 100k qubits (5 GB to read back there)
+        print(line + f" {digest(run.records)} {digest(tableau_bytes(run.tableau)) if n <= 100000 else '-':>12}",
+              flush=True)
+        run = None
         if args.kernels:
             for name, e in (("fused", engine), ("unfused", unfused_engine)):
                 if e is not None:

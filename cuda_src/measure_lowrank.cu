@@ -9,14 +9,20 @@
 // i runs. So a row needs, from before the chunk, its bits on P and per collapse
 // a_i = |z & v_i^N| mod 4 and b_i = |x & z & v_i^N| mod 2 (pass 1); a sequential phase on those few
 // bits gives the alpha_i, the final bits on P and every sign term but the pairs' share, which is
-// sum_{t in N} z_t C(c_t, 2) with c = sum_i alpha_i v_i^N; pass 2 forms c mod 4 and applies
-// x_N ^= bit0(c), s ^= |z & bit1(c)|.
+// sum_{t in N} z_t C(c_t, 2) = |z & bit1(c)| mod 2 with c = sum_i alpha_i v_i^N, and x_N ^= bit0(c).
+// That share needs bit0(c) alone. Over N, sum_t z_t c_t = sum_i alpha_i a_i, so mod 4
+//   |z & bit0(c)| + 2 |z & bit1(c)| = sum_i alpha_i a_i = E - 2 |x & z & bit0(c)|
+// with E = sum_i alpha_i e_i (e_i = a_i + 2 b_i below; sum_i alpha_i b_i = |x & z & bit0(c)| mod 2,
+// x as before the chunk). With T = |z & bit0(c)| + 2 |x & z & bit0(c)| mod 4 that reads
+// 2 |z & bit1(c)| = E - T mod 4, where E and T share their low bit, so the share is bit1(E) ^ bit1(T).
+// The phase adds bit1(E); pass 2 forms bit0(c) and T (one bit plane of lookups, not two). The
+// NumPy twin forms c mod 4 as two planes: the oracle of this form.
 //   pass 1 is bit-matrix products on the tensor cores, e_i = |z & v_i^N| + 2 |x & z & v_i^N| mod 4
 //          (mma b1 AND + POPC, 16 rows x 8 collapses x 256 columns an instruction), which is all the
 //          phase needs of a_i and b_i (qq_lr_phase);
-//   pass 2 is Method-of-Four-Russians lookups: per word and 4 collapses, a table of the 16 sums mod
-//          4 (two bit planes over the word's 64 columns) of their victim masks, built in shared
-//          memory; a row adds the entries its alpha nibbles pick, giving c mod 4 for the word.
+//   pass 2 is Method-of-Four-Russians lookups: per word and 4 collapses, a table of the 16 XORs of
+//          their victim words, built in shared memory; a row XORs the entries its alpha nibbles
+//          pick, giving bit0(c) for the word (one plane: half the lookups' bytes of c mod 4).
 // Pass 2 goes by tiles of columns, so that a block builds its tables once for thousands of rows and
 // writes whole lines: a thread a row, 32 bytes a step, it ran at 36% of the copy bandwidth (H100,
 // n = 100k, 7 collapses), by tiles at 67%.
@@ -40,7 +46,7 @@
 //                    rowbits[3r..3r+2] = (alpha, its bits on P after the chunk: x, z).
 //   lowrank_apply    pass 2 by tiles of QQ_LR_TILE words x groups of four rows: the tile's tables
 //                    once, then QQ_LR_ROW_LANES lanes a row (below); it also writes the pivot bits,
-//                    and per tile and group the rows' sign parities for
+//                    and per tile and group the rows' T mod 4 (their sign's share) for
 //   lowrank_signs    a thread a group: the signs after the chunk (and after the folded gates).
 //   lowrank_apply_gates  pass 2 with the next gate window folded in, when it follows the window's
 //                    last chunk: each row read and written once for both (below).
@@ -71,7 +77,7 @@
 #define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 16)  // a warp per 16 rows
 #define QQ_LR_COUNT_STEP 8                                 // words of a row a stage
 #define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
-#define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (128 KiB)
+#define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (64 KiB)
 #define QQ_LR_TILE 16              // words of a row pass 2 takes a tile
 #define QQ_LR_APPLY_GROUPS 2        // groups of four rows a warp of lowrank_apply has in flight
 #define QQ_LR_APPLY_GATES_GROUPS 1  // of lowrank_apply_gates (two would spill its 64 registers)
@@ -229,7 +235,7 @@ lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, 
 // 2 |x & z & v_i^N| mod 4 (e0, e1: bit i for collapse i). With m = e_i + |z_P & v_i^P| mod 4 and
 // d = |x_P & z_P & v_i^P| mod 2, collapse i flips the sign by x_p (d ^ m0 & !z_p ^ m1) and z_p by m0
 // (the sequential rule with a_i = |z & v_i| and b_i = |x & z & v_i| kept apart reads b ^ m1 where
-// this reads m1 of a sum that already holds 2b). Writes the row's sign (all but pass 2's share) and
+// this reads m1 of a sum that already holds 2b). Writes the row's sign (all but pass 2's bit1(T)) and
 // its QQ_LR_ROWBITS words of rowbits: alpha, then its bits on P as the phase leaves them (x, then z).
 // Rows whose sign a reset clears mid-window (`special`) keep everything (alpha 0, their own bits):
 // measure_rows_apply replays them. The chunk's decisions are in shared memory.
@@ -262,6 +268,8 @@ __device__ __forceinline__ void qq_lr_phase(unsigned char* S, qq_lr_bits e0, qq_
             qq_lr_put(&zP, j, bz);
             qq_lr_put(&alpha, i, xp);
         }
+        // bit1(E), E = sum_i alpha_i e_i mod 4: the phase's half of the pairs' share (the header)
+        s ^= ((qq_lr_popc_and(alpha, e0) + 2 * qq_lr_popc_and(alpha, e1)) >> 1) & 1;
         S[r] = (unsigned char)s;
     }
     qq_u64* out = rowbits + (size_t)QQ_LR_ROWBITS * r;
@@ -569,23 +577,24 @@ __device__ __forceinline__ int qq_lr_gate_rows(const QQTables* T, int4 grp, int 
 
 // Pass 2, by tiles of columns: block (t, b) takes words [first + QQ_LR_TILE t, + QQ_LR_TILE) of groups
 // [b groups_per_block, + groups_per_block). It builds the tile's tables once (dynamic shared memory,
-// 4 KiB a group of 4 collapses: entry (group, idx) holds, for each word of the tile, the sum mod 4 of
-// the victim words v_{4 group + b} over the bits b of idx, as two bit planes), then a warp a group of
-// rows, QQ_LR_ROW_LANES lanes a slot, lane wl on words wl + QQ_LR_ROW_LANES h (each load instruction
-// takes a row's lanes consecutive words, 8 bytes a lane): c = the entries its alpha nibbles pick;
-// x ^= bit0(c); the pivot bits as the phase left them (rowbits) on the tile's pivot columns (z too,
+// 2 KiB a group of 4 collapses: entry (group, idx) holds, for each word of the tile, the XOR of the
+// victim words v_{4 group + b} over the bits b of idx), then a warp a group of rows,
+// QQ_LR_ROW_LANES lanes a slot, lane wl on words wl + QQ_LR_ROW_LANES h (each load instruction
+// takes a row's lanes consecutive words, 8 bytes a lane): d = bit0(c) = the XOR of the entries its
+// alpha nibbles pick; T += |z & d| + 2 |x & z & d|; x ^= d; the pivot bits as the phase left them (rowbits) on the tile's pivot columns (z too,
 // there only); with gates, the new row from the group's rows through shared memory (qq_gate_word's
 // products, one row a slot; shuffles of every row to every lane had cost as much as the gate
-// kernel). Per group and tile one word of `part` (byte s: slot s's product phase mod 4, and at bit
-// 2 its sign parity |z & bit1(c)|) goes to lowrank_signs, which sums the tiles. The lookups
+// kernel). Per group and tile one word of `part` (byte s: slot s's product phase mod 4, and at bits
+// 2-3 its T mod 4) goes to lowrank_signs, which sums the tiles. The lookups
 // are the kernel's arithmetic: a lane's words share one index and take 16-byte loads, and the
 // groups are unrolled, so an entry's address is a shift, a mask and an add (ALU-bound at 22
 // instructions a group and word with a lane a word: H100, n = 100k).
 #define QQ_LR_LANE_WORDS 2                               // words of a tile row a lane takes
 #define QQ_LR_ROW_LANES (QQ_LR_TILE / QQ_LR_LANE_WORDS)  // lanes a row
-#define QQ_LR_ENTRY_WORDS (2 * QQ_LR_TILE)               // an entry: both planes of the tile's words
-static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 256 && QQ_LR_LANE_WORDS % 2 == 0,
-              "an entry is 256 bytes: index << 8 is its offset; a lane's words come in 16-byte pairs");
+#define QQ_LR_ENTRY_WORDS QQ_LR_TILE                     // an entry: the tile's words
+#define QQ_LR_GROUP_BYTES (16 * 8 * QQ_LR_ENTRY_WORDS)    // a group's 16 entries
+static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 128 && QQ_LR_LANE_WORDS % 2 == 0,
+              "an entry is 128 bytes: index << 7 is its offset; a lane's words come in 16-byte pairs");
 static_assert(4 * QQ_LR_ROW_LANES == 32, "a warp holds a group: four rows");
 // lowrank_apply_gates' words a warp in shared memory after the tables: a group's words, both planes.
 #define QQ_LR_XCH_WORDS (2 * QQ_LR_LANE_WORDS * 32)
@@ -656,7 +665,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                                             const int4* pairs, const int2* halves, int num_pairs, int num_halves,
                                             unsigned* part, int kc, int n, int W, int groups_per_block,
                                             const QQNextCounts next) {
-    extern __shared__ __align__(16) qq_u64 qq_lr_tab[];  // [group][idx][plane][wl][h]: word wl + 8 h
+    extern __shared__ __align__(16) qq_u64 qq_lr_tab[];  // [group][idx][wl][h]: word wl + 8 h
     __shared__ int s_np, s_pw[QQ_LR_CHUNK], s_pb[QQ_LR_CHUNK], s_pj[QQ_LR_CHUNK];
     // the next window's pivots in this tile by word: those of word wt at [s_at2[wt], s_at2[wt + 1]),
     // so that a lane visits only its own words' (they become bits of four words a row: few atomics)
@@ -688,16 +697,11 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         for (int b = 0; b < 4; ++b) v[b] = (4 * g + b < kc && w < last) ? VN[(size_t)(4 * g + b) * W + w] : 0ull;
 #pragma unroll
         for (int idx = 0; idx < 16; ++idx) {
-            qq_u64 clo = 0ull, chi = 0ull;
+            qq_u64 d = 0ull;
 #pragma unroll
             for (int b = 0; b < 4; ++b)
-                if ((idx >> b) & 1) {
-                    chi ^= clo & v[b];
-                    clo ^= v[b];
-                }
-            qq_u64* entry = qq_lr_tab + (size_t)(g * 16 + idx) * QQ_LR_ENTRY_WORDS;
-            entry[at] = clo;
-            entry[QQ_LR_TILE + at] = chi;
+                if ((idx >> b) & 1) d ^= v[b];
+            qq_lr_tab[(size_t)(g * 16 + idx) * QQ_LR_ENTRY_WORDS + at] = d;
         }
     }
     if (COUNTS)  // the next window's victim words of this tile as A fragments: [tile mt][step c][lane]
@@ -800,32 +804,30 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         for (int u = 0; u < GROUPS; ++u) {
             const int l = group_at(it, u);
             const size_t r = rows[u];
-            qq_u64 clo[QQ_LR_LANE_WORDS] = {}, chi[QQ_LR_LANE_WORDS] = {};
+            qq_u64 d[QQ_LR_LANE_WORDS] = {};
 #pragma unroll
             for (int g = 0; g < QQ_LR_CHUNK / 4; ++g) {
                 if (g >= groups) break;
-                const int sh = 4 * (g & 7);  // the nibble's offset, as index << 8, without a variable shift
+                const int sh = 4 * (g & 7);  // the nibble's offset, as index << 7, without a variable shift
                 const unsigned word = al[u][g >> 3];
-                const unsigned off = (sh >= 8 ? word >> (sh - 8) : word << (8 - sh)) & 0xF00u;
-                const unsigned char* entry = tab + off + 4096 * g;
+                const unsigned off = (sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0x780u;
+                const unsigned char* entry = tab + off + QQ_LR_GROUP_BYTES * g;
 #pragma unroll
                 for (int h = 0; h < QQ_LR_LANE_WORDS; h += 2) {
-                    const ulonglong2 elo = *(const ulonglong2*)(entry + 8 * h);
-                    const ulonglong2 ehi = *(const ulonglong2*)(entry + 8 * (QQ_LR_TILE + h));
-                    chi[h] ^= ehi.x ^ (clo[h] & elo.x);
-                    chi[h + 1] ^= ehi.y ^ (clo[h + 1] & elo.y);
-                    clo[h] ^= elo.x;
-                    clo[h + 1] ^= elo.y;
+                    const ulonglong2 e = *(const ulonglong2*)(entry + 8 * h);
+                    d[h] ^= e.x;
+                    d[h + 1] ^= e.y;
                 }
             }
-            int parity = 0;
+            int t4 = 0;  // T over this lane's words: |z & d| + 2 |x & z & d|
             qq_u64 xw[QQ_LR_LANE_WORDS], zw[QQ_LR_LANE_WORDS];
             const qq_u64* bits = rowbits + QQ_LR_ROWBITS * (r == (size_t)-1 ? 0 : r);
 #pragma unroll
             for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                 const int wt = wl + QQ_LR_ROW_LANES * h;
-                parity ^= qq_popc(z[u][h] & chi[h]);
-                xw[h] = x[u][h] ^ clo[h];
+                const qq_u64 zd = z[u][h] & d[h];
+                t4 += qq_popc(zd) + 2 * qq_popc(x[u][h] & zd);
+                xw[h] = x[u][h] ^ d[h];
                 zw[h] = z[u][h];
                 if (r != (size_t)-1)
                     for (int k = 0; k < np; ++k)
@@ -882,11 +884,11 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                         if (xw[h] != x[u][h]) X[a] = xw[h];
                         if (zw[h] != z[u][h]) Z[a] = zw[h];
                     }
-            // The slot's phase mod 4 and parity, summed over its lanes; lane 0 writes the group's word.
-            int sum = (phase & 3) | ((parity & 1) << 8);
+            // The slot's phase and T mod 4, summed over its lanes; lane 0 writes the group's word.
+            int sum = (phase & 3) | ((t4 & 3) << 8);
 #pragma unroll
             for (int off = 1; off < QQ_LR_ROW_LANES; off <<= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
-            const unsigned byte = (unsigned)((sum & 3) | (((sum >> 8) & 1) << 2));
+            const unsigned byte = (unsigned)((sum & 3) | (((sum >> 8) & 3) << 2));
             unsigned word = 0u;
 #pragma unroll
             for (int s = 0; s < 4; ++s) word |= __shfl_sync(0xFFFFFFFFu, byte, QQ_LR_ROW_LANES * s) << (8 * s);
@@ -1048,9 +1050,9 @@ lowrank_reduce(unsigned char* S, const int* plan, const int* meta, const int* pc
 // the zrow of the next window's collapse j (qubit q, instruction cstart + j) as it will be after
 // this chunk's update and the gate window [gstart, gend) folded into its pass, into row j of AX, AZ,
 // AS (measure_window_plan's `side` rows). The rows q's gate multiplies (gate_of; none: q's zrow
-// alone) each take the update as pass 2 gives it (x ^= bit0(c) with c = sum of alpha_i v_i mod 4,
-// the bits on P from rowbits, sign = the phase's ^ |z & bit1(c)|), then their product and its sign
-// as lowrank_signs makes it.
+// alone) each take the update as pass 2 gives it (x ^= d with d = bit0(c) = the XOR of alpha_i v_i,
+// the bits on P from rowbits, sign = the phase's ^ bit1(T)), then their product and its sign as
+// lowrank_signs makes it.
 #define QQ_LR_AHEAD_BLOCK 256
 extern "C" __global__ void __launch_bounds__(QQ_LR_AHEAD_BLOCK)
 lowrank_ahead(const qq_u64* X, const qq_u64* Z, const unsigned char* S, const qq_u64* VN, const qq_u64* rowbits,
@@ -1058,7 +1060,8 @@ lowrank_ahead(const qq_u64* X, const qq_u64* Z, const unsigned char* S, const qq
               int gstart, int gend, int cstart, int n, int W, qq_u64* AX, qq_u64* AZ, unsigned char* AS) {
     __shared__ int s_piv[QQ_LR_CHUNK];
     __shared__ qq_u64 s_bits[4][QQ_LR_ROWBITS];
-    __shared__ int s_phase[QQ_LR_AHEAD_BLOCK / 32], s_par[QQ_LR_AHEAD_BLOCK / 32];
+    __shared__ int s_phase[QQ_LR_AHEAD_BLOCK / 32];
+    __shared__ unsigned s_t4[QQ_LR_AHEAD_BLOCK / 32];
     const int tid = threadIdx.x, lane = tid & 31, j = blockIdx.x;
     const int kp = meta[QQ_LR_META_KP];
     const bool update = *active != 0 && kp != 0;
@@ -1089,7 +1092,9 @@ lowrank_ahead(const qq_u64* X, const qq_u64* Z, const unsigned char* S, const qq
         s_bits[s][k] = update && ((sel >> s) & 1) ? rowbits[QQ_LR_ROWBITS * rows[s] + k] : 0ull;
     }
     __syncthreads();
-    int phase = 0, par = 0;  // par: bit s the parity |z & bit1(c)| of slot s's row
+    // t4: byte s slot s's row's T mod 4 (the header), kept mod 4 a field after every sum
+    int phase = 0;
+    unsigned t4 = 0u;
     for (int w = tid; w < W; w += QQ_LR_AHEAD_BLOCK) {
         qq_u64 ox = 0ull, oz = 0ull;
         for (int s = 0; s < 4; ++s) {
@@ -1098,15 +1103,12 @@ lowrank_ahead(const qq_u64* X, const qq_u64* Z, const unsigned char* S, const qq
             qq_u64 x = X[r * W + w];
             qq_u64 z = Z[r * W + w];
             if (update) {
-                qq_u64 clo = 0ull, chi = 0ull;
+                qq_u64 d = 0ull;
                 for (int i = 0; i < kc; ++i)
-                    if ((((i < 64 ? s_bits[s][0] : s_bits[s][1]) >> (i & 63)) & 1ull)) {
-                        const qq_u64 v = VN[(size_t)i * W + w];
-                        chi ^= clo & v;
-                        clo ^= v;
-                    }
-                par ^= (qq_popc(z & chi) & 1) << s;
-                x ^= clo;
+                    if ((((i < 64 ? s_bits[s][0] : s_bits[s][1]) >> (i & 63)) & 1ull)) d ^= VN[(size_t)i * W + w];
+                const qq_u64 zd = z & d;
+                t4 = (t4 + (((unsigned)(qq_popc(zd) + 2 * qq_popc(x & zd)) & 3u) << (8 * s))) & 0x03030303u;
+                x ^= d;
                 for (int e = 0; e < kp; ++e)
                     if ((s_piv[e] >> 6) == w) {
                         const qq_u64 bit = 1ull << (s_piv[e] & 63);
@@ -1125,28 +1127,29 @@ lowrank_ahead(const qq_u64* X, const qq_u64* Z, const unsigned char* S, const qq
     }
     for (int off = 16; off; off >>= 1) {
         phase += __shfl_xor_sync(0xFFFFFFFFu, phase, off);
-        par ^= __shfl_xor_sync(0xFFFFFFFFu, par, off);
+        t4 = (t4 + __shfl_xor_sync(0xFFFFFFFFu, t4, off)) & 0x03030303u;
     }
     if (lane == 0) {
         s_phase[tid >> 5] = phase;
-        s_par[tid >> 5] = par;
+        s_t4[tid >> 5] = t4;
     }
     __syncthreads();
     if (tid == 0) {
-        int total = 0, parity = 0;
+        int total = 0;
+        unsigned t = 0u;
         for (int w = 0; w < QQ_LR_AHEAD_BLOCK / 32; ++w) {
             total += s_phase[w];
-            parity ^= s_par[w];
+            t = (t + s_t4[w]) & 0x03030303u;
         }
         int old[4] = {0, 0, 0, 0};
         for (int s = 0; s < 4; ++s)
-            if ((sel >> s) & 1) old[s] = S[rows[s]] ^ ((parity >> s) & 1);
+            if ((sel >> s) & 1) old[s] = S[rows[s]] ^ (int)((t >> (8 * s + 1)) & 1u);
         AS[j] = (unsigned char)(op < 0 ? old[slot] : qq_gate_sign(img, arity, arity == 2 ? slot : 1, total, old));
     }
 }
 
 // The signs after pass 2 (and the folded gates): a thread a group sums its `part` words over the
-// tiles; a row's sign before the gates is the phase's (lowrank_counts) XOR its parity, and the gate
+// tiles; a row's sign before the gates is the phase's (lowrank_counts) XOR bit1(T), and the gate
 // makes the new rows' signs from those and the product phases (qq_gate_sign, as gates.cu does).
 extern "C" __global__ void __launch_bounds__(QQ_LR_SIGNS_BLOCK)
 lowrank_signs(unsigned char* S, const int* meta, const int* active, const QQTables* T, const int4* pairs,
@@ -1159,19 +1162,20 @@ lowrank_signs(unsigned char* S, const int* meta, const int* active, const QQTabl
     const int g = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (g >= num_groups) return;
     const int4 grp = qq_lr_group(pairs, halves, num_pairs, num_halves, n, g);
-    int phase[4] = {0, 0, 0, 0}, old[4] = {0, 0, 0, 0};
+    int phase[4] = {0, 0, 0, 0}, t4[4] = {0, 0, 0, 0}, old[4];
     for (int t = 0; first + t * QQ_LR_TILE < last; ++t) {
         const unsigned word = part[(size_t)t * num_groups + g];
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             phase[s] += (word >> (8 * s)) & 3u;
-            old[s] ^= (word >> (8 * s + 2)) & 1u;
+            t4[s] += (word >> (8 * s + 2)) & 3u;
         }
     }
     size_t rows[4];
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
         rows[s] = qq_lr_slot_row(grp, s, n);
+        old[s] = (t4[s] >> 1) & 1;  // bit1(T): pass 2's share of the sign (the header)
         if (rows[s] != (size_t)-1) old[s] ^= S[rows[s]];
     }
     if (grp.w == -2) {  // a two-qubit gate on the group

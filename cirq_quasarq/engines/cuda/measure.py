@@ -284,7 +284,7 @@ def lowrank_apply_shape(n: int, W: int, sm_count: int):
 
 
 def lowrank_part_words(n: int, W: int) -> int:
-    """Words of lowrank_apply's per-tile sign parities and phases (a word a tile and group)."""
+    """Words of lowrank_apply's per-tile sign shares (T mod 4) and phases (a word a tile and group)."""
     return -(-W // LOWRANK_TILE) * -(-n // 2)
 
 
@@ -409,8 +409,8 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
 
 
 def _tables_bytes(kc: int) -> int:
-    """Pass 2's tables for a chunk of kc collapses: 16 entries a group of 4, two planes, a tile."""
-    return 2 * 8 * 16 * LOWRANK_TILE * -(-kc // 4)
+    """Pass 2's tables for a chunk of kc collapses: 16 entries a group of 4, a word of the tile each."""
+    return 8 * 16 * LOWRANK_TILE * -(-kc // 4)
 
 
 def _signs(engine, stage: str, ws, window, T, fold: Optional[Fold]) -> None:
