@@ -856,8 +856,9 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                 __syncwarp();  // the previous group's words are read
                 exchange();
                 __syncwarp();
-                if (sel != 1 << slot) {
+                if (sel != 1 << slot) {  // the products' phases counted bit-sliced: one popcount a row
                     qq_u64 ox[QQ_LR_LANE_WORDS] = {}, oz[QQ_LR_LANE_WORDS] = {};
+                    QQPhaseCount count{0ull, 0ull};
 #pragma unroll
                     for (int s = 0; s < 4; ++s)
                         if ((sel >> s) & 1)
@@ -865,10 +866,11 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                             for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                                 const qq_u64 rx = xch[h * 32 + QQ_LR_ROW_LANES * s + wl];
                                 const qq_u64 rz = xch[(QQ_LR_LANE_WORDS + h) * 32 + QQ_LR_ROW_LANES * s + wl];
-                                phase += qq_mul_phase(ox[h], oz[h], rx, rz);
+                                qq_phase_add(&count, ox[h], oz[h], rx, rz);
                                 ox[h] ^= rx;
                                 oz[h] ^= rz;
                             }
+                    phase = qq_phase_total(count);
 #pragma unroll
                     for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                         xw[h] = ox[h];

@@ -35,6 +35,24 @@ QQ_HD int qq_mul_phase(qq_u64 x1, qq_u64 z1, qq_u64 x2, qq_u64 z2) {
     return qq_popc(plus) - qq_popc(minus);
 }
 
+// The same phases summed over many words without a popcount a word: per position a 2-bit counter
+// (bit planes c1, c2) of the products' i^g mod 4. Where the two letters anticommute
+// ((x1 & z2) ^ (z1 & x2)), g is +1 for (X,Y), (Y,Z), (Z,X), which is where z1 ^ x2 ^ !(x1 | z2)
+// holds, and -1 (= 3 mod 4) for the reverse pairs; adding 1 flips c2 where c1 is set, adding 3
+// where it is clear, and both flip c1. qq_phase_total: the sum mod 4 over every position.
+struct QQPhaseCount {
+    qq_u64 c1, c2;
+};
+
+QQ_HD void qq_phase_add(QQPhaseCount* acc, qq_u64 x1, qq_u64 z1, qq_u64 x2, qq_u64 z2) {
+    const qq_u64 anti = (x1 & z2) ^ (z1 & x2);
+    const qq_u64 minus = ~(z1 ^ x2 ^ ~(x1 | z2));  // where a +1 would be -1 instead
+    acc->c2 ^= anti & (acc->c1 ^ minus);
+    acc->c1 ^= anti;
+}
+
+QQ_HD int qq_phase_total(QQPhaseCount acc) { return (qq_popc(acc.c1) + 2 * qq_popc(acc.c2)) & 3; }
+
 // Bit i of the result is the XOR of bits 0..i of v.
 QQ_HD qq_u64 qq_prefix_xor_inclusive(qq_u64 v) {
     v ^= v << 1;
