@@ -210,6 +210,61 @@ def test_philox_header_equals_the_numpy_draws_on_the_host(tmp_path):
         assert word32 == int(rng.words32_range(key, 3, 9, 0, i, 1)[0]), i
 
 
+_PHASE_PROBE = r"""
+#include "paulis.cuh"
+#include <cstdio>
+int main() {
+    unsigned long long x1, z1, x2, z2;
+    QQPhaseCount count{0ull, 0ull};
+    int total = 0;
+    while (scanf("%llu %llu %llu %llu", &x1, &z1, &x2, &z2) == 4) {  // a row: its words, one a line
+        if (x1 == 0 && z1 == 0 && x2 == 0 && z2 == 0) {  // the end of a row
+            printf("%d %d\n", total & 3, qq_phase_total(count));
+            count = QQPhaseCount{0ull, 0ull};
+            total = 0;
+            continue;
+        }
+        total += qq_mul_phase(x1, z1, x2, z2);
+        qq_phase_add(&count, x1, z1, x2, z2);
+    }
+    return 0;
+}
+"""
+
+
+def test_bit_sliced_phase_counts_equal_the_product_phases_on_the_host(tmp_path):
+    """paulis.cuh's QQPhaseCount (the low-rank pass's gate products: a 2-bit counter a position,
+    one popcount a row) sums Pauli product phases mod 4 as qq_mul_phase word by word does and as
+    core.paulis.product_phase gives them: every pair of letters, and rows of 1 to 9 random words."""
+    from cirq_quasarq.core import paulis
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    source = tmp_path / "probe.cu"
+    source.write_text(_PHASE_PROBE)
+    binary = tmp_path / "probe"
+    built = subprocess.run([nvcc, "-std=c++17", "-I", str(SOURCES), "-o", str(binary), str(source)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    gen = np.random.default_rng(11)
+    rows = [np.array([[a, b, c, d]], dtype=np.uint64) for a in (0, 1) for b in (0, 1) for c in (0, 1)
+            for d in (0, 1) if a | b | c | d]  # the sixteen letter pairs, one bit each
+    for k in range(200):
+        words = gen.integers(0, 1 << 63, size=(1 + k % 9, 4), dtype=np.uint64) * np.uint64(2) + \
+            gen.integers(0, 2, size=(1 + k % 9, 4), dtype=np.uint64)
+        if k % 3 == 0:  # sparse rows too: mostly identity letters
+            words &= gen.integers(0, 1 << 63, size=words.shape, dtype=np.uint64)
+        rows.append(words[words.any(axis=1)])  # an all-zero line would end the row
+    text = "".join("".join(" ".join(str(int(v)) for v in word) + "\n" for word in row) + "0 0 0 0\n" for row in rows)
+    out = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True).stdout.split("\n")
+    for row, line in zip(rows, out):
+        word_by_word, counted = (int(v) for v in line.split())
+        want = int(np.sum(paulis.product_phase(row[:, 0], row[:, 1], row[:, 2], row[:, 3]))) & 3
+        assert word_by_word == want and counted == want, (row.tolist(), line)
+    assert len([line for line in out if line]) == len(rows)
+
+
 def test_shared_memory_opt_in_only_grows():
     """Every Launcher of a process shares the compiled functions, so a function's dynamic shared memory
     allowance is set only when a launch needs more than it has (never lowered by a smaller launch)."""
