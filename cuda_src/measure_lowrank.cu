@@ -575,6 +575,18 @@ __device__ __forceinline__ int qq_lr_gate_rows(const QQTables* T, int4 grp, int 
     return pair ? qq_image_rows(img, 2, s) : qq_image_rows(img, 1, s & 1) << (s & 2);  // a half: its two slots
 }
 
+// A folded window's group as pass 2 reads it (desc, written with the groups: lowrank_gate_groups,
+// lowrank_idle_groups): the two qubits (x, y) and each slot's qq_lr_gate_rows, a nibble each (z:
+// slots 0, 1; w: slots 2, 3), so that a lane finds its row and the rows its gate multiplies with one
+// load instead of walking the instruction table and the gate's images every group. A group's two
+// halves write their own fields; y and w of a last group without a second half are not written.
+__device__ __forceinline__ void qq_lr_describe_half(int4* desc, int num_pairs, unsigned long long hs, int q,
+                                                    int sel_lo, int sel_hi) {
+    int* d = (int*)(desc + num_pairs + (hs >> 1));
+    d[hs & 1] = q;
+    d[2 + (hs & 1)] = sel_lo | (sel_hi << 4);
+}
+
 // Pass 2, by tiles of columns: block (t, b) takes words [first + QQ_LR_TILE t, + QQ_LR_TILE) of groups
 // [b groups_per_block, + groups_per_block). It builds the tile's tables once (dynamic shared memory,
 // 2 KiB a group of 4 collapses: entry (group, idx) holds, for each word of the tile, the XOR of the
@@ -662,8 +674,8 @@ __device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4
 template <bool GATES, int GROUPS, bool COUNTS>
 __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits,
                                             const int* meta, const int* pivots, const int* active, const QQTables* T,
-                                            const int4* pairs, const int2* halves, int num_pairs, int num_halves,
-                                            unsigned* part, int kc, int n, int W, int groups_per_block,
+                                            const int4* pairs, const int2* halves, const int4* desc, int num_pairs,
+                                            int num_halves, unsigned* part, int kc, int n, int W, int groups_per_block,
                                             const QQNextCounts next) {
     extern __shared__ __align__(16) qq_u64 qq_lr_tab[];  // [group][idx][wl][h]: word wl + 8 h
     __shared__ int s_np, s_pw[QQ_LR_CHUNK], s_pb[QQ_LR_CHUNK], s_pj[QQ_LR_CHUNK];
@@ -762,12 +774,20 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     auto load_next = [&](int it) {
 #pragma unroll
         for (int u = 0; u < GROUPS; ++u) {
-            const int l = group_at(it, u);
-            const int4 grp = l < count ? qq_lr_group(pairs, halves, num_pairs, num_halves, n, gb + l)
-                                       : make_int4(-1, -1, -1, -1);
-            const size_t r = qq_lr_slot_row(grp, slot, n);
+            const int l = group_at(it, u), g = gb + l;
+            size_t r;
+            if (GATES) {  // the group's descriptor: its qubits and each slot's rows (qq_lr_describe_half)
+                int4 d = l < count ? desc[g] : make_int4(-1, -1, 0, 0);
+                if (g >= num_pairs && 2 * (g - num_pairs) + 1 >= num_halves) d.y = -1;  // no second half
+                const int q = slot < 2 ? d.x : d.y;
+                r = q < 0 ? (size_t)-1 : (size_t)q + (slot & 1 ? (size_t)n : 0);
+                sel_next[u] = q < 0 ? 1 << slot : ((slot < 2 ? d.z : d.w) >> (4 * (slot & 1))) & 15;
+            } else {
+                const int4 grp = l < count ? qq_lr_group(pairs, halves, num_pairs, num_halves, n, g)
+                                           : make_int4(-1, -1, -1, -1);
+                r = qq_lr_slot_row(grp, slot, n);
+            }
             r_next[u] = r;
-            if (GATES) sel_next[u] = grp.x >= 0 ? qq_lr_gate_rows(T, grp, slot) : 1 << slot;
 #pragma unroll
             for (int k = 0; k < QQ_LR_WORDS; ++k)
                 al_next[u][k] = update && r != (size_t)-1 ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
@@ -937,15 +957,17 @@ extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
               const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
     qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, nullptr, nullptr,
-                                                  nullptr, 0, 0, part, kc, n, W, groups_per_block, QQNextCounts{});
+                                                  nullptr, nullptr, 0, 0, part, kc, n, W, groups_per_block,
+                                                  QQNextCounts{});
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
                     const int* pivots, const int* active, const QQTables* T, const int4* pairs, const int2* halves,
-                    int num_pairs, int num_halves, unsigned* part, int kc, int n, int W, int groups_per_block) {
+                    const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc, int n, int W,
+                    int groups_per_block) {
     qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, T, pairs, halves,
-                                                       num_pairs, num_halves, part, kc, n, W, groups_per_block,
+                                                       desc, num_pairs, num_halves, part, kc, n, W, groups_per_block,
                                                        QQNextCounts{});
 }
 
@@ -958,12 +980,12 @@ lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbit
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates_counts(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
                            const int* pivots, const int* active, const QQTables* T, const int4* pairs,
-                           const int2* halves, int num_pairs, int num_halves, unsigned* part, int kc, int n, int W,
-                           int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2,
+                           const int2* halves, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
+                           int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2,
                            const int* active2, int kc2, qq_u64* pcounts, qq_u64* pbits) {
     const size_t octets = (size_t)(qq_lr_num_groups(halves, num_pairs, num_halves, n) + 1) / 2;
-    qq_lr_apply<true, 1, true>(X, Z, VN, rowbits, meta, pivots, active, T, pairs, halves, num_pairs, num_halves, part,
-                               kc, n, W, groups_per_block,
+    qq_lr_apply<true, 1, true>(X, Z, VN, rowbits, meta, pivots, active, T, pairs, halves, desc, num_pairs, num_halves,
+                               part, kc, n, W, groups_per_block,
                                QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
 }
 
@@ -1219,7 +1241,7 @@ __device__ __forceinline__ unsigned long long qq_lr_take_slot(unsigned long long
 extern "C" __global__ void __launch_bounds__(QQ_LR_GROUPS_BLOCK)
 lowrank_gate_groups(const QQTables* T, int start, int end, int4* pairs, int2* halves, unsigned long long* cnt,
                     unsigned long long pairs_before, unsigned long long halves_before, unsigned char* mark,
-                    int* gate_of) {
+                    int* gate_of, int4* desc, int num_pairs) {
     const int i = start + (int)(blockIdx.x * blockDim.x + threadIdx.x);
     const int* row = T->ins + (size_t)min(i, end - 1) * QQ_NF;
     const int op = row[QQ_F_OP], q0 = row[QQ_F_A];
@@ -1227,11 +1249,17 @@ lowrank_gate_groups(const QQTables* T, int start, int end, int4* pairs, int2* ha
     const unsigned long long ps = qq_lr_take_slot(cnt, pair) - pairs_before;
     const unsigned long long hs = qq_lr_take_slot(cnt + 1, half) - halves_before;
     if (pair) {
-        pairs[ps] = make_int4(q0, row[QQ_F_B], i, -2);
+        const int4 grp = make_int4(q0, row[QQ_F_B], i, -2);
+        pairs[ps] = grp;
+        desc[ps] = make_int4(grp.x, grp.y, qq_lr_gate_rows(T, grp, 0) | (qq_lr_gate_rows(T, grp, 1) << 4),
+                             qq_lr_gate_rows(T, grp, 2) | (qq_lr_gate_rows(T, grp, 3) << 4));
         mark[q0] = mark[row[QQ_F_B]] = 1;
         gate_of[q0] = gate_of[row[QQ_F_B]] = i;
     } else if (half) {
         halves[hs] = make_int2(q0, i);
+        const int4 grp = make_int4(q0, q0, i, i);  // the half in either place: slots 0, 1 or 2, 3
+        const int s0 = (int)(hs & 1) * 2;
+        qq_lr_describe_half(desc, num_pairs, hs, q0, qq_lr_gate_rows(T, grp, s0), qq_lr_gate_rows(T, grp, s0 + 1));
         mark[q0] = 1;
         gate_of[q0] = i;
     }
@@ -1239,10 +1267,14 @@ lowrank_gate_groups(const QQTables* T, int start, int end, int4* pairs, int2* ha
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_GROUPS_BLOCK)
 lowrank_idle_groups(int n, int2* halves, unsigned long long* cnt, unsigned long long halves_before,
-                    unsigned char* mark) {
+                    unsigned char* mark, int4* desc, int num_pairs) {
     const int q = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     const bool idle = q < n && !mark[q];
     if (q < n && !idle) mark[q] = 0;  // clear for the next folded window
     const unsigned long long hs = qq_lr_take_slot(cnt + 1, idle) - halves_before;
-    if (idle) halves[hs] = make_int2(q, -1);
+    if (idle) {
+        halves[hs] = make_int2(q, -1);
+        const int s0 = (int)(hs & 1) * 2;  // no gate: each slot's row stays itself
+        qq_lr_describe_half(desc, num_pairs, hs, q, 1 << s0, 1 << (s0 + 1));
+    }
 }

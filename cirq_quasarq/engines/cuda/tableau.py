@@ -68,11 +68,13 @@ class _Workspace:
         words = measure.LOWRANK_WORDS
         self.lr_rows = alloc(8 * 3 * words * 2 * max(1, n))  # per row: alpha, its pivot bits x, z (measure_lowrank.cu)
         self.lr_part = alloc(4 * measure.lowrank_part_words(n, self.W))  # lowrank_apply -> lowrank_signs
-        # a gate window folded into the low-rank update: its groups of rows, counters that only grow
-        # (reset each run, `group_counts` their values on the host), the marks of gated qubits and
-        # each gated qubit's instruction (lowrank_ahead reads it; -1 before any)
+        # a gate window folded into the low-rank update: its groups of rows and their descriptors for
+        # pass 2, counters that only grow (reset each run, `group_counts` their values on the host),
+        # the marks of gated qubits and each gated qubit's instruction (lowrank_ahead reads it; -1
+        # before any)
         groups = -(-n // 2)
         self.gpairs, self.ghalves, self.gmark = alloc(16 * groups), alloc(8 * 2 * groups), alloc(max(1, n))
+        self.gdesc = alloc(16 * groups)
         self.gate_of = alloc(4 * max(1, n))
         engine.cuda.memset_d32(self.gate_of, 0xFFFFFFFF, max(1, n))
         self.gcnt = alloc(16)  # zeroed, with the marks, by each run that folds gates (TableauMode.run)
@@ -174,7 +176,7 @@ class _Workspace:
                 + 4 * measure.plan_published_words(max_collapses) + 8
                 + 8 * measure.LOWRANK_CHUNK * W + 12 + 16 * measure.LOWRANK_CHUNK * measure.LOWRANK_WORDS
                 + 48 * measure.LOWRANK_WORDS * n
-                + 4 * measure.lowrank_part_words(n, W) + 32 * -(-n // 2) + 5 * n + 16)
+                + 4 * measure.lowrank_part_words(n, W) + 48 * -(-n // 2) + 5 * n + 16)
 
 
 def _room(engine, nbytes: int) -> bool:
