@@ -694,7 +694,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     qq_lr_columns(meta, gates, W, &first, &last);
     const int w0 = first + (int)blockIdx.x * QQ_LR_TILE;
     if (w0 >= last) return;  // the grid covers every word; the span is known on the device only
-    const int tid = threadIdx.x, groups = update ? (kc + 3) >> 2 : 0;
+    const int tid = threadIdx.x, groups = update ? (((kc + 3) >> 2) + 1) & ~1 : 0;  // even: the lookups go in pairs
     const int warps = QQ_LR_APPLY_BLOCK / 32, warp = tid >> 5;
     // Shared memory after the tables: a warp's exchange words (two groups' with COUNTS: the octet of
     // rows pass 1 multiplies), then with COUNTS the next window's victim words of this tile.
@@ -825,18 +825,25 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             const int l = group_at(it, u);
             const size_t r = rows[u];
             qq_u64 d[QQ_LR_LANE_WORDS] = {};
+            // Two groups a step (the tables hold an even number, the last zero where kc asks for an
+            // odd one): one three-input XOR folds both entries in, and one test ends the loop.
 #pragma unroll
-            for (int g = 0; g < QQ_LR_CHUNK / 4; ++g) {
+            for (int g = 0; g < QQ_LR_CHUNK / 4; g += 2) {
                 if (g >= groups) break;
-                const int sh = 4 * (g & 7);  // the nibble's offset, as index << 7, without a variable shift
                 const unsigned word = al[u][g >> 3];
-                const unsigned off = (sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0x780u;
-                const unsigned char* entry = tab + off + QQ_LR_GROUP_BYTES * g;
+                const unsigned char* entry[2];
+#pragma unroll
+                for (int k = 0; k < 2; ++k) {
+                    const int sh = 4 * ((g + k) & 7);  // the nibble's offset, as index << 7, without a variable shift
+                    const unsigned off = (sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0x780u;
+                    entry[k] = tab + off + QQ_LR_GROUP_BYTES * (g + k);
+                }
 #pragma unroll
                 for (int h = 0; h < QQ_LR_LANE_WORDS; h += 2) {
-                    const ulonglong2 e = *(const ulonglong2*)(entry + 8 * h);
-                    d[h] ^= e.x;
-                    d[h + 1] ^= e.y;
+                    const ulonglong2 e0 = *(const ulonglong2*)(entry[0] + 8 * h);
+                    const ulonglong2 e1 = *(const ulonglong2*)(entry[1] + 8 * h);
+                    d[h] ^= e0.x ^ e1.x;
+                    d[h + 1] ^= e0.y ^ e1.y;
                 }
             }
             int t4 = 0;  // T over this lane's words: |z & d| + 2 |x & z & d|

@@ -409,8 +409,9 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
 
 
 def _tables_bytes(kc: int) -> int:
-    """Pass 2's tables for a chunk of kc collapses: 16 entries a group of 4, a word of the tile each."""
-    return 8 * 16 * LOWRANK_TILE * -(-kc // 4)
+    """Pass 2's tables for a chunk of kc collapses: 16 entries a group of 4 (an even number of
+    groups: the lookups go in pairs), a word of the tile each."""
+    return 8 * 16 * LOWRANK_TILE * 2 * -(-kc // 8)
 
 
 def _signs(engine, stage: str, ws, window, T, fold: Optional[Fold]) -> None:
