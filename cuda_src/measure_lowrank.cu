@@ -20,9 +20,9 @@
 //   pass 1 is bit-matrix products on the tensor cores, e_i = |z & v_i^N| + 2 |x & z & v_i^N| mod 4
 //          (mma b1 AND + POPC, 16 rows x 8 collapses x 256 columns an instruction), which is all the
 //          phase needs of a_i and b_i (qq_lr_phase);
-//   pass 2 is Method-of-Four-Russians lookups: per word and 4 collapses, a table of the 16 XORs of
-//          their victim words, built in shared memory; a row XORs the entries its alpha nibbles
-//          pick, giving bit0(c) for the word (one plane: half the lookups' bytes of c mod 4).
+//   pass 2 is Method-of-Four-Russians lookups: per word and 5 collapses, a table of the 32 XORs of
+//          their victim words, built in shared memory; a row XORs the entries its alpha bits pick,
+//          five at a time, giving bit0(c) for the word (one plane: half the bytes of c mod 4).
 // Pass 2 goes by tiles of columns, so that a block builds its tables once for thousands of rows and
 // writes whole lines: a thread a row, 32 bytes a step, it ran at 36% of the copy bandwidth (H100,
 // n = 100k, 7 collapses), by tiles at 67%.
@@ -77,7 +77,7 @@
 #define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 16)  // a warp per 16 rows
 #define QQ_LR_COUNT_STEP 8                                 // words of a row a stage
 #define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
-#define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (64 KiB)
+#define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (104 KiB)
 #define QQ_LR_TILE 16              // words of a row pass 2 takes a tile
 #define QQ_LR_APPLY_GROUPS 2        // groups of four rows a warp of lowrank_apply has in flight
 #define QQ_LR_APPLY_GATES_GROUPS 1  // of lowrank_apply_gates (two would spill its 64 registers)
@@ -589,11 +589,11 @@ __device__ __forceinline__ void qq_lr_describe_half(int4* desc, int num_pairs, u
 
 // Pass 2, by tiles of columns: block (t, b) takes words [first + QQ_LR_TILE t, + QQ_LR_TILE) of groups
 // [b groups_per_block, + groups_per_block). It builds the tile's tables once (dynamic shared memory,
-// 2 KiB a group of 4 collapses: entry (group, idx) holds, for each word of the tile, the XOR of the
-// victim words v_{4 group + b} over the bits b of idx), then a warp a group of rows,
+// 4 KiB a group of 5 collapses: entry (group, idx) holds, for each word of the tile, the XOR of the
+// group's victim words over the bits of idx), then a warp a group of rows,
 // QQ_LR_ROW_LANES lanes a slot, lane wl on words wl + QQ_LR_ROW_LANES h (each load instruction
 // takes a row's lanes consecutive words, 8 bytes a lane): d = bit0(c) = the XOR of the entries its
-// alpha nibbles pick; T += |z & d| + 2 |x & z & d|; x ^= d; the pivot bits as the phase left them (rowbits) on the tile's pivot columns (z too,
+// alpha bits pick; T += |z & d| + 2 |x & z & d|; x ^= d; the pivot bits as the phase left them (rowbits) on the tile's pivot columns (z too,
 // there only); with gates, the new row from the group's rows through shared memory (qq_gate_word's
 // products, one row a slot; shuffles of every row to every lane had cost as much as the gate
 // kernel). Per group and tile one word of `part` (byte s: slot s's product phase mod 4, and at bits
@@ -604,7 +604,20 @@ __device__ __forceinline__ void qq_lr_describe_half(int4* desc, int num_pairs, u
 #define QQ_LR_LANE_WORDS 2                               // words of a tile row a lane takes
 #define QQ_LR_ROW_LANES (QQ_LR_TILE / QQ_LR_LANE_WORDS)  // lanes a row
 #define QQ_LR_ENTRY_WORDS QQ_LR_TILE                     // an entry: the tile's words
-#define QQ_LR_GROUP_BYTES (16 * 8 * QQ_LR_ENTRY_WORDS)    // a group's 16 entries
+// A group is 5 collapses of one 64-bit word of alpha (bits 5j .. 5j + 4 for j < 12, and 60 .. 63):
+// 13 groups a word, 32 entries a group (a 4-collapse group's upper half is never looked up).
+#define QQ_LR_GROUP_BITS 5
+#define QQ_LR_GROUPS_A_WORD 13
+#define QQ_LR_MAX_GROUPS (QQ_LR_GROUPS_A_WORD * QQ_LR_WORDS)
+#define QQ_LR_GROUP_BYTES ((1 << QQ_LR_GROUP_BITS) * 8 * QQ_LR_ENTRY_WORDS)  // a group's 32 entries
+
+// The lookup groups a chunk of kc collapses needs, rounded up to an even number (the lookups go in
+// pairs; alpha's bits past kc are zero, so a group past them looks up entry 0, which is zero).
+__host__ __device__ __forceinline__ int qq_lr_lookup_groups(int kc) {
+    const int full = kc >> 6, rest = kc & 63;
+    const int groups = full * QQ_LR_GROUPS_A_WORD + (rest + QQ_LR_GROUP_BITS - 1) / QQ_LR_GROUP_BITS;
+    return (groups + 1) & ~1;
+}
 static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 128 && QQ_LR_LANE_WORDS % 2 == 0,
               "an entry is 128 bytes: index << 7 is its offset; a lane's words come in 16-byte pairs");
 static_assert(4 * QQ_LR_ROW_LANES == 32, "a warp holds a group: four rows");
@@ -694,26 +707,29 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     qq_lr_columns(meta, gates, W, &first, &last);
     const int w0 = first + (int)blockIdx.x * QQ_LR_TILE;
     if (w0 >= last) return;  // the grid covers every word; the span is known on the device only
-    const int tid = threadIdx.x, groups = update ? (((kc + 3) >> 2) + 1) & ~1 : 0;  // even: the lookups go in pairs
+    const int tid = threadIdx.x, groups = update ? qq_lr_lookup_groups(kc) : 0;
     const int warps = QQ_LR_APPLY_BLOCK / 32, warp = tid >> 5;
     // Shared memory after the tables: a warp's exchange words (two groups' with COUNTS: the octet of
     // rows pass 1 multiplies), then with COUNTS the next window's victim words of this tile.
-    qq_u64* xch_base = qq_lr_tab + (size_t)groups * 16 * QQ_LR_ENTRY_WORDS;
+    qq_u64* xch_base = qq_lr_tab + (size_t)groups * (1 << QQ_LR_GROUP_BITS) * QQ_LR_ENTRY_WORDS;
     uint4* vt = (uint4*)(xch_base + (size_t)warps * (COUNTS ? 2 : 1) * QQ_LR_XCH_WORDS);
     const int mtiles = counts ? (next.kc + 15) >> 4 : 0;
     for (int e = tid; e < groups * QQ_LR_TILE; e += QQ_LR_APPLY_BLOCK) {  // a thread a (group, word)
         const int g = e / QQ_LR_TILE, wt = e % QQ_LR_TILE, w = w0 + wt;
         const int at = (wt % QQ_LR_ROW_LANES) * QQ_LR_LANE_WORDS + wt / QQ_LR_ROW_LANES;
-        qq_u64 v[4];
+        const int c0 = 64 * (g / QQ_LR_GROUPS_A_WORD) + QQ_LR_GROUP_BITS * (g % QQ_LR_GROUPS_A_WORD);  // its first collapse
+        const int bits = g % QQ_LR_GROUPS_A_WORD == QQ_LR_GROUPS_A_WORD - 1 ? 64 - QQ_LR_GROUP_BITS * (QQ_LR_GROUPS_A_WORD - 1)
+                                                                          : QQ_LR_GROUP_BITS;
+        qq_u64 v[QQ_LR_GROUP_BITS];
 #pragma unroll
-        for (int b = 0; b < 4; ++b) v[b] = (4 * g + b < kc && w < last) ? VN[(size_t)(4 * g + b) * W + w] : 0ull;
+        for (int b = 0; b < QQ_LR_GROUP_BITS; ++b)
+            v[b] = (b < bits && c0 + b < kc && w < last) ? VN[(size_t)(c0 + b) * W + w] : 0ull;
+        qq_u64* entry = qq_lr_tab + (size_t)g * (1 << QQ_LR_GROUP_BITS) * QQ_LR_ENTRY_WORDS + at;
+        entry[0] = 0ull;
 #pragma unroll
-        for (int idx = 0; idx < 16; ++idx) {
-            qq_u64 d = 0ull;
-#pragma unroll
-            for (int b = 0; b < 4; ++b)
-                if ((idx >> b) & 1) d ^= v[b];
-            qq_lr_tab[(size_t)(g * 16 + idx) * QQ_LR_ENTRY_WORDS + at] = d;
+        for (int idx = 1; idx < 1 << QQ_LR_GROUP_BITS; ++idx) {  // the entry without idx's lowest bit, and that victim
+            const int low = idx & 1 ? 0 : idx & 2 ? 1 : idx & 4 ? 2 : idx & 8 ? 3 : 4;  // a constant once unrolled
+            entry[(size_t)idx * QQ_LR_ENTRY_WORDS] = entry[(size_t)(idx & (idx - 1)) * QQ_LR_ENTRY_WORDS] ^ v[low];
         }
     }
     if (COUNTS)  // the next window's victim words of this tile as A fragments: [tile mt][step c][lane]
@@ -797,16 +813,13 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     for (int it = 0; more(it); ++it) {
         size_t rows[GROUPS];
         int sels[GROUPS];
-        unsigned al[GROUPS][2 * QQ_LR_WORDS];
+        qq_u64 al[GROUPS][QQ_LR_WORDS];
 #pragma unroll
         for (int u = 0; u < GROUPS; ++u) {
             rows[u] = r_next[u];
             sels[u] = GATES ? sel_next[u] : 0;
 #pragma unroll
-            for (int k = 0; k < QQ_LR_WORDS; ++k) {
-                al[u][2 * k] = (unsigned)al_next[u][k];
-                al[u][2 * k + 1] = (unsigned)(al_next[u][k] >> 32);
-            }
+            for (int k = 0; k < QQ_LR_WORDS; ++k) al[u][k] = al_next[u][k];
         }
         load_next(it + 1);
         qq_u64 x[GROUPS][QQ_LR_LANE_WORDS], z[GROUPS][QQ_LR_LANE_WORDS];
@@ -828,14 +841,15 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             // Two groups a step (the tables hold an even number, the last zero where kc asks for an
             // odd one): one three-input XOR folds both entries in, and one test ends the loop.
 #pragma unroll
-            for (int g = 0; g < QQ_LR_CHUNK / 4; g += 2) {
+            for (int g = 0; g < QQ_LR_MAX_GROUPS; g += 2) {
                 if (g >= groups) break;
-                const unsigned word = al[u][g >> 3];
                 const unsigned char* entry[2];
 #pragma unroll
                 for (int k = 0; k < 2; ++k) {
-                    const int sh = 4 * ((g + k) & 7);  // the nibble's offset, as index << 7, without a variable shift
-                    const unsigned off = (sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0x780u;
+                    // the group's index as the entry's offset (index << 7), without a variable shift
+                    const qq_u64 word = al[u][(g + k) / QQ_LR_GROUPS_A_WORD];
+                    const int sh = QQ_LR_GROUP_BITS * ((g + k) % QQ_LR_GROUPS_A_WORD);
+                    const unsigned off = (unsigned)(sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0xF80u;
                     entry[k] = tab + off + QQ_LR_GROUP_BYTES * (g + k);
                 }
 #pragma unroll

@@ -107,6 +107,8 @@ LOWRANK_COUNTS = {16: "lowrank_counts_16", 32: "lowrank_counts_32", 48: "lowrank
 LOWRANK_TAIL_BYTES = 8 * loader.source_define("measure_lowrank.cu", "QQ_LR_TAIL_WORDS")
 LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
 LOWRANK_TILE = loader.source_define("measure_lowrank.cu", "QQ_LR_TILE")
+LOWRANK_GROUP_BITS = loader.source_define("measure_lowrank.cu", "QQ_LR_GROUP_BITS")
+LOWRANK_GROUPS_A_WORD = loader.source_define("measure_lowrank.cu", "QQ_LR_GROUPS_A_WORD")
 LOWRANK_XCH_WORDS = loader.source_define("measure_lowrank.cu", "QQ_LR_XCH_WORDS")  # a warp's words, gates folded in
 LOWRANK_SIGNS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_SIGNS_BLOCK")
 LOWRANK_GROUPS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_GROUPS_BLOCK")
@@ -409,9 +411,12 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
 
 
 def _tables_bytes(kc: int) -> int:
-    """Pass 2's tables for a chunk of kc collapses: 16 entries a group of 4 (an even number of
-    groups: the lookups go in pairs), a word of the tile each."""
-    return 8 * 16 * LOWRANK_TILE * 2 * -(-kc // 8)
+    """Pass 2's tables for a chunk of kc collapses (qq_lr_lookup_groups): groups of 5 collapses of a
+    64-bit word of alpha (13 a word), an even number of them (the lookups go in pairs), 32 entries a
+    group, a word of the tile each."""
+    full, rest = divmod(kc, 64)
+    groups = LOWRANK_GROUPS_A_WORD * full + -(-rest // LOWRANK_GROUP_BITS)
+    return 8 * (1 << LOWRANK_GROUP_BITS) * LOWRANK_TILE * (groups + (groups & 1))
 
 
 def _signs(engine, stage: str, ws, window, T, fold: Optional[Fold]) -> None:
