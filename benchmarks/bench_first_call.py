@@ -180,25 +180,14 @@ def quasarq_peer(name: str) -> dict:
     return {"case": name, "peer": "quasarq", "first_s": first, "repeat_s": repeat}
 
 
-# A child that imports cirq_quasarq from another version's checkout (--baseline), then runs this module
-# as it is here: the harness is the same for both versions.
-_BASELINE_CHILD = """
-import runpy, sys
-sys.path.insert(0, sys.argv[1])
-import cirq_quasarq
-sys.path.remove(sys.argv[1])
-sys.argv = ["bench_first_call"] + sys.argv[2:]
-runpy.run_module("benchmarks.bench_first_call", run_name="__main__")
-"""
-
-
 def _in_own_process(args, name: str, peer: str, baseline: Optional[str] = None) -> dict:
     """One case in a fresh process of this module (`--ours-only` / `--peer-only`), with `baseline`
     the cirq_quasarq of that checkout: its JSON line, or the exit status and the end of its errors."""
     if baseline is None:
         command = [sys.executable, "-m", "benchmarks.bench_first_call", *args]
     else:
-        command = [sys.executable, "-c", _BASELINE_CHILD, baseline, *args]
+        # the other version's package under this module as it is here (benchmarks.baseline)
+        command = [sys.executable, "-m", "benchmarks.baseline", baseline, "benchmarks.bench_first_call", *args]
     done = subprocess.run(command, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode == 0 and lines:
