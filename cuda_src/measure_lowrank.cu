@@ -590,11 +590,11 @@ __device__ __forceinline__ void qq_lr_describe_half(int4* desc, int num_pairs, u
 // Pass 2, by tiles of columns: block (t, b) takes words [first + QQ_LR_TILE t, + QQ_LR_TILE) of groups
 // [b groups_per_block, + groups_per_block). It builds the tile's tables once (dynamic shared memory,
 // 4 KiB a group of 5 collapses: entry (group, idx) holds, for each word of the tile, the XOR of the
-// group's victim words over the bits of idx), then a warp a group of rows,
-// QQ_LR_ROW_LANES lanes a slot, lane wl on words wl + QQ_LR_ROW_LANES h (each load instruction
-// takes a row's lanes consecutive words, 8 bytes a lane): d = bit0(c) = the XOR of the entries its
-// alpha bits pick; T += |z & d| + 2 |x & z & d|; x ^= d; the pivot bits as the phase left them (rowbits) on the tile's pivot columns (z too,
-// there only); with gates, the new row from the group's rows through shared memory (qq_gate_word's
+// group's victim words over the bits of idx), then a warp a group of rows, QQ_LR_ROW_LANES lanes a
+// slot, lane wl on words wl + QQ_LR_ROW_LANES h (each load instruction takes a row's lanes
+// consecutive words, 8 bytes a lane): d = bit0(c) = the XOR of the entries its alpha bits pick;
+// T += |z & d| + 2 |x & z & d|; x ^= d; the pivot bits as the phase left them (rowbits) on the
+// tile's pivot columns (z too, there only); with gates, the new row from the group's rows through shared memory (qq_gate_word's
 // products, one row a slot; shuffles of every row to every lane had cost as much as the gate
 // kernel). Per group and tile one word of `part` (byte s: slot s's product phase mod 4, and at bits
 // 2-3 its T mod 4) goes to lowrank_signs, which sums the tiles. The lookups
@@ -610,6 +610,11 @@ __device__ __forceinline__ void qq_lr_describe_half(int4* desc, int num_pairs, u
 #define QQ_LR_GROUPS_A_WORD 13
 #define QQ_LR_MAX_GROUPS (QQ_LR_GROUPS_A_WORD * QQ_LR_WORDS)
 #define QQ_LR_GROUP_BYTES ((1 << QQ_LR_GROUP_BITS) * 8 * QQ_LR_ENTRY_WORDS)  // a group's 32 entries
+static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 128 && QQ_LR_LANE_WORDS % 2 == 0,
+              "an entry is 128 bytes: index << 7 is its offset; a lane's words come in 16-byte pairs");
+static_assert(QQ_LR_GROUP_BITS * (QQ_LR_GROUPS_A_WORD - 1) < 64 && QQ_LR_GROUP_BITS * QQ_LR_GROUPS_A_WORD >= 64,
+              "a word's last group holds its last bits");
+static_assert(4 * QQ_LR_ROW_LANES == 32, "a warp holds a group: four rows");
 
 // The lookup groups a chunk of kc collapses needs, rounded up to an even number (the lookups go in
 // pairs; alpha's bits past kc are zero, so a group past them looks up entry 0, which is zero).
@@ -618,9 +623,6 @@ __host__ __device__ __forceinline__ int qq_lr_lookup_groups(int kc) {
     const int groups = full * QQ_LR_GROUPS_A_WORD + (rest + QQ_LR_GROUP_BITS - 1) / QQ_LR_GROUP_BITS;
     return (groups + 1) & ~1;
 }
-static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 128 && QQ_LR_LANE_WORDS % 2 == 0,
-              "an entry is 128 bytes: index << 7 is its offset; a lane's words come in 16-byte pairs");
-static_assert(4 * QQ_LR_ROW_LANES == 32, "a warp holds a group: four rows");
 // lowrank_apply_gates' words a warp in shared memory after the tables: a group's words, both planes.
 #define QQ_LR_XCH_WORDS (2 * QQ_LR_LANE_WORDS * 32)
 
