@@ -221,26 +221,29 @@ def words_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
 def words32_range(key, stream: int, a, b, start: int, count: int) -> np.ndarray:
     """32-bit draws: value i is output r[i & 3] of Philox(counter=(i >> 2, a, b, stream)), for
     i in [start, start + count); a of shape [k] or scalar: returns [k, count] (as uint64)."""
-    return _range32(key, stream, a, b, start, count, lambda out: out)
+    return _range32(key, stream, a, b, start, count, np.uint64, np.copyto)
 
 
 def below32_range(key, stream: int, a, b, start: int, count: int, threshold: np.ndarray) -> np.ndarray:
     """bool [k, count]: whether `words32_range`'s values (a of shape [k]) are below threshold [k]
-    (compared before they are interleaved: a quarter of the bytes to move)."""
-    return _range32(key, stream, a, b, start, count, lambda out: out < threshold[:, None])
+    (each Philox output compared into its places of the result: no 64-bit values interleaved)."""
+    limit = threshold[:, None]
+    return _range32(key, stream, a, b, start, count, bool, lambda place, out: np.less(out, limit, out=place))
 
 
-def _range32(key, stream: int, a, b, start: int, count: int, each) -> np.ndarray:
-    """`words32_range`, with `each` applied to each of the four Philox outputs before the values
-    [start, start + count) are taken from them in turn (value i: output i & 3 of call i >> 2)."""
+def _range32(key, stream: int, a, b, start: int, count: int, dtype, put) -> np.ndarray:
+    """`words32_range`'s values, or what `put(place, output)` makes of them: each of the four Philox
+    outputs goes into its places (value i: output i & 3 of call i >> 2) of one [..., calls, 4]
+    array of `dtype`, then the values [start, start + count) are a view of it."""
     a = np.asarray(a, dtype=np.uint64)
     first, last = start >> 2, (start + count + 3) >> 2
     calls = np.arange(first, last, dtype=np.uint64)
-    outs = [each(out) for out in philox4x32(calls, a.reshape(a.shape + (1,)) if a.ndim else a, np.uint64(b),
-                                            np.uint64(stream), key)]
-    both = np.stack(outs, axis=-1).reshape(a.shape + (4 * len(calls),))  # (-1) fails on empty
+    outs = philox4x32(calls, a.reshape(a.shape + (1,)) if a.ndim else a, np.uint64(b), np.uint64(stream), key)
+    values = np.empty(a.shape + (len(calls), 4), dtype=dtype)
+    for j, out in enumerate(outs):
+        put(values[..., j], out)
     off = start - 4 * first
-    return both[..., off : off + count]
+    return values.reshape(a.shape + (4 * len(calls),))[..., off : off + count]
 
 
 @functools.lru_cache(maxsize=4096)
