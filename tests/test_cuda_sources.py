@@ -129,20 +129,30 @@ def test_kernel_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     assert loader.kernel_cache_dir() == tmp_path / "xdg" / "cirq-quasarq" / "kernels"
 
 
+def _host_probe(tmp_path, name: str, source: str) -> str:
+    """A C++ program of cuda_src's host-callable headers, compiled for the CPU with nvcc (the test
+    skips where nvcc is not on PATH): the path of its binary."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    (tmp_path / f"{name}.cu").write_text(source)
+    binary = tmp_path / name
+    built = subprocess.run([nvcc, "-std=c++17", "-I", str(SOURCES), "-o", str(binary), str(tmp_path / f"{name}.cu")],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    return str(binary)
+
+
 def test_bernoulli_words_of_the_header_equal_the_numpy_draws_on_the_host(tmp_path):
     """qq_bernoulli_word (sparse and bit-sliced modes) and qq_word32_quad, compiled for the CPU,
     give rng.bernoulli_words and rng.words32_range; the sparse mode's words that fire come out
     of qq_sparse_lanes alone too (what frame mode's deferred noise calls)."""
     from cirq_quasarq.core import rng
 
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc is not on PATH")
     key, slot, start, count = (0x2468ACE, 0x13579BDF), 11, (1 << 33) - 100, 400
     sparse_p, bits_p = 1e-3, 0.1
     cuts = ", ".join(f"{int(c)}ull" for c in rng._first_lane_cuts(sparse_p))
-    source = tmp_path / "bernoulli.cu"
-    source.write_text(r"""
+    binary = _host_probe(tmp_path, "bernoulli", r"""
 #include <cstdio>
 #include "philox.cuh"
 #define NOISE %du
@@ -161,11 +171,7 @@ int main() {
 }
 """ % (int(rng.Stream.NOISE), key[0], key[1], cuts, start, start + count, rng.fixed_point(sparse_p), rng._any_threshold(sparse_p), slot,
        rng.fixed_point(sparse_p), slot, slot, rng.fixed_point(bits_p), slot))
-    binary = tmp_path / "bernoulli"
-    built = subprocess.run([nvcc, "-std=c++17", "-I", str(SOURCES), "-o", str(binary), str(source)],
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    printed = subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout
+    printed = subprocess.run([binary], capture_output=True, text=True, check=True).stdout
     got = np.array([[int(v) for v in line.split()] for line in printed.strip().split("\n")], dtype=np.uint64)
     want_sparse = rng.bernoulli_words(key, [slot], sparse_p, start, count)[0]
     assert np.count_nonzero(want_sparse) > 10  # about 6% of 400 words fire
@@ -193,16 +199,8 @@ def test_philox_header_equals_the_numpy_draws_on_the_host(tmp_path):
     rng.words32_range's values, counters past 32 bits included (no GPU needed)."""
     from cirq_quasarq.core import rng
 
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc is not on PATH")
-    source = tmp_path / "probe.cu"
-    source.write_text(_PHILOX_PROBE)
-    binary = tmp_path / "probe"
-    built = subprocess.run([nvcc, "-std=c++17", "-I", str(SOURCES), "-o", str(binary), str(source)],
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    lines = subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout.split("\n")
+    binary = _host_probe(tmp_path, "philox", _PHILOX_PROBE)
+    lines = subprocess.run([binary], capture_output=True, text=True, check=True).stdout.split("\n")
     key = (0x1234567, 0x89ABCDEF)
     for line, i in zip(lines, (0, 5, (1 << 33) - 3, (1 << 33) + 1, (1 << 34) + 7, (1 << 40) + 11)):
         word, word32 = (int(v) for v in line.split())
@@ -238,15 +236,7 @@ def test_bit_sliced_phase_counts_equal_the_product_phases_on_the_host(tmp_path):
     core.paulis.product_phase gives them: every pair of letters, and rows of 1 to 9 random words."""
     from cirq_quasarq.core import paulis
 
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc is not on PATH")
-    source = tmp_path / "probe.cu"
-    source.write_text(_PHASE_PROBE)
-    binary = tmp_path / "probe"
-    built = subprocess.run([nvcc, "-std=c++17", "-I", str(SOURCES), "-o", str(binary), str(source)],
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
+    binary = _host_probe(tmp_path, "phase", _PHASE_PROBE)
     gen = np.random.default_rng(11)
     rows = [np.array([[a, b, c, d]], dtype=np.uint64) for a in (0, 1) for b in (0, 1) for c in (0, 1)
             for d in (0, 1) if a | b | c | d]  # the sixteen letter pairs, one bit each
@@ -257,7 +247,7 @@ def test_bit_sliced_phase_counts_equal_the_product_phases_on_the_host(tmp_path):
             words &= gen.integers(0, 1 << 63, size=words.shape, dtype=np.uint64)
         rows.append(words[words.any(axis=1)])  # an all-zero line would end the row
     text = "".join("".join(" ".join(str(int(v)) for v in word) + "\n" for word in row) + "0 0 0 0\n" for row in rows)
-    out = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True).stdout.split("\n")
+    out = subprocess.run([binary], input=text, capture_output=True, text=True, check=True).stdout.split("\n")
     for row, line in zip(rows, out):
         word_by_word, counted = (int(v) for v in line.split())
         want = int(np.sum(paulis.product_phase(row[:, 0], row[:, 1], row[:, 2], row[:, 3]))) & 3
