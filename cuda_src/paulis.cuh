@@ -46,7 +46,7 @@ struct QQPhaseCount {
 
 QQ_HD void qq_phase_add(QQPhaseCount* acc, qq_u64 x1, qq_u64 z1, qq_u64 x2, qq_u64 z2) {
     const qq_u64 anti = (x1 & z2) ^ (z1 & x2);
-    const qq_u64 minus = ~(z1 ^ x2 ^ ~(x1 | z2));  // where a +1 would be -1 instead
+    const qq_u64 minus = z1 ^ x2 ^ (x1 | z2);  // where a +1 would be -1 instead
     acc->c2 ^= anti & (acc->c1 ^ minus);
     acc->c1 ^= anti;
 }
