@@ -688,10 +688,9 @@ __device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4
 // (lowrank_apply_gates_counts, below).
 template <bool GATES, int GROUPS, bool COUNTS>
 __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits,
-                                            const int* meta, const int* pivots, const int* active, const QQTables* T,
-                                            const int4* pairs, const int2* halves, const int4* desc, int num_pairs,
-                                            int num_halves, unsigned* part, int kc, int n, int W, int groups_per_block,
-                                            const QQNextCounts next) {
+                                            const int* meta, const int* pivots, const int* active, const int2* halves,
+                                            const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
+                                            int n, int W, int groups_per_block, const QQNextCounts next) {
     extern __shared__ __align__(16) qq_u64 qq_lr_tab[];  // [group][idx][wl][h]: word wl + 8 h
     __shared__ int s_np, s_pw[QQ_LR_CHUNK], s_pb[QQ_LR_CHUNK], s_pj[QQ_LR_CHUNK];
     // the next window's pivots in this tile by word: those of word wt at [s_at2[wt], s_at2[wt + 1]),
@@ -801,8 +800,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                 r = q < 0 ? (size_t)-1 : (size_t)q + (slot & 1 ? (size_t)n : 0);
                 sel_next[u] = q < 0 ? 1 << slot : ((slot < 2 ? d.z : d.w) >> (4 * (slot & 1))) & 15;
             } else {
-                const int4 grp = l < count ? qq_lr_group(pairs, halves, num_pairs, num_halves, n, g)
-                                           : make_int4(-1, -1, -1, -1);
+                const int4 grp = l < count ? qq_lr_group(nullptr, nullptr, 0, 0, n, g) : make_int4(-1, -1, -1, -1);
                 r = qq_lr_slot_row(grp, slot, n);
             }
             r_next[u] = r;
@@ -979,18 +977,16 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
               const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
-    qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, nullptr, nullptr,
-                                                  nullptr, nullptr, 0, 0, part, kc, n, W, groups_per_block,
-                                                  QQNextCounts{});
+    qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, nullptr, nullptr, 0, 0,
+                                                  part, kc, n, W, groups_per_block, QQNextCounts{});
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
-                    const int* pivots, const int* active, const QQTables* T, const int4* pairs, const int2* halves,
-                    const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc, int n, int W,
-                    int groups_per_block) {
-    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, T, pairs, halves,
-                                                       desc, num_pairs, num_halves, part, kc, n, W, groups_per_block,
+                    const int* pivots, const int* active, const int2* halves, const int4* desc, int num_pairs,
+                    int num_halves, unsigned* part, int kc, int n, int W, int groups_per_block) {
+    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, halves, desc,
+                                                       num_pairs, num_halves, part, kc, n, W, groups_per_block,
                                                        QQNextCounts{});
 }
 
@@ -1002,13 +998,13 @@ lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbit
 // over the tiles and runs the phase, as lowrank_counts would have on the rows this pass wrote.
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates_counts(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
-                           const int* pivots, const int* active, const QQTables* T, const int4* pairs,
-                           const int2* halves, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
-                           int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2,
-                           const int* active2, int kc2, qq_u64* pcounts, qq_u64* pbits) {
+                           const int* pivots, const int* active, const int2* halves, const int4* desc, int num_pairs,
+                           int num_halves, unsigned* part, int kc, int n, int W, int groups_per_block,
+                           const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2, int kc2,
+                           qq_u64* pcounts, qq_u64* pbits) {
     const size_t octets = (size_t)(qq_lr_num_groups(halves, num_pairs, num_halves, n) + 1) / 2;
-    qq_lr_apply<true, 1, true>(X, Z, VN, rowbits, meta, pivots, active, T, pairs, halves, desc, num_pairs, num_halves,
-                               part, kc, n, W, groups_per_block,
+    qq_lr_apply<true, 1, true>(X, Z, VN, rowbits, meta, pivots, active, halves, desc, num_pairs, num_halves, part, kc,
+                               n, W, groups_per_block,
                                QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
 }
 
