@@ -549,8 +549,8 @@ __device__ __forceinline__ int4 qq_lr_group(const int4* pairs, const int2* halve
     return make_int4(a.x, b.x, a.y, b.y);
 }
 
-__device__ __forceinline__ int qq_lr_num_groups(const int2* halves, int num_pairs, int num_halves, int n) {
-    return halves == nullptr ? (n + 1) / 2 : num_pairs + (num_halves + 1) / 2;
+__device__ __forceinline__ int qq_lr_num_groups(bool gates, int num_pairs, int num_halves, int n) {
+    return gates ? num_pairs + (num_halves + 1) / 2 : (n + 1) / 2;
 }
 
 // The tiles of columns pass 2 covers: the span of the chunk's victims and pivots on its own, every
@@ -614,6 +614,12 @@ static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 128 && QQ_LR_LANE_WOR
               "an entry is 128 bytes: index << 7 is its offset; a lane's words come in 16-byte pairs");
 static_assert(QQ_LR_GROUP_BITS * (QQ_LR_GROUPS_A_WORD - 1) < 64 && QQ_LR_GROUP_BITS * QQ_LR_GROUPS_A_WORD >= 64,
               "a word's last group holds its last bits");
+// Lookup group g: the bits of alpha word qq_lr_group_word(g) from qq_lr_group_shift(g) on, five of
+// them (a word's last group four): collapses 64 word + shift on. The tables' build and the lookups
+// read the layout here; qq_lr_lookup_groups counts the groups (its host twin: measure.py's
+// _tables_bytes).
+__host__ __device__ __forceinline__ int qq_lr_group_word(int g) { return g / QQ_LR_GROUPS_A_WORD; }
+__host__ __device__ __forceinline__ int qq_lr_group_shift(int g) { return QQ_LR_GROUP_BITS * (g % QQ_LR_GROUPS_A_WORD); }
 static_assert(4 * QQ_LR_ROW_LANES == 32, "a warp holds a group: four rows");
 
 // The lookup groups a chunk of kc collapses needs, rounded up to an even number (the lookups go in
@@ -688,8 +694,8 @@ __device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4
 // (lowrank_apply_gates_counts, below).
 template <bool GATES, int GROUPS, bool COUNTS>
 __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits,
-                                            const int* meta, const int* pivots, const int* active, const int2* halves,
-                                            const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
+                                            const int* meta, const int* pivots, const int* active, const int4* desc,
+                                            int num_pairs, int num_halves, unsigned* part, int kc,
                                             int n, int W, int groups_per_block, const QQNextCounts next) {
     extern __shared__ __align__(16) qq_u64 qq_lr_tab[];  // [group][idx][wl][h]: word wl + 8 h
     __shared__ int s_np, s_pw[QQ_LR_CHUNK], s_pb[QQ_LR_CHUNK], s_pj[QQ_LR_CHUNK];
@@ -718,9 +724,8 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     for (int e = tid; e < groups * QQ_LR_TILE; e += QQ_LR_APPLY_BLOCK) {  // a thread a (group, word)
         const int g = e / QQ_LR_TILE, wt = e % QQ_LR_TILE, w = w0 + wt;
         const int at = (wt % QQ_LR_ROW_LANES) * QQ_LR_LANE_WORDS + wt / QQ_LR_ROW_LANES;
-        const int c0 = 64 * (g / QQ_LR_GROUPS_A_WORD) + QQ_LR_GROUP_BITS * (g % QQ_LR_GROUPS_A_WORD);  // its first collapse
-        const int bits = g % QQ_LR_GROUPS_A_WORD == QQ_LR_GROUPS_A_WORD - 1 ? 64 - QQ_LR_GROUP_BITS * (QQ_LR_GROUPS_A_WORD - 1)
-                                                                          : QQ_LR_GROUP_BITS;
+        const int c0 = 64 * qq_lr_group_word(g) + qq_lr_group_shift(g);  // its first collapse
+        const int bits = min(QQ_LR_GROUP_BITS, 64 - qq_lr_group_shift(g));
         qq_u64 v[QQ_LR_GROUP_BITS];
 #pragma unroll
         for (int b = 0; b < QQ_LR_GROUP_BITS; ++b)
@@ -774,7 +779,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 #pragma unroll
     for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) in_span[h] = w0 + wl + QQ_LR_ROW_LANES * h < last;
     const unsigned char* tab = (const unsigned char*)qq_lr_tab + 8 * QQ_LR_LANE_WORDS * wl;
-    const int num_groups = qq_lr_num_groups(halves, num_pairs, num_halves, n);
+    const int num_groups = qq_lr_num_groups(GATES, num_pairs, num_halves, n);
     const int gb = (int)blockIdx.y * groups_per_block, count = min(groups_per_block, num_groups - gb);
     unsigned* part_tile = part + (size_t)blockIdx.x * num_groups;
     // Iteration `it`'s group u of this warp. With COUNTS a warp takes two neighbouring groups in
@@ -847,8 +852,8 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 #pragma unroll
                 for (int k = 0; k < 2; ++k) {
                     // the group's index as the entry's offset (index << 7), without a variable shift
-                    const qq_u64 word = al[u][(g + k) / QQ_LR_GROUPS_A_WORD];
-                    const int sh = QQ_LR_GROUP_BITS * ((g + k) % QQ_LR_GROUPS_A_WORD);
+                    const qq_u64 word = al[u][qq_lr_group_word(g + k)];
+                    const int sh = qq_lr_group_shift(g + k);
                     const unsigned off = (unsigned)(sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0xF80u;
                     entry[k] = tab + off + QQ_LR_GROUP_BYTES * (g + k);
                 }
@@ -977,17 +982,16 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
               const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
-    qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, nullptr, nullptr, 0, 0,
-                                                  part, kc, n, W, groups_per_block, QQNextCounts{});
+    qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, nullptr, 0, 0, part, kc,
+                                                  n, W, groups_per_block, QQNextCounts{});
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
-                    const int* pivots, const int* active, const int2* halves, const int4* desc, int num_pairs,
-                    int num_halves, unsigned* part, int kc, int n, int W, int groups_per_block) {
-    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, halves, desc,
-                                                       num_pairs, num_halves, part, kc, n, W, groups_per_block,
-                                                       QQNextCounts{});
+                    const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves,
+                    unsigned* part, int kc, int n, int W, int groups_per_block) {
+    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs,
+                                                       num_halves, part, kc, n, W, groups_per_block, QQNextCounts{});
 }
 
 // lowrank_apply_gates and the next collapse window's pass 1 in one pass over the rows: each row is
@@ -998,13 +1002,13 @@ lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbit
 // over the tiles and runs the phase, as lowrank_counts would have on the rows this pass wrote.
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates_counts(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
-                           const int* pivots, const int* active, const int2* halves, const int4* desc, int num_pairs,
-                           int num_halves, unsigned* part, int kc, int n, int W, int groups_per_block,
-                           const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2, int kc2,
-                           qq_u64* pcounts, qq_u64* pbits) {
-    const size_t octets = (size_t)(qq_lr_num_groups(halves, num_pairs, num_halves, n) + 1) / 2;
-    qq_lr_apply<true, 1, true>(X, Z, VN, rowbits, meta, pivots, active, halves, desc, num_pairs, num_halves, part, kc,
-                               n, W, groups_per_block,
+                           const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves,
+                           unsigned* part, int kc, int n, int W, int groups_per_block, const qq_u64* VN2,
+                           const int* meta2, const int* pivots2, const int* active2, int kc2, qq_u64* pcounts,
+                           qq_u64* pbits) {
+    const size_t octets = (size_t)(qq_lr_num_groups(true, num_pairs, num_halves, n) + 1) / 2;
+    qq_lr_apply<true, 1, true>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves, part, kc, n, W,
+                               groups_per_block,
                                QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
 }
 
@@ -1038,7 +1042,7 @@ lowrank_reduce(unsigned char* S, const int* plan, const int* meta, const int* pc
         s_inject[tid] = pl[QQ_PLAN_INJECT];
     }
     __syncthreads();
-    const int num_groups = qq_lr_num_groups(halves, num_pairs, num_halves, n), octets = (num_groups + 1) / 2;
+    const int num_groups = qq_lr_num_groups(halves != nullptr, num_pairs, num_halves, n), octets = (num_groups + 1) / 2;
     // A warp takes four octets, one after the other, and lane j keeps the bit sets of row j & 7 of
     // octet j >> 3: then all 32 lanes run a phase.
     const int o0 = 4 * ((int)blockIdx.x * (QQ_LR_REDUCE_BLOCK / 32) + (tid >> 5));
@@ -1201,7 +1205,7 @@ lowrank_signs(unsigned char* S, const int* meta, const int* active, const QQTabl
     if (!(*active != 0 && meta[QQ_LR_META_KP] != 0) && !gates) return;
     int first, last;
     qq_lr_columns(meta, gates, W, &first, &last);
-    const int num_groups = qq_lr_num_groups(halves, num_pairs, num_halves, n);
+    const int num_groups = qq_lr_num_groups(gates, num_pairs, num_halves, n);
     const int g = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (g >= num_groups) return;
     const int4 grp = qq_lr_group(pairs, halves, num_pairs, num_halves, n, g);

@@ -395,8 +395,8 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
                 fuse_pass(engine, ws, T, X, Z, kc, fold, ahead, k0, k1, rep, ref_flag)
                 continue
             launch(stage, "lowrank_apply_gates", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z), int(ws.vn),
-                   int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), int(ws.ghalves),
-                   int(ws.gdesc), pairs, halves, int(ws.lr_part), kc, n, W, per,
+                   int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), int(ws.gdesc), pairs,
+                   halves, int(ws.lr_part), kc, n, W, per,
                    shared_size=tables + 8 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32))
             _signs(engine, stage, ws, ws.window, T, fold)
         else:
@@ -480,8 +480,8 @@ def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, 
     staged = 8 * 2 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32)  # two groups' words a warp
     victims = LOWRANK_VT_TILE_BYTES * -(-k2 // 16)  # the next window's A fragments on the tile
     launch(stage, "lowrank_apply_gates_counts", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z),
-           int(cur.vn), int(ws.lr_rows), int(cur.meta), int(cur.pivots), int(cur.active), int(ws.ghalves),
-           int(ws.gdesc), pairs, halves, int(ws.lr_part), kc, n, W, per, int(ws.vn), int(ws.lr_meta),
+           int(cur.vn), int(ws.lr_rows), int(cur.meta), int(cur.pivots), int(cur.active), int(ws.gdesc), pairs,
+           halves, int(ws.lr_part), kc, n, W, per, int(ws.vn), int(ws.lr_meta),
            int(ws.lr_pivots), int(ws.active), k2, int(fused.pcounts), int(fused.pbits),
            shared_size=tables + staged + victims)
     _signs(engine, stage, ws, cur, T, fold)
