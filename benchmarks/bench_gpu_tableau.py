@@ -140,11 +140,10 @@ def main(argv=None):
         gates = int(np.sum(opcodes.KIND[program.instructions[:, 0]] == opcodes.Kind.UNITARY))
         target = TARGETS.get(n)
         scaled = f"{target * args.depth / 100:.3f}" if target else "-"
-        # The floor: one read and one write of the tableau a pass, a pass a collapse window and one
-        # for each gate window that does not follow a collapse window (those after one ride in its
-        # pass: measure.Fold); the tableau is 2n rows of n bits of x and of z.
-        actions = [kind for kind, *_ in engine.device_program(program, sched).tableau_plan().actions]
-        passes = sum(kind == "C" or i == 0 or actions[i - 1] != "C" for i, kind in enumerate(actions))
+        # The floor: one read and one write of the tableau a pass, the passes the engine makes (a
+        # window each, none for a gate window folded into the collapse window before it); the
+        # tableau is 2n rows of n bits of x and of z.
+        passes = engine.tableau_passes(program, sched)
         floor = passes * 2 * (2 * n * ((n + 63) // 64) * 8 * 2) / bandwidth
         line = f"{n:>7} {args.depth:>5} {gates:>9} {program.num_records:>6} {best:>8.4f} {scaled:>7} {floor:>8.4f}"
         if rows_engine is not None:

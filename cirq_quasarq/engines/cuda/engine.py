@@ -231,6 +231,10 @@ class CudaEngine(Engine):
         self.keep_device_program(dp)
         return dp
 
+    def tableau_passes(self, program: Program, schedule: Schedule) -> int:
+        """Passes over the tableau's rows a tableau-mode run of the program makes (TableauMode.passes)."""
+        return self._tableau.passes(self.device_program(program, schedule))
+
     def keep_device_program(self, dp: DeviceProgram) -> None:
         """`dp` is the one `device_program` returns for its program and schedule from now on."""
         self._programs = [dp] + [kept for kept in self._programs[:3] if kept is not dp]

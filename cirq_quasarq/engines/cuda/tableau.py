@@ -415,6 +415,14 @@ class TableauMode:
                                         (min(INIT_MAX_BLOCKS, (total + INIT_BLOCK - 1) // INIT_BLOCK), 1),
                                         (INIT_BLOCK, 1, 1), int(ws.X), int(ws.Z), int(ws.S), n, W)
 
+    def passes(self, dp) -> int:
+        """Passes over the tableau's rows a run of the program makes: one a gate or collapse window,
+        none for a gate window that the collapse window before it takes into its pass (a Fold).
+        What a floor of one read and one write of the tableau a pass counts (benchmarks)."""
+        n = dp.program.num_qubits
+        _, folds, _ = self._routes(dp, n, max(1, (n + 63) // 64), dp.schedule.instructions)
+        return sum(kind in ("G", "C") for kind, *_ in dp.tableau_plan().actions) - len(folds)
+
     def _needs_scratch(self, dp) -> bool:
         """Whether a window of the program takes the transpose path (the second tableau buffer)."""
         n = dp.program.num_qubits
