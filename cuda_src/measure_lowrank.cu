@@ -1018,7 +1018,11 @@ lowrank_apply_gates_counts(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64*
 // ballot a bit plane, every fourth bit of it a row's); four octets a warp, then a lane a row runs
 // the phase (qq_lr_phase, as lowrank_counts does), clearing the row's pivot bits for the next pass.
 #define QQ_LR_REDUCE_BLOCK 256
-#define QQ_LR_REDUCE_INFLIGHT 8
+#define QQ_LR_REDUCE_INFLIGHT 4  // partial words a lane has in flight
+// Blocks a multiprocessor holds (40 registers a thread): at n = 100k the 782 blocks are one wave of
+// 6 x 132, where 48 registers had held 5 and left a second wave a sixth full (H100: 0.45 -> 0.37 ms a
+// launch; docs/benchmarks-collapse.md, run 12)
+#define QQ_LR_REDUCE_BLOCKS_AN_SM 6
 __device__ __forceinline__ unsigned qq_every_fourth_bit(unsigned m) {  // bits 0, 4, ..., 28 -> 0..7
     m &= 0x11111111u;
     m = (m | (m >> 3)) & 0x03030303u;
@@ -1026,7 +1030,7 @@ __device__ __forceinline__ unsigned qq_every_fourth_bit(unsigned m) {  // bits 0
     return (m | (m >> 12)) & 0xFFu;
 }
 
-extern "C" __global__ void __launch_bounds__(QQ_LR_REDUCE_BLOCK)
+extern "C" __global__ void __launch_bounds__(QQ_LR_REDUCE_BLOCK, QQ_LR_REDUCE_BLOCKS_AN_SM)
 lowrank_reduce(unsigned char* S, const int* plan, const int* meta, const int* pcol, const qq_u64* vp,
                const int* special, const int* active, const int4* pairs, const int2* halves, int num_pairs,
                int num_halves, const qq_u64* pcounts, qq_u64* pbits, qq_u64* rowbits, int kc, int n, int tiles) {
