@@ -382,6 +382,37 @@ def test_fused_windows_do_not_depend_on_the_plan_blocks(blocks):
     assert "collapse window (low rank, fused)" in fused.stage_seconds
 
 
+# The kernels that read and write every row of the tableau once a launch (a pass over it)
+_PASS_KERNELS = ("tableau_gates_window", "lowrank_apply", "lowrank_apply_gates", "lowrank_apply_gates_counts",
+                 "measure_rows_apply", "measure_rows_apply_gates")
+
+
+@pytest.mark.parametrize("setting", ["default", "fold_gates=False", "fuse_windows=False", "lowrank_windows=False"])
+def test_tableau_passes_are_the_pass_kernels_launched(setting):
+    """CudaEngine.tableau_passes (the benchmarks' floor counts it) equals the launches of the kernels
+    that pass over every row, for each engine setting, on windows of at most one chunk without
+    resets (a chunk a pass; a reset's rows are replayed one collapse at a time)."""
+    program = layered_program(13000, 7, [64, 65, 128, 8, 16, 40])
+    sched = schedule(program)
+    engine = engines()[0][setting]
+    totals = engine.launcher.kernel_totals
+    totals.clear()
+    engine.profile = True
+    try:
+        engine.run_tableau(program, sched, rng.make_key(7))
+    finally:
+        engine.profile = False
+    launched = sum(totals.get(name, (0, 0.0))[0] for name in _PASS_KERNELS)
+    totals.clear()
+    passes = engine.tableau_passes(program, sched)
+    windows = sum(kind in ("G", "C") for kind, *_ in engine.device_program(program, sched).tableau_plan().actions)
+    assert passes == launched, (setting, passes, launched, sorted(totals))
+    if setting == "fold_gates=False":
+        assert passes == windows, (passes, windows)
+    if setting == "default":  # the gate layers after the first ride in the collapse windows' passes
+        assert passes < windows, (passes, windows)
+
+
 @pytest.mark.gpu_long
 @pytest.mark.parametrize("n", [60000, 100000])
 def test_wide_windows_on_large_tableaux(n):
