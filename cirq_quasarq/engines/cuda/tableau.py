@@ -419,14 +419,12 @@ class TableauMode:
         """Passes over the tableau's rows a run of the program makes: one a gate or collapse window,
         none for a gate window that the collapse window before it takes into its pass (a Fold).
         What a floor of one read and one write of the tableau a pass counts (benchmarks)."""
-        n = dp.program.num_qubits
-        _, folds, _ = self._routes(dp, n, max(1, (n + 63) // 64), dp.schedule.instructions)
+        _, folds, _ = self._routes(dp)
         return sum(kind in ("G", "C") for kind, *_ in dp.tableau_plan().actions) - len(folds)
 
     def _needs_scratch(self, dp) -> bool:
         """Whether a window of the program takes the transpose path (the second tableau buffer)."""
-        n = dp.program.num_qubits
-        paths, _, _ = self._routes(dp, n, max(1, (n + 63) // 64), dp.schedule.instructions)
+        paths, _, _ = self._routes(dp)
         return "transpose" in paths.values()
 
     def _actions(self, dp, ws: "_Workspace", key, repetition: int, reference: bool) -> int:
@@ -439,7 +437,7 @@ class TableauMode:
         n = program.num_qubits
         ins = schedule.instructions
         W = ws.W
-        paths, folds, fuses = self._routes(dp, n, W, ins)
+        paths, folds, fuses = self._routes(dp)
         k0, k1 = (int(v) & 0xFFFFFFFF for v in key)
         rep, ref_flag = int(repetition), int(bool(reference))
         T = dp.tables
@@ -515,7 +513,7 @@ class TableauMode:
         self.pending = weakref.ref(run)
         return run
 
-    def _routes(self, dp, n: int, W: int, ins):
+    def _routes(self, dp):
         """({action index of a collapse window: its path (measure.window_path)}, {action index of a
         collapse window: the measure.Fold of the gate window after it that its pass over the rows takes
         with it}, {action indices of the collapse windows whose last pass takes the next collapse
@@ -527,6 +525,8 @@ class TableauMode:
         routes = dp.routes.get(key)
         if routes is not None:
             return routes
+        n, ins = dp.program.num_qubits, dp.schedule.instructions
+        W = max(1, (n + 63) // 64)  # the workspace's words a row (_Workspace.W)
         actions = dp.tableau_plan().actions
         by_window = {}
         paths = {}
