@@ -14,6 +14,8 @@ from typing import BinaryIO, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .core.ranges import nonzero_2d
+
 FORMATS = ("01", "b8", "r8", "ptb64", "hits", "dets")
 HELP = ("01: a line of 0s and 1s per shot; b8: ceil(bits/8) bytes per shot, bit b of byte k is bit 8k+b; "
         "r8: per shot, the run lengths of 0s before each 1 (255 continues a run), ending past the last bit; "
@@ -75,7 +77,7 @@ class _Table:
 def _lines(bits: np.ndarray, table: _Table, first: Optional[int], newline: int) -> np.ndarray:
     """Per shot (row of `bits`): piece `first` (if any), the piece of each set column (piece id =
     column), piece `newline`; returned as the ids in order."""
-    rows, cols = np.nonzero(bits)
+    rows, cols = nonzero_2d(bits)
     k = bits.shape[0]
     counts = np.bincount(rows, minlength=k)
     head = 0 if first is None else 1

@@ -1,8 +1,11 @@
-"""Ragged gathers (core/ranges.py) against the ranges written out one by one."""
+"""Ragged gathers and index lists (core/ranges.py) against the ranges written out one by one and
+against np.nonzero."""
 
 import numpy as np
 
-from cirq_quasarq.core.ranges import expand_ranges
+import pytest
+
+from cirq_quasarq.core.ranges import expand_ranges, nonzero_2d
 
 
 def test_expand_ranges_is_the_ranges_one_after_the_other():
@@ -12,3 +15,15 @@ def test_expand_ranges_is_the_ranges_one_after_the_other():
     assert owner.tolist() == [i for i, c in enumerate(counts) for _ in range(c)]
     assert index.tolist() == [s + j for s, c in zip(starts, counts) for j in range(c)]
     assert [a.size for a in expand_ranges(np.zeros(0, int), np.zeros(0, int))] == [0, 0]
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (0, 5), (5, 0), (1, 1), (7, 1), (1, 9), (13, 16), (959, 16), (40, 65)])
+@pytest.mark.parametrize("dtype", [bool, np.uint8, np.uint64])
+def test_nonzero_2d_is_np_nonzero(shape, dtype):
+    rng = np.random.default_rng(shape[0] * 100 + shape[1])
+    a = (rng.random(shape) < 0.3).astype(dtype)
+    for view in (a, a[:, ::2], a[::-1], a.T[: shape[1], : shape[0]]):  # contiguous, strided, reversed, transposed
+        rows, cols = nonzero_2d(view)
+        want_rows, want_cols = np.nonzero(view)
+        assert rows.dtype == want_rows.dtype and cols.dtype == want_cols.dtype
+        assert np.array_equal(rows, want_rows) and np.array_equal(cols, want_cols)

@@ -1,4 +1,5 @@
-"""Ragged gathers: the elements of many ranges of one array as one flat index, in one pass."""
+"""Ragged gathers (the elements of many ranges of one array as one flat index, in one pass) and
+index lists."""
 
 from __future__ import annotations
 
@@ -26,3 +27,13 @@ def ragged_rows(values: np.ndarray, widths: np.ndarray) -> np.ndarray:
     elif width:
         rows[np.arange(width)[None, :] < widths[:, None]] = values
     return rows
+
+
+def nonzero_2d(a: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """`np.nonzero` of a 2-D array, (rows, columns) in row-major order, from its flat indices: on
+    the few-thousand-element masks of a sampling call a quarter of np.nonzero's time, which makes
+    two index arrays element by element."""
+    width = a.shape[1]
+    if width == 0:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    return np.divmod(np.flatnonzero(a), width)

@@ -34,11 +34,16 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-M0 = np.uint64(0xD2511F53)
-M1 = np.uint64(0xCD9E8D57)
+from .ranges import nonzero_2d
+
+# Constants as 0-d arrays: a ufunc takes one as an operand for under half the cost of a NumPy
+# scalar (a small draw's cost is its ~84 calls' overhead)
+M0 = np.array(0xD2511F53, dtype=np.uint64)
+M1 = np.array(0xCD9E8D57, dtype=np.uint64)
 W0 = 0x9E3779B9
 W1 = 0xBB67AE85
-MASK32 = np.uint64(0xFFFFFFFF)
+MASK32 = np.array(0xFFFFFFFF, dtype=np.uint64)
+_SHIFT32 = np.array(32, dtype=np.uint64)
 
 
 _STREAM_BITS = 3  # stream ids are < 8; a counter's bits past 32 sit above them in counter word 3
@@ -71,14 +76,14 @@ _ROUND_KEYS: dict = {}
 
 
 def _round_keys(key: Tuple[int, int]) -> list:
-    """The ten rounds' (k0, k1) as NumPy scalars (made once per key)."""
+    """The ten rounds' (k0, k1) as 0-d uint64 arrays (made once per key)."""
     if key not in _ROUND_KEYS:
         if len(_ROUND_KEYS) > 64:
             _ROUND_KEYS.clear()
         k0, k1 = key
         rounds = []
         for _ in range(10):
-            rounds.append((np.uint64(k0), np.uint64(k1)))
+            rounds.append((np.array(k0, dtype=np.uint64), np.array(k1, dtype=np.uint64)))
             k0, k1 = (k0 + W0) & 0xFFFFFFFF, (k1 + W1) & 0xFFFFFFFF
         _ROUND_KEYS[key] = rounds
     return _ROUND_KEYS[key]
@@ -136,7 +141,6 @@ def _philox_pass(c0, c1, c2, c3, shape, rounds, ac=None, bd=None, scratch=None):
     odd one, bd likewise), so that both halves of the products go out in their own order: a
     reversed view or a [2, 1] operand costs an operation twice a plain one. The buffers of ac and
     the new (a, c) swap every round too, so after the ten the result is in `ac` again."""
-    shift = np.uint64(32)
     m = math.prod(shape)
     if ac is None:
         ac, bd = np.empty((2, m), dtype=np.uint64), np.empty((2, m), dtype=np.uint64)
@@ -146,22 +150,26 @@ def _philox_pass(c0, c1, c2, c3, shape, rounds, ac=None, bd=None, scratch=None):
     np.bitwise_and(c0, MASK32, out=ac[0].reshape(shape))
     np.bitwise_and(c2, MASK32, out=ac[1].reshape(shape))
     np.bitwise_and(c1, MASK32, out=bd[0].reshape(shape))
-    np.bitwise_and(c3 | ((c0 >> shift) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1].reshape(shape))
+    np.bitwise_and(c3 | ((c0 >> _SHIFT32) << np.uint64(_STREAM_BITS)), MASK32, out=bd[1].reshape(shape))
+    # (buffer, its row 0, its row 1), made once: indexing a row makes a new array object each time
+    ac, other = (ac, ac[0], ac[1]), (other, other[0], other[1])
+    b0, b1, p0, p1 = bd[0], bd[1], product[0], product[1]
+    multiply, xor = np.multiply, np.bitwise_xor
     swapped = False
     for k0, k1 in rounds:
         m_first, m_second, k_first, k_second = (M1, M0, k0, k1) if swapped else (M0, M1, k1, k0)
-        np.multiply(ac[0], m_first, out=product[0])  # (a M0, c M1), or (c M1, a M0) swapped
-        np.multiply(ac[1], m_second, out=product[1])
-        np.right_shift(product, shift, out=other)  # the new (c, a), or (a, c) swapped
-        other[0] ^= bd[1]
-        other[1] ^= bd[0]
-        other[0] ^= k_first
-        other[1] ^= k_second
+        multiply(ac[1], m_first, out=p0)  # (a M0, c M1), or (c M1, a M0) swapped
+        multiply(ac[2], m_second, out=p1)
+        np.right_shift(product, _SHIFT32, out=other[0])  # the new (c, a), or (a, c) swapped
+        xor(other[1], b1, out=other[1])
+        xor(other[2], b0, out=other[2])
+        xor(other[1], k_first, out=other[1])
+        xor(other[2], k_second, out=other[2])
         np.bitwise_and(product, MASK32, out=bd)  # the new (d, b), or (b, d) swapped
         ac, other = other, ac
         swapped = not swapped
-    assert not swapped and ac is result, "Philox4x32-10: an even number of rounds"
-    return ac, bd
+    assert not swapped and ac[0] is result, "Philox4x32-10: an even number of rounds"
+    return result, bd
 
 
 def word(key, stream: int, a: int, b: int, index: int) -> int:
@@ -349,7 +357,7 @@ def _sparse_lanes(key, slots, t: _Tables, start: int, count: int):
     """The small-p draw of `bernoulli_words` for the sparse slots of tables `t` (see there)."""
     rows = t.sparse
     any_fire = below32_range(key, Stream.NOISE, slots[rows], 0, start, count, t.any_sparse)
-    i, c = np.nonzero(any_fire)
+    i, c = nonzero_2d(any_fire)
     r = rows[i]
     if len(r) == 0:
         return r, c, np.zeros(0, dtype=np.uint64)

@@ -23,7 +23,7 @@ from ...core.draws import ChannelDraw
 from ...core.parities import Parities
 from ...core.paulis import spread
 from ...core.program import Program
-from ...core.ranges import expand_ranges
+from ...core.ranges import expand_ranges, nonzero_2d
 from .frames import _OP_SECONDS, _WORD_SECONDS, FramePlan
 
 _ONE = np.uint64(1)
@@ -182,7 +182,7 @@ class LinearFrames:
             # input + 2j, its Z bit the next), then one scatter into the outputs they reach (XOR commutes)
             draw, first_input = self._channel_draw(program)
             r, c, _, entry, lane, row = draw.lanes(key, start, count)
-            hits, column = np.nonzero(draw.letters[row])
+            hits, column = nonzero_2d(draw.letters[row])
             word = entry[hits]
             inputs, at_word, masks = first_input[r[word]] + column, c[word], _ONE << lane[hits].astype(np.uint64)
             lo = self.noise_ptr[inputs]
