@@ -362,9 +362,9 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
              counted: bool = False, ahead: Optional[Fuse] = None) -> None:
     """The window as low-rank updates of the tableau, LOWRANK_CHUNK collapses each (measure_lowrank.cu).
     fold: the gate window that follows, folded into the last chunk's pass 2 (the caller checked that
-    it may be: `can_fold`). counted: the window (one chunk) was decided and its pass 1 made by the
+    it may be: `can_fold`). counted: the window was decided and its first chunk's pass 1 made by the
     pass before it (`fuse_pass`), its buffers current. ahead: the collapse window after the fold,
-    whose pass 1 this window's last pass takes (`can_fuse`)."""
+    whose first chunk's pass 1 this window's last pass takes (`can_fuse`)."""
     launch = engine.launcher.launch
     n, W, k = ws.n, ws.W, cend - cstart
     if not counted:
@@ -372,7 +372,7 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
     apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
     for c0 in range(0, k, LOWRANK_CHUNK):
         kc = min(LOWRANK_CHUNK, k - c0)
-        if not counted:
+        if not counted or c0:  # a counted window's first chunk is prepared and counted already
             _prepare(engine, ws, c0, kc, k)
             counts = LOWRANK_COUNTS[min(c for c in LOWRANK_COUNTS if c >= kc)]
             launch("collapse window (low rank)", counts,
@@ -443,27 +443,29 @@ def _prepare(engine, ws, c0: int, kc: int, k: int) -> None:
 
 def can_fuse(engine, paths: dict, W: int, a: int, actions, fold: Optional[Fold]) -> bool:
     """Whether collapse window `a`'s last pass (the gate window after it folded in: `fold`) may also
-    take the pass 1 of collapse window a + 2 (`fuse_pass`): that window takes the low-rank path in
-    one chunk, and its plan may read rows made ahead (measure_window_plan: `plan_blocks`)."""
+    take the pass 1 of collapse window a + 2's first chunk (`fuse_pass`): that window takes the
+    low-rank path, and its plan may read rows made ahead (measure_window_plan: `plan_blocks`). A
+    window of more than one chunk makes its later chunks' passes 1 itself (the paper's circuit at
+    180k qubits: 10 of its 110 windows hold 129-134 collapses)."""
     if not engine.fuse_windows or fold is None or fold.path != "lowrank" or a + 2 >= len(actions):
         return False
     kind, start, end, _ = actions[a + 2]
-    return (kind == "C" and paths.get(a + 2) == "lowrank" and end - start <= LOWRANK_CHUNK
-            and plan_blocks(engine, W) > 0)
+    return kind == "C" and paths.get(a + 2) == "lowrank" and plan_blocks(engine, W) > 0
 
 
 def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, ref_flag) -> None:
-    """The current window's last pass 2 with the folded gate window, and the next collapse window's
-    pass 1, in one pass over the rows (lowrank_apply_gates_counts). The next window is decided
-    first, on its measured rows made ahead (lowrank_ahead: those rows after this window's update
-    and the gates), then its chunk prepared; after the pass lowrank_signs makes this window's signs
-    and lowrank_reduce the next one's phase. The next window's buffers are current afterwards: the
-    caller runs it `counted`. Every row is read and written once a layer where two passes read it
-    before (docs/benchmarks-collapse.md)."""
+    """The current window's last pass 2 with the folded gate window, and the pass 1 of the next
+    collapse window's first chunk, in one pass over the rows (lowrank_apply_gates_counts). The next
+    window is decided first, on its measured rows made ahead (lowrank_ahead: those rows after this
+    window's update and the gates), then its first chunk prepared; after the pass lowrank_signs
+    makes this window's signs and lowrank_reduce the next one's phase. The next window's buffers are
+    current afterwards: the caller runs it `counted`. Every row is read and written once a layer
+    where two passes read it before (docs/benchmarks-collapse.md)."""
     launch = engine.launcher.launch
     n, W = ws.n, ws.W
     fused = ws.fused
     k2 = nxt.end - nxt.start
+    kc2 = min(k2, LOWRANK_CHUNK)  # the first chunk's collapses: those the pass counts
     pairs = fold.pairs
     halves = n - 2 * pairs
     stage = "collapse window (low rank, fused)"
@@ -474,15 +476,15 @@ def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, 
            fold.end, nxt.start, n, W, int(fused.ax), int(fused.az), int(fused.as_))
     _plan(engine, ws, T, nxt.ctx, nxt.start, nxt.end, X, Z, k0, k1, rep, ref_flag,
           side=(fused.ax, fused.az, fused.as_))
-    _prepare(engine, ws, 0, k2, k2)
+    _prepare(engine, ws, 0, kc2, k2)
     apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
     tables = _tables_bytes(kc)
     staged = 8 * 2 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32)  # two groups' words a warp
-    victims = LOWRANK_VT_TILE_BYTES * -(-k2 // 16)  # the next window's A fragments on the tile
+    victims = LOWRANK_VT_TILE_BYTES * -(-kc2 // 16)  # the next chunk's A fragments on the tile
     launch(stage, "lowrank_apply_gates_counts", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z),
            int(cur.vn), int(ws.lr_rows), int(cur.meta), int(cur.pivots), int(cur.active), int(ws.gdesc), pairs,
            halves, int(ws.lr_part), kc, n, W, per, int(ws.vn), int(ws.lr_meta),
-           int(ws.lr_pivots), int(ws.active), k2, int(fused.pcounts), int(fused.pbits),
+           int(ws.lr_pivots), int(ws.active), kc2, int(fused.pcounts), int(fused.pbits),
            shared_size=tables + staged + victims)
     _signs(engine, stage, ws, cur, T, fold)
     groups = -(-n // 2)
@@ -490,7 +492,7 @@ def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, 
     launch(stage, "lowrank_reduce", (-(-octets // (4 * LOWRANK_REDUCE_BLOCK // 32)), 1), (LOWRANK_REDUCE_BLOCK, 1, 1),
            int(ws.S), int(ws.plan), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_vp), int(ws.lr_special),
            int(ws.active), int(ws.gpairs), int(ws.ghalves), pairs, halves, int(fused.pcounts), int(fused.pbits),
-           int(ws.lr_rows), k2, n, -(-W // LOWRANK_TILE))
+           int(ws.lr_rows), kc2, n, -(-W // LOWRANK_TILE))
 
 
 def can_fold(engine, path: str, W: int, ins: np.ndarray, cstart: int, cend: int) -> bool:

@@ -102,9 +102,9 @@ class _Workspace:
         them (about an eighth of the tableau, for the partial counts); None when it has not (the
         windows then run apart)."""
         if self.fused is None:
-            if not _room(engine, _FusedBuffers.bytes_needed(self.n, self.W)):
+            if not _room(engine, _FusedBuffers.bytes_needed(self.n, self.W, self.max_collapses)):
                 return None
-            self.fused = _FusedBuffers(self._alloc, self.n, self.W)
+            self.fused = _FusedBuffers(self._alloc, self.n, self.W, self.max_collapses)
         return self.fused
 
     def swap_windows(self) -> None:
@@ -113,14 +113,14 @@ class _Workspace:
         self.window, self.fused.window = self.fused.window, self.window
 
     def settle_window(self) -> None:
-        """The main buffers current again (sized for the widest window; the fused ones hold one
-        chunk), for a window that no fused pass decided."""
+        """The main buffers current again, for a window that no fused pass decided (both sets are
+        sized for the widest window; which one is current only matters to `fuse_pass`'s swap)."""
         if self.window is not self.main_window:
             self.swap_windows()
 
     def extra_bytes(self) -> int:
         """Device bytes made past `bytes_needed`: the fused windows' buffers, the saved tableau."""
-        fused = _FusedBuffers.bytes_needed(self.n, self.W) if self.fused is not None else 0
+        fused = _FusedBuffers.bytes_needed(self.n, self.W, self.max_collapses) if self.fused is not None else 0
         return fused + (self._saved_bytes() if self.saved is not None else 0)
 
     def _saved_bytes(self) -> int:
@@ -205,20 +205,27 @@ class _WindowBuffers:
 
 
 class _FusedBuffers:
-    """What fused windows add (measure.fuse_pass): the next window's buffers, its measured rows made
-    ahead (lowrank_ahead), and pass 1's partial counts and pivot bits."""
+    """What fused windows add (measure.fuse_pass): the next window's buffers (a window of up to
+    `widest` collapses, of which the pass counts the first chunk), its measured rows made ahead
+    (lowrank_ahead), and pass 1's partial counts and pivot bits."""
 
-    def __init__(self, alloc, n: int, W: int):
-        chunk = measure.LOWRANK_CHUNK
-        self.window = _WindowBuffers(alloc, W, chunk)
-        self.ax, self.az, self.as_ = alloc(8 * chunk * W), alloc(8 * chunk * W), alloc(chunk)
+    def __init__(self, alloc, n: int, W: int, max_collapses: int):
+        k = _FusedBuffers.widest(n, max_collapses)
+        self.window = _WindowBuffers(alloc, W, k)
+        self.ax, self.az, self.as_ = alloc(8 * k * W), alloc(8 * k * W), alloc(k)
         self.pcounts = alloc(8 * measure.fused_count_words(n, W))
         self.pbits = alloc(8 * 4 * 2 * max(1, n))  # zeroed by each run that fuses; lowrank_reduce clears its rows'
 
     @staticmethod
-    def bytes_needed(n: int, W: int) -> int:
-        chunk = measure.LOWRANK_CHUNK
-        return (_WindowBuffers.bytes_needed(W, chunk) + 16 * chunk * W + chunk
+    def widest(n: int, max_collapses: int) -> int:
+        """The widest window a fused pass may decide: one on the low-rank path (measure.can_fuse),
+        so at most measure.batched_width(n) collapses."""
+        return max(1, min(max_collapses, measure.batched_width(n)))
+
+    @staticmethod
+    def bytes_needed(n: int, W: int, max_collapses: int) -> int:
+        k = _FusedBuffers.widest(n, max_collapses)
+        return (_WindowBuffers.bytes_needed(W, k) + 16 * k * W + k
                 + 8 * measure.fused_count_words(n, W) + 64 * max(1, n))
 
 
