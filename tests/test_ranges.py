@@ -2,7 +2,6 @@
 against np.nonzero."""
 
 import numpy as np
-
 import pytest
 
 from cirq_quasarq.core.ranges import expand_ranges, nonzero_2d

@@ -113,8 +113,8 @@ class _Workspace:
         self.window, self.fused.window = self.fused.window, self.window
 
     def settle_window(self) -> None:
-        """The main buffers current again, for a window that no fused pass decided (both sets are
-        sized for the widest window; which one is current only matters to `fuse_pass`'s swap)."""
+        """The main buffers current again, for a window that no fused pass decided (they hold the
+        program's widest window; the fused set only the widest low-rank one, `_FusedBuffers.widest`)."""
         if self.window is not self.main_window:
             self.swap_windows()
 
