@@ -36,8 +36,9 @@
 //                    (`special`): the update leaves them and measure_rows_apply replays them one
 //                    collapse at a time.
 //   lowrank_counts_16, lowrank_counts_32, lowrank_counts_48, lowrank_counts_64, lowrank_counts_80,
-//   lowrank_counts_96, lowrank_counts_112, lowrank_counts_128 (a chunk takes the smallest that
-//                    holds it: the tile loop has no branch, and at most one tile idles)
+//   lowrank_counts_96, lowrank_counts_112, lowrank_counts_128, lowrank_counts_144, lowrank_counts_160
+//                    (a chunk takes the smallest that holds it: the tile loop has no branch, and
+//                    at most one tile idles)
 //                    pass 1 and the phase: a warp per 16 rows, QQ_LR_COUNT_ROWS rows a block; the
 //                    block copies its rows' words and the victim words to shared memory
 //                    QQ_LR_COUNT_STEP words a stage, QQ_LR_COUNT_STAGES stages in flight (cp.async),
@@ -63,21 +64,32 @@
 //                    counts, and the rows' bits on its pivots (qq_lr_octet_counts).
 //   lowrank_reduce   the partial counts summed over the tiles and the phase (qq_lr_phase): what
 //                    lowrank_counts would have given on the rows the pass wrote.
+//   lowrank_apply_wide, lowrank_apply_gates_wide, lowrank_apply_gates_counts_wide, lowrank_reduce_wide
+//                    the same for a chunk of more than QQ_LR_NARROW (128) collapses, whose bit sets
+//                    take three words: the others keep two (the paper's windows at 100k qubits hold
+//                    2-74 collapses, at 180k 13-134); lowrank_apply_gates_counts_to_wide and
+//                    lowrank_apply_gates_counts_wide_to_wide, the fused passes whose next window's
+//                    first chunk is such a chunk.
 // Gate layout: X[r*W + w], Z[r*W + w]; S[r]; rows 0..n-1 xrow, n..2n-1 zrow (gates.cu).
 #include "paulis.cuh"
 #include "tables.cuh"
 #include "measure_swap.cuh"
 #include "measure_plan.cuh"
 
-#define QQ_LR_CHUNK 128  // collapses a pass: a window of up to 128 collapses reads the tableau twice
-#define QQ_LR_WORDS (QQ_LR_CHUNK / 64)  // words of a per-collapse (or per-pivot) bit set
+// Collapses a pass: a window of up to QQ_LR_CHUNK collapses reads the tableau twice. 160, not 128:
+// the paper's circuit at 180k qubits measures 128 qubits a layer, and the layering moves the
+// measurements of qubits a layer leaves idle into the window before, so 10 of its 110 windows hold
+// 129-134 collapses (docs/benchmarks-collapse.md, run 13). 160 is what pass 2's tables, its exchange
+// words and the next chunk's fragments leave room for in one block's shared memory (qq_lr_apply).
+#define QQ_LR_CHUNK 160
+#define QQ_LR_WORDS ((QQ_LR_CHUNK + 63) / 64)  // words of a per-collapse (or per-pivot) bit set
 #define QQ_LR_ROWBITS (3 * QQ_LR_WORDS)  // lowrank_counts' words a row for lowrank_apply: alpha, x_P, z_P
 #define QQ_LR_PREP_BLOCK 1024
 #define QQ_LR_COUNT_BLOCK 256
 #define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 16)  // a warp per 16 rows
 #define QQ_LR_COUNT_STEP 8                                 // words of a row a stage
 #define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
-#define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 128 collapses' tables (104 KiB)
+#define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 160 collapses' tables (136 KiB)
 #define QQ_LR_TILE 16              // words of a row pass 2 takes a tile
 #define QQ_LR_APPLY_GROUPS 2        // groups of four rows a warp of lowrank_apply has in flight
 #define QQ_LR_APPLY_GATES_GROUPS 1  // of lowrank_apply_gates (two would spill its 64 registers)
@@ -89,31 +101,90 @@
 #define QQ_LR_META_SPECIAL 3
 #define QQ_LR_META_FIELDS 4
 
-// A bit per collapse or per pivot column of a chunk, as two 64-bit words: bit j is bit j & 63 of
-// word j >> 6. Not unsigned __int128: nvcc 13.0 lowers `v & ~((unsigned __int128)1 << j)` to a 64-bit
-// rotate of the low word whose shifts clamp for j >= 64, so clearing bit j >= 64 also cleared bits
-// 0..63 (a chunk with more than 64 distinct pivots came out wrong; tests/test_cuda_sources.py keeps
-// the type out of cuda_src). Every shift here is of a 64-bit word by j & 63.
+// A bit per collapse or per pivot column of a chunk, as N 64-bit words: bit j is bit j & 63 of word
+// j >> 6. A kernel keeps N = the words its chunks need (qq_lr_words_for), not QQ_LR_WORDS: a chunk
+// of up to 128 collapses costs no more than it did before chunks grew past it. Every word is read
+// or written with a mask that is all ones for word j >> 6 alone (qq_lr_pick), so the words stay in
+// registers: a branch a word let the compiler rebuild it as an index at run time, which sends the
+// array to local memory. Not unsigned __int128: nvcc 13.0 lowers `v & ~((unsigned __int128)1 << j)`
+// to a 64-bit rotate of the low word whose shifts clamp for j >= 64, so clearing bit j >= 64 also
+// cleared bits 0..63 (a chunk with more than 64 distinct pivots came out wrong;
+// tests/test_cuda_sources.py keeps the type out of cuda_src). Every shift here is of a 64-bit word
+// by j & 63. In memory a bit set takes QQ_LR_WORDS words whatever N (rowbits, vp, pbits), and a
+// kernel reads and writes its first N: a chunk's bit sets are written and read by kernels of one N
+// (both pick it by the chunk's collapses), so the words past N are never read.
+template <int N>
 struct qq_lr_bits {
-    qq_u64 lo, hi;
+    qq_u64 w[N];
 };
-static_assert(QQ_LR_CHUNK == 128 && QQ_LR_WORDS == 2, "a chunk's bits are two words");
-__device__ __forceinline__ qq_lr_bits qq_lr_make(qq_u64 lo, qq_u64 hi) {
-    qq_lr_bits v;
-    v.lo = lo;
-    v.hi = hi;
+static_assert(QQ_LR_CHUNK % 16 == 0 && QQ_LR_CHUNK <= 64 * QQ_LR_WORDS, "a chunk is whole tiles of 16 collapses");
+#define QQ_LR_NARROW 128  // collapses a chunk may have for the kernels of two words (the others: _wide)
+__host__ __device__ constexpr int qq_lr_words_for(int collapses) { return collapses <= QQ_LR_NARROW ? 2 : QQ_LR_WORDS; }
+template <int N>
+__device__ __forceinline__ qq_lr_bits<N> qq_lr_zero() {
+    qq_lr_bits<N> v;
+#pragma unroll
+    for (int k = 0; k < N; ++k) v.w[k] = 0ull;
     return v;
 }
-__device__ __forceinline__ int qq_lr_bit(qq_lr_bits v, int j) { return (int)(((j < 64 ? v.lo : v.hi) >> (j & 63)) & 1ull); }
-__device__ __forceinline__ void qq_lr_put(qq_lr_bits* v, int j, int b) {  // bit j := b
-    const qq_u64 m = 1ull << (j & 63);
-    if (j < 64)
-        v->lo = b ? v->lo | m : v->lo & ~m;
-    else
-        v->hi = b ? v->hi | m : v->hi & ~m;
+template <int N>
+__device__ __forceinline__ qq_lr_bits<N> qq_lr_load(const qq_u64* p) {  // N words from p
+    qq_lr_bits<N> v;
+#pragma unroll
+    for (int k = 0; k < N; ++k) v.w[k] = p[k];
+    return v;
 }
-__device__ __forceinline__ int qq_lr_popc_and(qq_lr_bits a, qq_lr_bits b) {
-    return qq_popc(a.lo & b.lo) + qq_popc(a.hi & b.hi);
+template <int N>
+__device__ __forceinline__ void qq_lr_store(qq_u64* p, qq_lr_bits<N> v) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) p[k] = v.w[k];
+}
+__device__ __forceinline__ qq_u64 qq_lr_pick(int j, int k) { return 0ull - (qq_u64)((j >> 6) == k); }
+template <int N>
+__device__ __forceinline__ int qq_lr_bit(qq_lr_bits<N> v, int j) {
+    qq_u64 word = 0ull;
+#pragma unroll
+    for (int k = 0; k < N; ++k) word |= v.w[k] & qq_lr_pick(j, k);
+    return (int)((word >> (j & 63)) & 1ull);
+}
+template <int N>
+__device__ __forceinline__ void qq_lr_put(qq_lr_bits<N>* v, int j, int b) {  // bit j := b
+    const qq_u64 m = 1ull << (j & 63), set = b ? m : 0ull;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        const qq_u64 here = m & qq_lr_pick(j, k);
+        v->w[k] = (v->w[k] & ~here) | (set & here);
+    }
+}
+template <int N>
+__device__ __forceinline__ int qq_lr_popc_and(qq_lr_bits<N> a, qq_lr_bits<N> b) {
+    int c = 0;
+#pragma unroll
+    for (int k = 0; k < N; ++k) c += qq_popc(a.w[k] & b.w[k]);
+    return c;
+}
+template <int N>
+__device__ __forceinline__ int qq_lr_popc_and3(qq_lr_bits<N> a, qq_lr_bits<N> b, qq_lr_bits<N> c) {  // |a & b & c|
+    int n = 0;
+#pragma unroll
+    for (int k = 0; k < N; ++k) n += qq_popc(a.w[k] & b.w[k] & c.w[k]);
+    return n;
+}
+// A bit set in shared memory (lowrank_reduce keeps a row's counts there: registers were short).
+template <int N>
+struct qq_lr_shared_bits {
+    const qq_u64* w;
+};
+template <int N>
+__device__ __forceinline__ int qq_lr_bit(qq_lr_shared_bits<N> v, int j) {
+    return (int)((v.w[j >> 6] >> (j & 63)) & 1ull);
+}
+template <int N>
+__device__ __forceinline__ int qq_lr_popc_and(qq_lr_bits<N> a, qq_lr_shared_bits<N> b) {
+    int c = 0;
+#pragma unroll
+    for (int k = 0; k < N; ++k) c += qq_popc(a.w[k] & b.w[k]);
+    return c;
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_PREP_BLOCK)
@@ -238,12 +309,14 @@ lowrank_prepare(const int* plan, const qq_u64* V, int c0, int kc, int k, int n, 
 // this reads m1 of a sum that already holds 2b). Writes the row's sign (all but pass 2's bit1(T)) and
 // its QQ_LR_ROWBITS words of rowbits: alpha, then its bits on P as the phase leaves them (x, then z).
 // Rows whose sign a reset clears mid-window (`special`) keep everything (alpha 0, their own bits):
-// measure_rows_apply replays them. The chunk's decisions are in shared memory.
-__device__ __forceinline__ void qq_lr_phase(unsigned char* S, qq_lr_bits e0, qq_lr_bits e1, qq_lr_bits xP,
-                                            qq_lr_bits zP, const int* s_col, const qq_u64* s_vp, const int* s_yz,
+// measure_rows_apply replays them. The chunk's decisions are in shared memory; e0, e1 are bit sets
+// in registers (qq_lr_bits) or in shared memory (qq_lr_shared_bits); N words hold the chunk's bits.
+template <int N, class E>
+__device__ __forceinline__ void qq_lr_phase(unsigned char* S, E e0, E e1, qq_lr_bits<N> xP,
+                                            qq_lr_bits<N> zP, const int* s_col, const qq_u64* s_vp, const int* s_yz,
                                             const int* s_inject, const int* special, int nspecial, int kc, size_t r,
                                             qq_u64* rowbits) {
-    qq_lr_bits alpha = qq_lr_make(0ull, 0ull);
+    qq_lr_bits<N> alpha = qq_lr_zero<N>();
     bool live = true;
     for (int e = 0; e < nspecial; ++e)
         if ((size_t)special[e] == r) live = false;
@@ -253,14 +326,13 @@ __device__ __forceinline__ void qq_lr_phase(unsigned char* S, qq_lr_bits e0, qq_
             const int j = s_col[i];
             if (j < 0) continue;  // deterministic: nothing to do here (resets: the special rows)
             const int xp = qq_lr_bit(xP, j), zp = qq_lr_bit(zP, j);
-            const qq_lr_bits v = qq_lr_make(s_vp[QQ_LR_WORDS * i], s_vp[QQ_LR_WORDS * i + 1]);
+            const qq_lr_bits<N> v = qq_lr_load<N>(s_vp + QQ_LR_WORDS * i);
             const int m = (qq_lr_bit(e0, i) | (qq_lr_bit(e1, i) << 1)) + qq_lr_popc_and(zP, v);
-            const int d = qq_lr_popc_and(qq_lr_make(xP.lo & zP.lo, xP.hi & zP.hi), v) & 1;
+            const int d = qq_lr_popc_and3(xP, zP, v) & 1;
             s ^= xp & (d ^ ((m & 1) & (1 ^ zp)) ^ ((m >> 1) & 1));
-            if (xp) {
-                xP.lo ^= v.lo;
-                xP.hi ^= v.hi;
-            }
+            if (xp)
+#pragma unroll
+                for (int k = 0; k < N; ++k) xP.w[k] ^= v.w[k];
             int bx = xp, bz = zp ^ (m & 1);
             qq_swap_pivot(s_yz[i], &bx, &bz, &s);
             if (s_inject[i]) qq_inject_x(bz, &s);
@@ -273,17 +345,14 @@ __device__ __forceinline__ void qq_lr_phase(unsigned char* S, qq_lr_bits e0, qq_
         S[r] = (unsigned char)s;
     }
     qq_u64* out = rowbits + (size_t)QQ_LR_ROWBITS * r;
-    out[0] = alpha.lo;
-    out[1] = alpha.hi;
-    out[QQ_LR_WORDS] = xP.lo;
-    out[QQ_LR_WORDS + 1] = xP.hi;
-    out[2 * QQ_LR_WORDS] = zP.lo;
-    out[2 * QQ_LR_WORDS + 1] = zP.hi;
+    qq_lr_store(out, alpha);
+    qq_lr_store(out + QQ_LR_WORDS, xP);
+    qq_lr_store(out + 2 * QQ_LR_WORDS, zP);
 }
 
 // Pass 1 on the tensor cores: mma m16n8k256 b1 AND + POPC, A = 16 of the block's rows (z, or x & z),
 // B = 8 victim masks, accumulated as e = |z & v| + 2 |x & z & v| (the x & z product issued twice):
-// one accumulator a (row, collapse), 64 registers for 16 rows x 128 collapses. AND + POPC sums over
+// one accumulator a (row, collapse), 80 registers for 16 rows x 160 collapses. AND + POPC sums over
 // the columns in any order, so a lane's fragment registers are simply the halves of the 8-byte
 // words it reads: lane (g, q) holds words 4u + q of a step's rows g and g + 8 (A) and of collapse g
 // of each tile (B); the word's low half pairs with the low half, its high half with the high half.
@@ -317,7 +386,7 @@ static_assert(QQ_LR_COUNT_STEP % 2 == 0 && QQ_LR_ROW_PITCH % 2 == 0 && QQ_LR_VIC
                   QQ_LR_VIC_PITCH >= QQ_LR_COPY_WORDS,
               "16-byte copies and rows");
 
-// lowrank_counts_<C>: a chunk of at most C collapses (TILES = C / 8 tiles of 8; C = 16, 32, ..., 128),
+// lowrank_counts_<C>: a chunk of at most C collapses (TILES = C / 8 tiles of 8; C = 16, 32, ..., 160),
 // a kernel each so that the tile loop has no branch (with one, the compiler rebuilt the A operands
 // for every pair of tiles) and a chunk multiplies at most 15 victim masks that are not there.
 template <int TILES>
@@ -329,6 +398,7 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
     __shared__ int s_col[QQ_LR_CHUNK], s_yz[QQ_LR_CHUNK], s_inject[QQ_LR_CHUNK], s_sorted[QQ_LR_CHUNK],
         s_order[QQ_LR_CHUNK];
     __shared__ qq_u64 s_vp[QQ_LR_CHUNK * QQ_LR_WORDS];
+    static_assert(8 * TILES <= QQ_LR_CHUNK, "a kernel's tiles within a chunk");
     static_assert(QQ_LR_COUNT_ROWS == 16 * (QQ_LR_COUNT_BLOCK / 32) && QQ_LR_COUNT_BLOCK == 2 * QQ_LR_COUNT_ROWS &&
                       QQ_LR_COUNT_STEP % 4 == 0,
                   "16 rows a warp; two threads a row gather its pivot bits (x, z); 4 words a product");
@@ -388,7 +458,8 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
     for (int t = 0; t < TILES; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0;
     const int grow = tid % QQ_LR_COUNT_ROWS, plane = tid / QQ_LR_COUNT_ROWS;  // this thread's pivot bits
     const int gshift = shift_of((r0 + grow) * W + lo);
-    qq_lr_bits pbits = qq_lr_make(0ull, 0ull);
+    constexpr int NW = qq_lr_words_for(8 * TILES);
+    qq_lr_bits<NW> pbits = qq_lr_zero<NW>();
     int next = 0;  // the first pivot (by column) not yet gathered
     const int arow = 16 * warp + g;  // this lane's fragment rows arow and arow + 8, victims 8t + g
     const int ashift0 = shift_of((r0 + arow) * W + lo), ashift1 = shift_of((r0 + arow + 8) * W + lo);
@@ -433,15 +504,16 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
     }
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // only empty groups are left
     __syncthreads();  // every stage consumed: its space holds the pivot bits now
-    qq_lr_bits* s_pbits = (qq_lr_bits*)qq_lr_stages;  // [plane][row]
+    qq_lr_bits<NW>* s_pbits = (qq_lr_bits<NW>*)qq_lr_stages;  // [plane][row]
     s_pbits[plane * QQ_LR_COUNT_ROWS + grow] = pbits;
     // The counts' low bits: lane (g, q) holds collapses 8t + 2q, + 1 of rows g (c0, c1) and g + 8
     // (c2, c3); the four lanes of a row pool theirs, then lane q = 0 runs the phase of row g, q = 1 of g + 8.
-    unsigned bits[2][2][4];  // [row g, g + 8][bit 0, 1][word of 32 collapses]
+    constexpr int halves = (TILES + 3) / 4;  // words of 32 collapses
+    unsigned bits[2][2][halves];  // [row g, g + 8][bit 0, 1][word of 32 collapses]
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) bits[h][0][k] = bits[h][1][k] = 0u;
+        for (int k = 0; k < halves; ++k) bits[h][0][k] = bits[h][1][k] = 0u;
 #pragma unroll
     for (int t = 0; t < TILES; ++t)
 #pragma unroll
@@ -457,20 +529,21 @@ __device__ __forceinline__ void qq_lr_counts(const qq_u64* X, const qq_u64* Z, u
 #pragma unroll
         for (int b = 0; b < 2; ++b)
 #pragma unroll
-            for (int k = 0; k < 4; ++k) {
+            for (int k = 0; k < halves; ++k) {
                 bits[h][b][k] |= __shfl_xor_sync(0xFFFFFFFFu, bits[h][b][k], 1);
                 bits[h][b][k] |= __shfl_xor_sync(0xFFFFFFFFu, bits[h][b][k], 2);
             }
     __syncthreads();
     const int row = 16 * warp + g + 8 * q;
     if (q < 2 && row < rows) {
-        unsigned w[2][4];  // this row's [bit 0, 1][word of 32 collapses]: selects, not a run-time index
+        // this row's bit 0, 1: selects, not a run-time index
+        qq_lr_bits<NW> e[2] = {qq_lr_zero<NW>(), qq_lr_zero<NW>()};
 #pragma unroll
         for (int b = 0; b < 2; ++b)
 #pragma unroll
-            for (int k = 0; k < 4; ++k) w[b][k] = q ? bits[1][b][k] : bits[0][b][k];
-        const qq_lr_bits e0 = qq_lr_make(w[0][0] | (qq_u64)w[0][1] << 32, w[0][2] | (qq_u64)w[0][3] << 32);
-        const qq_lr_bits e1 = qq_lr_make(w[1][0] | (qq_u64)w[1][1] << 32, w[1][2] | (qq_u64)w[1][3] << 32);
+            for (int k = 0; k < halves; ++k)
+                e[b].w[k >> 1] |= (qq_u64)(q ? bits[1][b][k] : bits[0][b][k]) << (32 * (k & 1));
+        const qq_lr_bits<NW> e0 = e[0], e1 = e[1];
         qq_lr_phase(S, e0, e1, s_pbits[row], s_pbits[QQ_LR_COUNT_ROWS + row], s_col, s_vp, s_yz, s_inject, special,
                     meta[QQ_LR_META_SPECIAL], kc, r0 + row, rowbits);
     }
@@ -530,6 +603,20 @@ lowrank_counts_128(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int
                   const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
                   const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
     qq_lr_counts<16>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_144(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<18>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_COUNT_BLOCK, 2)
+lowrank_counts_160(const qq_u64* X, const qq_u64* Z, unsigned char* S, const int* plan, const qq_u64* VN,
+                  const int* meta, const int* pcol, const int* pivots, const qq_u64* vp, const int* special,
+                  const int* active, qq_u64* rowbits, int c0, int kc, int n, int W) {
+    qq_lr_counts<20>(X, Z, S, plan, VN, meta, pcol, pivots, vp, special, active, rowbits, c0, kc, n, W);
 }
 
 // Pass 2 takes the rows four at a time: a group is the xrow and zrow of two qubits (qa, qb), rows qa,
@@ -608,7 +695,6 @@ __device__ __forceinline__ void qq_lr_describe_half(int4* desc, int num_pairs, u
 // 13 groups a word, 32 entries a group (a 4-collapse group's upper half is never looked up).
 #define QQ_LR_GROUP_BITS 5
 #define QQ_LR_GROUPS_A_WORD 13
-#define QQ_LR_MAX_GROUPS (QQ_LR_GROUPS_A_WORD * QQ_LR_WORDS)
 #define QQ_LR_GROUP_BYTES ((1 << QQ_LR_GROUP_BITS) * 8 * QQ_LR_ENTRY_WORDS)  // a group's 32 entries
 static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 128 && QQ_LR_LANE_WORDS % 2 == 0,
               "an entry is 128 bytes: index << 7 is its offset; a lane's words come in 16-byte pairs");
@@ -634,8 +720,9 @@ __host__ __device__ __forceinline__ int qq_lr_lookup_groups(int kc) {
 
 // The next collapse window's share of lowrank_apply_gates_counts: its victim masks (without its
 // pivots), pivots, and whether it has random collapses; where pass 1's partial counts go (per tile,
-// octet of rows and lane: QQ_LR_VT_MTILES bytes of 16 collapses) and the rows' bits on its pivots
-// (four words a row: x on pivot columns 0..127, then z; OR-ed in, zero before the pass).
+// octet of rows and lane a byte a tile of 16 collapses, eight a word: the words of tiles 8p..8p+7
+// in plane p of the buffer) and the rows' bits on its pivots (2 QQ_LR_WORDS words a row: x on the
+// pivot columns, then z; OR-ed in, zero before the pass).
 struct QQNextCounts {
     const qq_u64* VN;
     const int* meta;
@@ -646,9 +733,10 @@ struct QQNextCounts {
     qq_u64* pbits;
     size_t octets;
 };
-#define QQ_LR_VT_MTILES (QQ_LR_CHUNK / 16)  // tiles of 16 collapses: a byte each in a lane's partial word
+#define QQ_LR_VT_MTILES (QQ_LR_CHUNK / 16)  // tiles of 16 collapses: a byte each in a lane's partial words
 #define QQ_LR_VT_TILE_BYTES (4 * 32 * 16)    // the A fragments of 16 collapses on a tile: 4 steps x 32 lanes x 16 bytes
-static_assert(QQ_LR_VT_MTILES == 8, "a lane's partial counts are one 8-byte word");
+#define QQ_LR_PCOUNT_PLANES ((QQ_LR_VT_MTILES + 7) / 8)  // a lane's partial words at most (planes of the buffer)
+static_assert(QQ_LR_PCOUNT_PLANES == 2, "qq_lr_octet_counts writes one plane or two");
 
 // Pass 1 of the next window on an octet of new rows (two groups' words in a warp's exchange
 // words, [group][plane][h][lane]), on the tensor cores with the roles of lowrank_counts swapped:
@@ -656,10 +744,11 @@ static_assert(QQ_LR_VT_MTILES == 8, "a lane's partial counts are one 8-byte word
 // B = the 8 rows, so that one warp's two groups fill an instruction: a = |z & v| and b = |x & z & v|
 // over the tile's 1,024 columns, m16n8k256 b1 AND + POPC, and e = a + 2b. Lane (g, q) holds rows
 // 2q, 2q + 1 of collapses 16 mt + g and 16 mt + g + 8 (the accumulator's layout) and keeps their
-// e mod 4 as byte mt of its partial word: bits 2f..2f+1 for f = 2 (collapse g + 8) + (row 2q + 1).
-// Row j of the octet is slot j & 3 of group j >> 2.
+// e mod 4 as byte mt & 7 of its partial word in plane mt >> 3 (`plane` words apart): bits 2f..2f+1
+// for f = 2 (collapse g + 8) + (row 2q + 1). Row j of the octet is slot j & 3 of group j >> 2.
+template <bool WIDE>  // WIDE: the next window's chunk may have more than QQ_LR_NARROW collapses
 __device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4* vt, int mtiles, int lane,
-                                                   qq_u64* pcounts, size_t octet, bool write) {
+                                                   qq_u64* pcounts, size_t octet, size_t plane, bool write) {
     const int g = lane >> 2, q = lane & 3;
     const qq_u64* rows = st + (g >> 2) * QQ_LR_XCH_WORDS;
     unsigned bz[4][2], bxz[4][2];
@@ -672,8 +761,7 @@ __device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4
         bxz[c][0] = (unsigned)xz;
         bxz[c][1] = (unsigned)(xz >> 32);
     }
-    qq_u64 packed = 0ull;
-    for (int mt = 0; mt < mtiles; ++mt) {
+    auto tile = [&](int mt) {  // tile mt's byte
         int a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
@@ -684,15 +772,23 @@ __device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4
         unsigned byte = 0u;
 #pragma unroll
         for (int k = 0; k < 4; ++k) byte |= ((unsigned)(a[k] + 2 * b[k]) & 3u) << (2 * k);
-        packed |= (qq_u64)byte << (8 * mt);
-    }
+        return (qq_u64)byte;
+    };
+    qq_u64 packed = 0ull;
+    for (int mt = 0; mt < min(mtiles, 8); ++mt) packed |= tile(mt) << (8 * mt);
     if (write) __stcs((unsigned long long*)pcounts + octet * 32 + lane, packed);
+    if (WIDE && mtiles > 8) {  // a next window of more than QQ_LR_NARROW collapses: its second plane
+        packed = 0ull;
+        for (int mt = 8; mt < mtiles; ++mt) packed |= tile(mt) << (8 * (mt - 8));
+        if (write) __stcs((unsigned long long*)pcounts + plane + octet * 32 + lane, packed);
+    }
 }
 
 // GATES: the next gate window folded in; GROUPS: groups a warp has in flight. COUNTS (with GATES and
 // one group in flight): the next collapse window's pass 1 too, on the rows this pass writes
-// (lowrank_apply_gates_counts, below).
-template <bool GATES, int GROUPS, bool COUNTS>
+// (lowrank_apply_gates_counts, below). N: the words of the chunk's alpha (qq_lr_words_for);
+// NEXT_WIDE: the next window's chunk may have more than QQ_LR_NARROW collapses.
+template <bool GATES, int GROUPS, bool COUNTS, int N, bool NEXT_WIDE = false>
 __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits,
                                             const int* meta, const int* pivots, const int* active, const int4* desc,
                                             int num_pairs, int num_halves, unsigned* part, int kc,
@@ -792,7 +888,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     // iteration ahead.
     size_t r_next[GROUPS];
     int sel_next[GROUPS];
-    qq_u64 al_next[GROUPS][QQ_LR_WORDS];
+    qq_u64 al_next[GROUPS][N];
     auto load_next = [&](int it) {
 #pragma unroll
         for (int u = 0; u < GROUPS; ++u) {
@@ -810,7 +906,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             }
             r_next[u] = r;
 #pragma unroll
-            for (int k = 0; k < QQ_LR_WORDS; ++k)
+            for (int k = 0; k < N; ++k)
                 al_next[u][k] = update && r != (size_t)-1 ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
         }
     };
@@ -818,13 +914,13 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     for (int it = 0; more(it); ++it) {
         size_t rows[GROUPS];
         int sels[GROUPS];
-        qq_u64 al[GROUPS][QQ_LR_WORDS];
+        qq_u64 al[GROUPS][N];
 #pragma unroll
         for (int u = 0; u < GROUPS; ++u) {
             rows[u] = r_next[u];
             sels[u] = GATES ? sel_next[u] : 0;
 #pragma unroll
-            for (int k = 0; k < QQ_LR_WORDS; ++k) al[u][k] = al_next[u][k];
+            for (int k = 0; k < N; ++k) al[u][k] = al_next[u][k];
         }
         load_next(it + 1);
         qq_u64 x[GROUPS][QQ_LR_LANE_WORDS], z[GROUPS][QQ_LR_LANE_WORDS];
@@ -846,7 +942,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             // Two groups a step (the tables hold an even number, the last zero where kc asks for an
             // odd one): one three-input XOR folds both entries in, and one test ends the loop.
 #pragma unroll
-            for (int g = 0; g < QQ_LR_MAX_GROUPS; g += 2) {
+            for (int g = 0; g < QQ_LR_GROUPS_A_WORD * N; g += 2) {
                 if (g >= groups) break;
                 const unsigned char* entry[2];
 #pragma unroll
@@ -945,7 +1041,11 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                 // The next window's pass 1 on the new rows: their bits on its pivots (in this tile),
                 // then, every second group, the octet's counts on the tensor cores.
                 if (r != (size_t)-1) {  // a lane's pivot bits gathered first: at most four atomics
-                    qq_u64 pb[2 * QQ_LR_WORDS] = {};  // x bits of pivot columns 0..63, 64..127, then z
+                    // x bits of pivot columns 0..63, 64..127, then z: OR-ed in at the end; columns from 128
+                    // on (a next window of more than QQ_LR_NARROW collapses) go straight in, so that the
+                    // pass keeps the registers it had with two words
+                    qq_u64 pb[4] = {};
+                    unsigned long long* row_pbits = (unsigned long long*)next.pbits + 2 * QQ_LR_WORDS * r;
 #pragma unroll
                     for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                         const int wt = wl + QQ_LR_ROW_LANES * h;
@@ -953,26 +1053,30 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                             const int j = s_pj2[k], b = s_pb2[k];
                             const qq_u64 bit = 1ull << (j & 63);
                             const qq_u64 bx = (xw[h] >> b) & 1ull ? bit : 0ull, bz = (zw[h] >> b) & 1ull ? bit : 0ull;
+                            static_assert(QQ_LR_WORDS == 3 && QQ_LR_NARROW == 128, "a pivot column's word of three");
                             if (j < 64) {
                                 pb[0] |= bx;
                                 pb[2] |= bz;
-                            } else {
+                            } else if (j < 128) {
                                 pb[1] |= bx;
                                 pb[3] |= bz;
+                            } else if (NEXT_WIDE) {
+                                if (bx) atomicOr(row_pbits + 2, (unsigned long long)bx);
+                                if (bz) atomicOr(row_pbits + QQ_LR_WORDS + 2, (unsigned long long)bz);
                             }
                         }
                     }
 #pragma unroll
-                    for (int e = 0; e < 2 * QQ_LR_WORDS; ++e)
-                        if (pb[e]) atomicOr((unsigned long long*)next.pbits + 4 * r + e, (unsigned long long)pb[e]);
+                    for (int e = 0; e < 4; ++e)
+                        if (pb[e]) atomicOr(row_pbits + (e >> 1) * QQ_LR_WORDS + (e & 1), (unsigned long long)pb[e]);
                 }
                 __syncwarp();  // every slot has read the group's words
                 exchange();  // the new row's, for the octet's product
                 if (it & 1) {
                     __syncwarp();
-                    qq_lr_octet_counts(xch_base + (size_t)2 * warp * QQ_LR_XCH_WORDS, vt, mtiles, lane,
+                    qq_lr_octet_counts<NEXT_WIDE>(xch_base + (size_t)2 * warp * QQ_LR_XCH_WORDS, vt, mtiles, lane,
                                        next.pcounts, (size_t)blockIdx.x * next.octets + (gb >> 1) + (it >> 1) * warps + warp,
-                                       group_at(it, 0) - 1 < count);
+                                       (size_t)gridDim.x * next.octets * 32, group_at(it, 0) - 1 < count);
                 }
             }
         }
@@ -981,17 +1085,17 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
-              const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
-    qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, nullptr, 0, 0, part, kc,
-                                                  n, W, groups_per_block, QQNextCounts{});
+    const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
+    qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false, 2>(X, Z, VN, rowbits, meta, pivots, active, nullptr, 0, 0, part, kc,
+        n, W, groups_per_block, QQNextCounts{});
 }
 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
-lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
-                    const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves,
-                    unsigned* part, int kc, int n, int W, int groups_per_block) {
-    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs,
-                                                       num_halves, part, kc, n, W, groups_per_block, QQNextCounts{});
+lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
+    const int* active, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc, int n, int W,
+    int groups_per_block) {
+    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false, 2>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs,
+        num_halves, part, kc, n, W, groups_per_block, QQNextCounts{});
 }
 
 // lowrank_apply_gates and the next collapse window's pass 1 in one pass over the rows: each row is
@@ -1002,14 +1106,60 @@ lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbit
 // over the tiles and runs the phase, as lowrank_counts would have on the rows this pass wrote.
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates_counts(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
-                           const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves,
-                           unsigned* part, int kc, int n, int W, int groups_per_block, const qq_u64* VN2,
-                           const int* meta2, const int* pivots2, const int* active2, int kc2, qq_u64* pcounts,
-                           qq_u64* pbits) {
+    const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
+    int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2,
+    int kc2, qq_u64* pcounts, qq_u64* pbits) {
     const size_t octets = (size_t)(qq_lr_num_groups(true, num_pairs, num_halves, n) + 1) / 2;
-    qq_lr_apply<true, 1, true>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves, part, kc, n, W,
-                               groups_per_block,
-                               QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
+    qq_lr_apply<true, 1, true, 2, false>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves, part, kc,
+        n, W, groups_per_block, QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
+}
+
+// The same for a chunk of more than QQ_LR_NARROW collapses (alpha in three words: _wide), and the
+// fused passes whose next window's first chunk has more than QQ_LR_NARROW (its partial counts in
+// two planes, its pivot bits in three words: _to_wide).
+extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
+lowrank_apply_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
+    const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
+    qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false, QQ_LR_WORDS>(X, Z, VN, rowbits, meta, pivots, active, nullptr, 0, 0,
+        part, kc, n, W, groups_per_block, QQNextCounts{});
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
+lowrank_apply_gates_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
+    const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
+    int n, int W, int groups_per_block) {
+    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false, QQ_LR_WORDS>(X, Z, VN, rowbits, meta, pivots, active, desc,
+        num_pairs, num_halves, part, kc, n, W, groups_per_block, QQNextCounts{});
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
+lowrank_apply_gates_counts_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
+    const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
+    int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2,
+    int kc2, qq_u64* pcounts, qq_u64* pbits) {
+    const size_t octets = (size_t)(qq_lr_num_groups(true, num_pairs, num_halves, n) + 1) / 2;
+    qq_lr_apply<true, 1, true, QQ_LR_WORDS, false>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves,
+        part, kc, n, W, groups_per_block, QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
+lowrank_apply_gates_counts_to_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
+    const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
+    int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2,
+    int kc2, qq_u64* pcounts, qq_u64* pbits) {
+    const size_t octets = (size_t)(qq_lr_num_groups(true, num_pairs, num_halves, n) + 1) / 2;
+    qq_lr_apply<true, 1, true, 2, true>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves, part, kc,
+        n, W, groups_per_block, QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
+}
+
+extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
+lowrank_apply_gates_counts_wide_to_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
+    const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
+    int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2,
+    int kc2, qq_u64* pcounts, qq_u64* pbits) {
+    const size_t octets = (size_t)(qq_lr_num_groups(true, num_pairs, num_halves, n) + 1) / 2;
+    qq_lr_apply<true, 1, true, QQ_LR_WORDS, true>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves,
+        part, kc, n, W, groups_per_block, QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
 }
 
 // The next window's pass 1 finished: per octet of rows (as lowrank_apply_gates_counts wrote them) a
@@ -1030,10 +1180,11 @@ __device__ __forceinline__ unsigned qq_every_fourth_bit(unsigned m) {  // bits 0
     return (m | (m >> 12)) & 0xFFu;
 }
 
-extern "C" __global__ void __launch_bounds__(QQ_LR_REDUCE_BLOCK, QQ_LR_REDUCE_BLOCKS_AN_SM)
-lowrank_reduce(unsigned char* S, const int* plan, const int* meta, const int* pcol, const qq_u64* vp,
-               const int* special, const int* active, const int4* pairs, const int2* halves, int num_pairs,
-               int num_halves, const qq_u64* pcounts, qq_u64* pbits, qq_u64* rowbits, int kc, int n, int tiles) {
+template <int N>
+__device__ __forceinline__ void qq_lr_reduce(unsigned char* S, const int* plan, const int* meta, const int* pcol,
+                                             const qq_u64* vp, const int* special, const int* active, const int4* pairs,
+                                             const int2* halves, int num_pairs, int num_halves, const qq_u64* pcounts,
+                                             qq_u64* pbits, qq_u64* rowbits, int kc, int n, int tiles) {
     __shared__ int s_col[QQ_LR_CHUNK], s_yz[QQ_LR_CHUNK], s_inject[QQ_LR_CHUNK];
     __shared__ qq_u64 s_vp[QQ_LR_CHUNK * QQ_LR_WORDS];
     if (*active == 0 || meta[QQ_LR_META_KP] == 0) return;  // uniform: nothing random in the window
@@ -1052,49 +1203,85 @@ lowrank_reduce(unsigned char* S, const int* plan, const int* meta, const int* pc
     const int o0 = 4 * ((int)blockIdx.x * (QQ_LR_REDUCE_BLOCK / 32) + (tid >> 5));
     if (o0 >= octets) return;  // warp-uniform
     const qq_u64 lo2 = 0x3333333333333333ull, hi2 = 0xCCCCCCCCCCCCCCCCull;
-    const size_t stride = (size_t)octets * 32;  // a tile's partial words
+    const size_t stride = (size_t)octets * 32, plane = stride * tiles;  // a tile's partial words, a plane's
     const int j = lane & 7, c = j & 1;            // row j of its octet: B column j = 2q + c
-    qq_lr_bits e[2] = {qq_lr_make(0ull, 0ull), qq_lr_make(0ull, 0ull)};
+    const int mtiles = (kc + 15) >> 4;
+    // this lane's row's bit sets e0, e1: in registers with two words, in shared memory with three
+    // (40 registers a thread, for 6 blocks a multiprocessor, would not hold them)
+    qq_lr_bits<N> er[2] = {qq_lr_zero<N>(), qq_lr_zero<N>()};
+    __shared__ qq_u64 s_e[N > 2 ? QQ_LR_REDUCE_BLOCK : 1][2][N];
+    qq_u64* e = &s_e[N > 2 ? tid : 0][0][0];
+    if constexpr (N > 2)
+#pragma unroll
+        for (int k = 0; k < 2 * N; ++k) e[k] = 0ull;
     for (int oo = 0; oo < 4 && o0 + oo < octets; ++oo) {
-        const unsigned long long* part = (const unsigned long long*)pcounts + (size_t)(o0 + oo) * 32 + lane;
-        qq_u64 sum = 0ull;
-        for (int t0 = 0; t0 < tiles; t0 += QQ_LR_REDUCE_INFLIGHT) {  // that many loads in flight a lane
-            qq_u64 v[QQ_LR_REDUCE_INFLIGHT];
 #pragma unroll
-            for (int u = 0; u < QQ_LR_REDUCE_INFLIGHT; ++u)
-                v[u] = t0 + u < tiles ? __ldcs(part + (t0 + u) * stride) : 0ull;
+        for (int p = 0; p < (N > 2 ? QQ_LR_PCOUNT_PLANES : 1); ++p) {  // tiles of collapses 8p .. 8p + 7
+            if (8 * p >= mtiles) break;
+            const unsigned long long* part =
+                (const unsigned long long*)pcounts + p * plane + (size_t)(o0 + oo) * 32 + lane;
+            qq_u64 sum = 0ull;
+            for (int t0 = 0; t0 < tiles; t0 += QQ_LR_REDUCE_INFLIGHT) {  // that many loads in flight a lane
+                qq_u64 v[QQ_LR_REDUCE_INFLIGHT];
 #pragma unroll
-            for (int u = 0; u < QQ_LR_REDUCE_INFLIGHT; ++u)
-                sum = (((sum & lo2) + (v[u] & lo2)) & lo2) | (((sum & hi2) + (v[u] & hi2)) & hi2);
-        }
-        for (int mt = 0; mt < ((kc + 15) >> 4); ++mt)
+                for (int u = 0; u < QQ_LR_REDUCE_INFLIGHT; ++u)
+                    v[u] = t0 + u < tiles ? __ldcs(part + (t0 + u) * stride) : 0ull;
 #pragma unroll
-            for (int hh = 0; hh < 2; ++hh)
+                for (int u = 0; u < QQ_LR_REDUCE_INFLIGHT; ++u)
+                    sum = (((sum & lo2) + (v[u] & lo2)) & lo2) | (((sum & hi2) + (v[u] & hi2)) & hi2);
+            }
+            for (int mt = 8 * p; mt < min(mtiles, 8 * p + 8); ++mt)
 #pragma unroll
-                for (int cc = 0; cc < 2; ++cc)
+                for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-                    for (int b = 0; b < 2; ++b) {
-                        const int f = 2 * hh + cc;
-                        const unsigned m = __ballot_sync(0xFFFFFFFFu, (sum >> (8 * mt + 2 * f + b)) & 1ull);
-                        if ((lane >> 3) == oo && cc == c) {
-                            const int at = 16 * mt + 8 * hh;  // collapses at .. at + 7, bit g of the gathered byte
-                            const qq_u64 bits = (qq_u64)qq_every_fourth_bit(m >> (j >> 1)) << (at & 63);
-                            if (at < 64)
-                                e[b].lo |= bits;
-                            else
-                                e[b].hi |= bits;
+                    for (int cc = 0; cc < 2; ++cc)
+#pragma unroll
+                        for (int b = 0; b < 2; ++b) {
+                            const int f = 2 * hh + cc;
+                            const unsigned m = __ballot_sync(0xFFFFFFFFu, (sum >> (8 * (mt & 7) + 2 * f + b)) & 1ull);
+                            if ((lane >> 3) == oo && cc == c) {
+                                const int at = 16 * mt + 8 * hh;  // collapses at .. at + 7, bit g of the gathered byte
+                                const qq_u64 bits = (qq_u64)qq_every_fourth_bit(m >> (j >> 1)) << (at & 63);
+                                if constexpr (N > 2)
+                                    e[N * b + (at >> 6)] |= bits;
+                                else if (at < 64)
+                                    er[b].w[0] |= bits;
+                                else
+                                    er[b].w[1] |= bits;
+                            }
                         }
-                    }
+        }
     }
     const int o = o0 + (lane >> 3), grp_index = 2 * o + (j >> 2);
     if (o >= octets || grp_index >= num_groups) return;
     const size_t r = qq_lr_slot_row(qq_lr_group(pairs, halves, num_pairs, num_halves, n, grp_index), j & 3, n);
     if (r == (size_t)-1) return;
-    qq_u64* pb = pbits + 4 * r;
-    const qq_lr_bits xP = qq_lr_make(pb[0], pb[1]), zP = qq_lr_make(pb[2], pb[3]);
-    pb[0] = pb[1] = pb[2] = pb[3] = 0ull;
-    qq_lr_phase(S, e[0], e[1], xP, zP, s_col, s_vp, s_yz, s_inject, special, meta[QQ_LR_META_SPECIAL], kc, r,
-                rowbits);
+    qq_u64* pb = pbits + 2 * QQ_LR_WORDS * r;
+    const qq_lr_bits<N> xP = qq_lr_load<N>(pb), zP = qq_lr_load<N>(pb + QQ_LR_WORDS);
+#pragma unroll
+    for (int k = 0; k < N; ++k) pb[k] = pb[QQ_LR_WORDS + k] = 0ull;  // words past N: only a _to_wide pass sets them
+    if constexpr (N > 2)
+        qq_lr_phase<N>(S, qq_lr_shared_bits<N>{e}, qq_lr_shared_bits<N>{e + N}, xP, zP, s_col, s_vp, s_yz, s_inject,
+                       special, meta[QQ_LR_META_SPECIAL], kc, r, rowbits);
+    else
+        qq_lr_phase<N>(S, er[0], er[1], xP, zP, s_col, s_vp, s_yz, s_inject, special, meta[QQ_LR_META_SPECIAL], kc, r,
+                       rowbits);
+}
+
+// lowrank_reduce: a next window's first chunk of up to QQ_LR_NARROW collapses; lowrank_reduce_wide: one of more
+extern "C" __global__ void __launch_bounds__(QQ_LR_REDUCE_BLOCK, QQ_LR_REDUCE_BLOCKS_AN_SM)
+lowrank_reduce(unsigned char* S, const int* plan, const int* meta, const int* pcol, const qq_u64* vp,
+               const int* special, const int* active, const int4* pairs, const int2* halves, int num_pairs,
+               int num_halves, const qq_u64* pcounts, qq_u64* pbits, qq_u64* rowbits, int kc, int n, int tiles) {
+    qq_lr_reduce<2>(S, plan, meta, pcol, vp, special, active, pairs, halves, num_pairs, num_halves, pcounts, pbits,
+                    rowbits, kc, n, tiles);
+}
+extern "C" __global__ void __launch_bounds__(QQ_LR_REDUCE_BLOCK, QQ_LR_REDUCE_BLOCKS_AN_SM)
+lowrank_reduce_wide(unsigned char* S, const int* plan, const int* meta, const int* pcol, const qq_u64* vp,
+                    const int* special, const int* active, const int4* pairs, const int2* halves, int num_pairs,
+                    int num_halves, const qq_u64* pcounts, qq_u64* pbits, qq_u64* rowbits, int kc, int n, int tiles) {
+    qq_lr_reduce<QQ_LR_WORDS>(S, plan, meta, pcol, vp, special, active, pairs, halves, num_pairs, num_halves, pcounts,
+                              pbits, rowbits, kc, n, tiles);
 }
 
 // The next window's measured rows before the pass that brings the tableau to them: block j makes
@@ -1155,8 +1342,11 @@ lowrank_ahead(const qq_u64* X, const qq_u64* Z, const unsigned char* S, const qq
             qq_u64 z = Z[r * W + w];
             if (update) {
                 qq_u64 d = 0ull;
-                for (int i = 0; i < kc; ++i)
-                    if ((((i < 64 ? s_bits[s][0] : s_bits[s][1]) >> (i & 63)) & 1ull)) d ^= VN[(size_t)i * W + w];
+                qq_u64 alpha = 0ull;  // word i >> 6 of the row's alpha
+                for (int i = 0; i < kc; ++i) {
+                    if ((i & 63) == 0) alpha = s_bits[s][i >> 6];
+                    if ((alpha >> (i & 63)) & 1ull) d ^= VN[(size_t)i * W + w];
+                }
                 const qq_u64 zd = z & d;
                 t4 = (t4 + (((unsigned)(qq_popc(zd) + 2 * qq_popc(x & zd)) & 3u) << (8 * s))) & 0x03030303u;
                 x ^= d;

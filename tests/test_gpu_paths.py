@@ -4,15 +4,16 @@ domain it accepts (cirq_quasarq/engines/cuda/measure.py, `window_path`):
 | path | takes a window of k collapses on n qubits (W = ceil(n / 64) words a row) when |
 |---|---|
 | one block (measure_block.cu) | W <= 64 (n <= 4096); past max(64, n // 64) collapses only where the scan finds few random ones |
-| low rank (measure_lowrank.cu) | W > 64, 8 <= k <= max(64, n // 64), no classical control; chunks of 128 collapses, a chunk's pivot columns up to 128; the next gate window folded into its last pass when the window holds only M |
+| low rank (measure_lowrank.cu) | W > 64, 8 <= k <= max(64, n // 64), no classical control; chunks of 160 collapses, a chunk's pivot columns up to 160 (three words of bits); the next gate window folded into its last pass when the window holds only M |
 | rows (measure_rows.cu) | W > 64, k <= max(64, n // 64), below the low-rank path's k; the next gate window folded in when W <= 160; the plan in one block when W <= 160 |
 | low rank after the scan | any W, k past the low-rank path's width, no classical control, and the window's scan finds at least max(8, 2 x its pieces) possibly random collapses (`wide_lowrank`): the low-rank path on consecutive pieces of at most max(64, n // 64) collapses, widths equal within one (`wide_pieces`) |
 | per collapse, transposed | everything else (the oracle of all: `batch_windows=False`) |
 
 Each window here has an exact width, the edges of each domain: 1, 7, 8 (low rank's first),
-64, 65, 127, 128, 129 (chunk edges), the largest k the low rank path takes and one more; on a
-tableau after 0, 2 or 20 paper-shaped layers of gates (0 layers: every collapse random with its
-own pivot, so a chunk holds 128 distinct pivot columns); with deterministic collapses (qubits
+64, 65, 127, 128, 129 (the edges of a chunk's words of bits), 159, 160, 161 (chunk edges), the
+largest k the low rank path takes and one more; on a tableau after 0, 2 or 20 paper-shaped layers
+of gates (0 layers: every collapse random with its own pivot, so a chunk holds 160 distinct pivot
+columns); with deterministic collapses (qubits
 measured again), inverted M, R and MR mixed in; each followed by a full gate layer (the fold).
 Records and final inverse tableau equal the per-collapse path bit for bit, for a sampled shot,
 another repetition and the reference. `--gpu-long` adds n = 60k and 100k with windows of 1,000
@@ -156,11 +157,11 @@ def _gpu():
 
 @pytest.mark.parametrize("scramble", [0, 2, 20])
 def test_lowrank_windows_at_the_edges_of_their_domain(scramble):
-    """n = 13000 (low rank up to 203 collapses a window): widths at every chunk edge, the last the
-    low-rank path takes and the first past it (per collapse)."""
+    """n = 13000 (low rank up to 203 collapses a window): widths at every edge of a chunk's words and
+    of the chunk, the last the low-rank path takes and the first past it (per collapse)."""
     n = 13000
     top = lowrank_max(n)
-    widths = [1, 7, 8, 64, 65, 127, 128, 129, top, top + 1]
+    widths = [1, 7, 8, 64, 65, 127, 128, 129, 159, 160, 161, top, top + 1]
     program = windows_program(n, 100 + scramble, widths, scramble)
     sched = schedule(program)
     assert window_widths(program, sched) == widths
@@ -170,8 +171,9 @@ def test_lowrank_windows_at_the_edges_of_their_domain(scramble):
 
 def test_lowrank_chunks_with_more_than_64_distinct_pivots():
     """n = 30000, no scrambling: every collapse random with a pivot of its own, so the chunks of
-    windows of 255, 256 and 468 (the widest the low-rank path takes) hold 128 distinct pivot columns
-    (the case a 128-bit integer's miscompiled bit clear broke); measured only, so each folds."""
+    windows of 255, 256 and 468 (the widest the low-rank path takes) hold 160 distinct pivot columns,
+    three words of bits (more than 64: the case a 128-bit integer's miscompiled bit clear broke);
+    measured only, so each folds."""
     n = 30000
     widths = [255, 256, lowrank_max(n)]
     program = windows_program(n, 5, widths, 0, mix=False)
@@ -363,34 +365,41 @@ def test_fused_windows_equal_each_window_its_own_pass_1(n, widths, resets):
                        settings=("default", "fuse_windows=False"))
 
 
-@pytest.mark.parametrize("widths,resets,chunks", [
-    # windows of 64, 86, 70, 215, 285, 294, 181, 150, 140, 69, 48, 12, 7 collapses
-    ([64, 129, 40, 312, 312, 312, 130, 144, 145, 33], False, {2, 3}),
+@pytest.mark.parametrize("n,widths,resets,chunks,kinds", [
+    # windows of 64, 86, 70, 308, 417, 401, 265, 192, 168, 68, 40, 15, 3, 2 collapses
+    (30000, [64, 129, 40, 450, 468, 400, 200, 170, 145, 33], False, {2, 3}, {(False, True), (True, True)}),
     # 100, 134, 165, 233, 127, 125, 65, 12, 8, 1, with R and MR in some
-    ([100, 200, 150, 300, 60, 140, 20], True, {2}),
+    (20000, [100, 200, 150, 300, 60, 140, 20], True, {1, 2}, {(False, True)}),
+    # 100, 134, 133, 66, 37, 9, 1: every pair of narrow and wide chunks, as at 180k qubits
+    (20000, [100, 200, 100, 60, 20], False, {1}, {(False, False), (False, True), (True, False), (True, True)}),
 ])
-def test_fused_passes_decide_windows_of_several_chunks(monkeypatch, widths, resets, chunks):
+def test_fused_passes_decide_windows_of_several_chunks(monkeypatch, n, widths, resets, chunks, kinds):
     """A window's pass also makes the pass 1 of the next window's first chunk when that window has
     several (lowrank_ahead and the plan on its rows as for one chunk; its later chunks make their
-    own): records and final tableau equal each window making its own passes 1 and the per-collapse
-    path bit for bit. n = 20000: the low-rank path takes windows of up to 312 collapses, so two
-    chunks and three (the paper's circuit at 180k qubits has windows of 129-134)."""
+    own), and of a first chunk of more than 128 collapses (partial counts in two planes, pivot bits
+    in three words): records and final tableau equal each window making its own passes 1 and the
+    per-collapse path bit for bit. The low-rank path takes windows of up to 468 collapses at
+    n = 30000 and 312 at 20000, so two chunks and three (the paper's circuit at 180k qubits has
+    windows of 129-134: one chunk). `kinds`: the (this chunk, the next) past LOWRANK_NARROW that
+    fused passes took, so each of lowrank_apply_gates_counts{,_wide}{,_to_wide} is run."""
     from cirq_quasarq.engines.cuda import measure
 
-    n = 20000
     program = layered_program(n, len(widths), widths, resets)
     actual = window_widths(program, schedule(program))
-    decided = []
+    decided, taken = [], set()
     real_fuse = measure.fuse_pass
 
     def fuse(engine, ws, T, X, Z, kc, fold, nxt, *args):
         decided.append(nxt.end - nxt.start)
+        first = min(nxt.end - nxt.start, measure.LOWRANK_CHUNK)  # the next window's chunk this pass counts
+        taken.add((kc > measure.LOWRANK_NARROW, first > measure.LOWRANK_NARROW))
         return real_fuse(engine, ws, T, X, Z, kc, fold, nxt, *args)
 
     monkeypatch.setattr(measure, "fuse_pass", fuse)
     assert_paths_equal(program, 11, ("collapse window (low rank, fused)",), settings=("default", "fuse_windows=False"))
     assert set(decided) <= set(actual), (decided, actual)
     assert {-(-k // measure.LOWRANK_CHUNK) for k in decided} >= chunks, (decided, actual)
+    assert taken >= kinds, (taken, decided, actual)
 
 
 @pytest.mark.parametrize("blocks", [1, 3])
@@ -415,6 +424,8 @@ def test_fused_windows_do_not_depend_on_the_plan_blocks(blocks):
 
 # The kernels that read and write every row of the tableau once a launch (a pass over it)
 _PASS_KERNELS = ("tableau_gates_window", "lowrank_apply", "lowrank_apply_gates", "lowrank_apply_gates_counts",
+                 "lowrank_apply_wide", "lowrank_apply_gates_wide", "lowrank_apply_gates_counts_wide",
+                 "lowrank_apply_gates_counts_to_wide", "lowrank_apply_gates_counts_wide_to_wide",
                  "measure_rows_apply", "measure_rows_apply_gates")
 
 

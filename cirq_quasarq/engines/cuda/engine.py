@@ -99,7 +99,7 @@ class CudaEngine(Engine):
     and wider windows whose scan finds many random collapses in pieces of at most that width (attribute
     `wide_lowrank`); False keeps the per-collapse transposed path (the batched path's oracle).
     lowrank_windows: among those, windows of at least `lowrank_min` collapses (default
-    measure.LOWRANK_MIN_COLLAPSES) take the low-rank update (measure_lowrank.cu: per 128 collapses
+    measure.LOWRANK_MIN_COLLAPSES) take the low-rank update (measure_lowrank.cu: per 160 collapses
     a tensor-core product and a table-driven pass instead of each row through every collapse);
     False keeps measure_rows_apply for them (its oracle).
     profile: when set, every kernel launch is bracketed by CUDA events and each run_tableau /

@@ -95,6 +95,8 @@ ROWS_FOLD_MAX_W = 160
 ROWS_FOLD_MAX_MASK_WORDS = 4096
 LOWRANK_CHUNK = loader.source_define("measure_lowrank.cu", "QQ_LR_CHUNK")
 LOWRANK_WORDS = loader.source_define("measure_lowrank.cu", "QQ_LR_WORDS")
+# chunks of more than this many collapses take the kernels of three words of alpha (lowrank_*_wide)
+LOWRANK_NARROW = loader.source_define("measure_lowrank.cu", "QQ_LR_NARROW")
 LOWRANK_PREP_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_PREP_BLOCK")
 LOWRANK_COUNT_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_BLOCK")
 LOWRANK_COUNT_ROWS = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_ROWS")
@@ -102,7 +104,7 @@ LOWRANK_COUNT_SMEM = loader.source_define("measure_lowrank.cu", "QQ_LR_COUNT_SME
 # lowrank_counts_<C> by the most collapses C of a chunk it takes: a chunk takes the smallest that holds it
 LOWRANK_COUNTS = {16: "lowrank_counts_16", 32: "lowrank_counts_32", 48: "lowrank_counts_48", 64: "lowrank_counts_64",
                   80: "lowrank_counts_80", 96: "lowrank_counts_96", 112: "lowrank_counts_112",
-                  128: "lowrank_counts_128"}
+                  128: "lowrank_counts_128", 144: "lowrank_counts_144", 160: "lowrank_counts_160"}
 # lowrank_counts' 16-byte copies may read this far past the end of X, Z (X2, Z2) and the victim masks
 LOWRANK_TAIL_BYTES = 8 * loader.source_define("measure_lowrank.cu", "QQ_LR_TAIL_WORDS")
 LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
@@ -290,12 +292,20 @@ def lowrank_part_words(n: int, W: int) -> int:
     return -(-W // LOWRANK_TILE) * -(-n // 2)
 
 
-def fused_count_words(n: int, W: int) -> int:
-    """8-byte words of lowrank_apply_gates_counts' partial counts: per tile of columns, octet of
-    rows (two groups of four) and lane: 2 bits a row and collapse, for up to 8 x 16 collapses."""
+def fused_count_words(n: int, W: int, max_collapses: int = LOWRANK_CHUNK) -> int:
+    """8-byte words of lowrank_apply_gates_counts' partial counts for next windows of up to
+    max_collapses: per tile of columns, octet of rows (two groups of four) and lane, 2 bits a row and
+    collapse, 8 x 16 collapses a word, in planes of a word each (`pcount_planes`)."""
     groups = -(-n // 2)
     octets = -(-groups // 2)
-    return -(-W // LOWRANK_TILE) * octets * 32
+    return -(-W // LOWRANK_TILE) * octets * 32 * pcount_planes(max_collapses)
+
+
+def pcount_planes(collapses: int) -> int:
+    """Planes of partial counts a next window of this many collapses fills (its first chunk's: a
+    plane a word of eight tiles of 16 collapses, as qq_lr_octet_counts writes them)."""
+    tiles = -(-min(max(1, collapses), LOWRANK_CHUNK) // 16)
+    return -(-tiles // 8)
 
 
 def foldable_gates(ins: np.ndarray, start: int, end: int) -> Optional[int]:
@@ -394,15 +404,16 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
             if ahead is not None:
                 fuse_pass(engine, ws, T, X, Z, kc, fold, ahead, k0, k1, rep, ref_flag)
                 continue
-            launch(stage, "lowrank_apply_gates", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z), int(ws.vn),
-                   int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), int(ws.gdesc), pairs,
-                   halves, int(ws.lr_part), kc, n, W, per,
+            launch(stage, "lowrank_apply_gates_wide" if kc > LOWRANK_NARROW else "lowrank_apply_gates", apply_grid,
+                   (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z), int(ws.vn), int(ws.lr_rows), int(ws.lr_meta),
+                   int(ws.lr_pivots), int(ws.active), int(ws.gdesc), pairs, halves, int(ws.lr_part), kc, n, W, per,
                    shared_size=tables + 8 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32))
             _signs(engine, stage, ws, ws.window, T, fold)
         else:
-            launch("collapse window (low rank)", "lowrank_apply", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X),
-                   int(Z), int(ws.vn), int(ws.lr_rows), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active),
-                   int(ws.lr_part), kc, n, W, per, shared_size=tables)
+            launch("collapse window (low rank)", "lowrank_apply_wide" if kc > LOWRANK_NARROW else "lowrank_apply",
+                   apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z), int(ws.vn), int(ws.lr_rows),
+                   int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), int(ws.lr_part), kc, n, W, per,
+                   shared_size=tables)
             _signs(engine, "collapse window (low rank)", ws, ws.window, T, None)
     special = 2 * int(np.count_nonzero(ins[cstart:cend, OP] != _M))
     if special:  # rows whose sign a reset clears mid-window: one collapse after the other
@@ -481,15 +492,19 @@ def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, 
     tables = _tables_bytes(kc)
     staged = 8 * 2 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32)  # two groups' words a warp
     victims = LOWRANK_VT_TILE_BYTES * -(-kc2 // 16)  # the next chunk's A fragments on the tile
-    launch(stage, "lowrank_apply_gates_counts", apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z),
-           int(cur.vn), int(ws.lr_rows), int(cur.meta), int(cur.pivots), int(cur.active), int(ws.gdesc), pairs,
-           halves, int(ws.lr_part), kc, n, W, per, int(ws.vn), int(ws.lr_meta),
-           int(ws.lr_pivots), int(ws.active), kc2, int(fused.pcounts), int(fused.pbits),
-           shared_size=tables + staged + victims)
+    # the kernel of this chunk's words of alpha (_wide past LOWRANK_NARROW) and the next chunk's (_to_wide)
+    kernel = {(False, False): "lowrank_apply_gates_counts", (True, False): "lowrank_apply_gates_counts_wide",
+              (False, True): "lowrank_apply_gates_counts_to_wide",
+              (True, True): "lowrank_apply_gates_counts_wide_to_wide"}[kc > LOWRANK_NARROW, kc2 > LOWRANK_NARROW]
+    launch(stage, kernel, apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z), int(cur.vn), int(ws.lr_rows),
+           int(cur.meta), int(cur.pivots), int(cur.active), int(ws.gdesc), pairs, halves, int(ws.lr_part), kc, n, W,
+           per, int(ws.vn), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), kc2, int(fused.pcounts),
+           int(fused.pbits), shared_size=tables + staged + victims)
     _signs(engine, stage, ws, cur, T, fold)
     groups = -(-n // 2)
     octets = -(-groups // 2)  # octets of rows: two groups of four
-    launch(stage, "lowrank_reduce", (-(-octets // (4 * LOWRANK_REDUCE_BLOCK // 32)), 1), (LOWRANK_REDUCE_BLOCK, 1, 1),
+    launch(stage, "lowrank_reduce_wide" if kc2 > LOWRANK_NARROW else "lowrank_reduce",
+           (-(-octets // (4 * LOWRANK_REDUCE_BLOCK // 32)), 1), (LOWRANK_REDUCE_BLOCK, 1, 1),
            int(ws.S), int(ws.plan), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_vp), int(ws.lr_special),
            int(ws.active), int(ws.gpairs), int(ws.ghalves), pairs, halves, int(fused.pcounts), int(fused.pbits),
            int(ws.lr_rows), kc2, n, -(-W // LOWRANK_TILE))

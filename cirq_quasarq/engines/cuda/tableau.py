@@ -213,8 +213,9 @@ class _FusedBuffers:
         k = _FusedBuffers.widest(n, max_collapses)
         self.window = _WindowBuffers(alloc, W, k)
         self.ax, self.az, self.as_ = alloc(8 * k * W), alloc(8 * k * W), alloc(k)
-        self.pcounts = alloc(8 * measure.fused_count_words(n, W))
-        self.pbits = alloc(8 * 4 * 2 * max(1, n))  # zeroed by each run that fuses; lowrank_reduce clears its rows'
+        self.pcounts = alloc(8 * measure.fused_count_words(n, W, k))
+        # zeroed by each run that fuses; lowrank_reduce clears its rows'
+        self.pbits = alloc(8 * 2 * measure.LOWRANK_WORDS * 2 * max(1, n))
 
     @staticmethod
     def widest(n: int, max_collapses: int) -> int:
@@ -226,7 +227,7 @@ class _FusedBuffers:
     def bytes_needed(n: int, W: int, max_collapses: int) -> int:
         k = _FusedBuffers.widest(n, max_collapses)
         return (_WindowBuffers.bytes_needed(W, k) + 16 * k * W + k
-                + 8 * measure.fused_count_words(n, W) + 64 * max(1, n))
+                + 8 * measure.fused_count_words(n, W, k) + 32 * measure.LOWRANK_WORDS * max(1, n))
 
 
 class _LoopFolding:
@@ -461,7 +462,8 @@ class TableauMode:
             cuda.memset_d8(ws.gmark, 0, n)
             ws.group_counts = (0, 0)
         if fuses and ws.fusion(engine) is not None:
-            cuda.memset_d32(ws.fused.pbits, 0, 8 * 2 * n)  # a run cut short may have left pivot bits
+            # a run cut short may have left pivot bits (2 LOWRANK_WORDS words a row, two u32 a word)
+            cuda.memset_d32(ws.fused.pbits, 0, 2 * 2 * measure.LOWRANK_WORDS * 2 * n)
         else:
             fuses = {}  # no room for the partial counts: each window makes its own pass 1
         folded = -1  # the gate window a collapse window took into its pass
