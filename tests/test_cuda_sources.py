@@ -364,6 +364,35 @@ def test_wide_windows_pieces_cover_the_window_in_as_few_equal_pieces_as_the_batc
             assert max(widths) - min(widths) <= 1 and 2 * min(widths) >= step, (n, k, widths)
 
 
+def test_lowrank_windows_only_where_their_shared_memory_fits():
+    """measure.window_path and wide_lowrank give the low-rank path only on a device whose blocks may
+    take what its kernels ask for (the fused pass on two full chunks: 224 KiB); with less (an A100's
+    164 KiB) the same windows take the rows path, and with lowrank_windows off too. The kernels'
+    own launches (tables, exchange words, fragments) never ask for more than the bound."""
+    from types import SimpleNamespace
+
+    from cirq_quasarq.core.program import ProgramBuilder
+    from cirq_quasarq.engines.cuda import measure
+
+    need = measure.lowrank_shared_bytes()
+    assert 220 * 1024 <= need <= 227 * 1024  # an H100's or H200's opt-in shared memory is 227 KiB
+    fused = (measure._tables_bytes(measure.LOWRANK_CHUNK) + measure.LOWRANK_VT_TILE_BYTES * measure.LOWRANK_CHUNK // 16
+             + 8 * 2 * measure.LOWRANK_XCH_WORDS * (measure.LOWRANK_APPLY_BLOCK // 32))
+    assert fused + measure.LOWRANK_STATIC_SHARED == need
+    n, k = 20000, 100
+    b = ProgramBuilder(n)
+    for q in range(k):
+        b.measure(q)
+    ins = b.build().instructions
+    W = -(-n // 64)
+    for optin, lowrank, want in ((227 * 1024, True, "lowrank"), (need, True, "lowrank"), (need - 1, True, "rows"),
+                                 (164 * 1024, True, "rows"), (227 * 1024, False, "rows")):
+        engine = SimpleNamespace(block_windows=True, batch_windows=True, lowrank_windows=lowrank, wide_lowrank=True,
+                                 lowrank_min=measure.LOWRANK_MIN_COLLAPSES, smem_optin=optin)
+        assert measure.window_path(engine, n, W, ins, 0, k) == want, (optin, lowrank)
+        assert measure.wide_lowrank(engine, n, W, ins, 0, k, k) == (want == "lowrank"), (optin, lowrank)
+
+
 def test_idle_qubit_lists_of_folded_gate_windows(monkeypatch):
     """DeviceProgram.idle_qubits: per gate window the qubits none of its instructions acts on (both
     qubits of a two-qubit gate count, I acts), uploaded once (the missing windows together); past

@@ -158,8 +158,27 @@ def window_path(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int)
         return "block"
     count = cend - cstart
     if count <= batched_width(n) and _batchable(engine, W, ins, cstart, cend):
-        return "lowrank" if engine.lowrank_windows and count >= max(2, engine.lowrank_min) else "rows"
+        return "lowrank" if lowrank_on(engine) and count >= max(2, engine.lowrank_min) else "rows"
     return "transpose"
+
+
+# Static shared memory the low-rank pass-2 kernels may add to their dynamic share (3.3 KiB at
+# QQ_LR_CHUNK 160, nvcc 13.0 for sm_90)
+LOWRANK_STATIC_SHARED = 4096
+
+
+def lowrank_shared_bytes() -> int:
+    """The most shared memory a block of the low-rank kernels asks for: the fused pass on two full
+    chunks (pass 2's tables, two groups' exchange words a warp, the next chunk's fragments)."""
+    return (_tables_bytes(LOWRANK_CHUNK) + 8 * 2 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32)
+            + LOWRANK_VT_TILE_BYTES * -(-LOWRANK_CHUNK // 16) + LOWRANK_STATIC_SHARED)
+
+
+def lowrank_on(engine) -> bool:
+    """Whether windows may take the low-rank update: asked for (`engine.lowrank_windows`) and its
+    kernels' shared memory fits a block on this device (227 KiB on an H100 or H200; a GPU with less,
+    such as an A100's 164 KiB, keeps the rows path, which asks for a few rows' worth)."""
+    return engine.lowrank_windows and engine.smem_optin >= lowrank_shared_bytes()
 
 
 def _batchable(engine, W: int, ins: np.ndarray, cstart: int, cend: int) -> bool:
@@ -180,7 +199,7 @@ def wide_lowrank(engine, n: int, W: int, ins: np.ndarray, cstart: int, cend: int
     distance-51 surface code's first round and final data measurement: 3,900 random collapses on
     5,354 qubits, 7,800 launches; distance 25's 300 a window, 7 ms in one block) goes low-rank.
     `engine.wide_lowrank = False` keeps every such window per collapse (in one block)."""
-    if not (engine.wide_lowrank and engine.lowrank_windows):
+    if not (engine.wide_lowrank and lowrank_on(engine)):
         return False
     pieces = -(-(cend - cstart) // batched_width(n))
     return randoms >= max(engine.lowrank_min, 2 * pieces) and _batchable(engine, W, ins, cstart, cend)
