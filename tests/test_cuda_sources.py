@@ -379,6 +379,9 @@ def test_lowrank_windows_only_where_their_shared_memory_fits():
     fused = (measure._tables_bytes(measure.LOWRANK_CHUNK) + measure.LOWRANK_VT_TILE_BYTES * measure.LOWRANK_CHUNK // 16
              + 8 * 2 * measure.LOWRANK_XCH_WORDS * (measure.LOWRANK_APPLY_BLOCK // 32))
     assert fused + measure.LOWRANK_STATIC_SHARED == need
+    # the fused pass's launches ask for no more, whatever its two chunks
+    assert max(measure.fused_shared_bytes(kc, kc2) for kc in range(1, measure.LOWRANK_CHUNK + 1)
+               for kc2 in range(1, measure.LOWRANK_CHUNK + 1)) == fused
     n, k = 20000, 100
     b = ProgramBuilder(n)
     for q in range(k):

@@ -169,9 +169,16 @@ LOWRANK_STATIC_SHARED = 4096
 
 def lowrank_shared_bytes() -> int:
     """The most shared memory a block of the low-rank kernels asks for: the fused pass on two full
-    chunks (pass 2's tables, two groups' exchange words a warp, the next chunk's fragments)."""
-    return (_tables_bytes(LOWRANK_CHUNK) + 8 * 2 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32)
-            + LOWRANK_VT_TILE_BYTES * -(-LOWRANK_CHUNK // 16) + LOWRANK_STATIC_SHARED)
+    chunks, and its static share."""
+    return fused_shared_bytes(LOWRANK_CHUNK, LOWRANK_CHUNK) + LOWRANK_STATIC_SHARED
+
+
+def fused_shared_bytes(kc: int, kc2: int) -> int:
+    """lowrank_apply_gates_counts' dynamic shared memory for a chunk of kc collapses and a next
+    chunk of kc2: pass 2's tables, two groups' exchange words a warp, the next chunk's A fragments
+    on the tile."""
+    return (_tables_bytes(kc) + 8 * 2 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32)
+            + LOWRANK_VT_TILE_BYTES * -(-kc2 // 16))
 
 
 def lowrank_on(engine) -> bool:
@@ -508,9 +515,6 @@ def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, 
           side=(fused.ax, fused.az, fused.as_))
     _prepare(engine, ws, 0, kc2, k2)
     apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
-    tables = _tables_bytes(kc)
-    staged = 8 * 2 * LOWRANK_XCH_WORDS * (LOWRANK_APPLY_BLOCK // 32)  # two groups' words a warp
-    victims = LOWRANK_VT_TILE_BYTES * -(-kc2 // 16)  # the next chunk's A fragments on the tile
     # the kernel of this chunk's words of alpha (_wide past LOWRANK_NARROW) and the next chunk's (_to_wide)
     kernel = {(False, False): "lowrank_apply_gates_counts", (True, False): "lowrank_apply_gates_counts_wide",
               (False, True): "lowrank_apply_gates_counts_to_wide",
@@ -518,7 +522,7 @@ def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, 
     launch(stage, kernel, apply_grid, (LOWRANK_APPLY_BLOCK, 1, 1), int(X), int(Z), int(cur.vn), int(ws.lr_rows),
            int(cur.meta), int(cur.pivots), int(cur.active), int(ws.gdesc), pairs, halves, int(ws.lr_part), kc, n, W,
            per, int(ws.vn), int(ws.lr_meta), int(ws.lr_pivots), int(ws.active), kc2, int(fused.pcounts),
-           int(fused.pbits), shared_size=tables + staged + victims)
+           int(fused.pbits), shared_size=fused_shared_bytes(kc, kc2))
     _signs(engine, stage, ws, cur, T, fold)
     groups = -(-n // 2)
     octets = -(-groups // 2)  # octets of rows: two groups of four

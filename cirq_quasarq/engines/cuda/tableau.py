@@ -215,7 +215,12 @@ class _FusedBuffers:
         self.ax, self.az, self.as_ = alloc(8 * k * W), alloc(8 * k * W), alloc(k)
         self.pcounts = alloc(8 * measure.fused_count_words(n, W, k))
         # zeroed by each run that fuses; lowrank_reduce clears its rows'
-        self.pbits = alloc(8 * 2 * measure.LOWRANK_WORDS * 2 * max(1, n))
+        self.pbits = alloc(_FusedBuffers.pbits_bytes(n))
+
+    @staticmethod
+    def pbits_bytes(n: int) -> int:
+        """The rows' bits on the next window's pivots: x, then z, LOWRANK_WORDS words each, 2n rows."""
+        return 8 * 2 * measure.LOWRANK_WORDS * 2 * max(1, n)
 
     @staticmethod
     def widest(n: int, max_collapses: int) -> int:
@@ -227,7 +232,7 @@ class _FusedBuffers:
     def bytes_needed(n: int, W: int, max_collapses: int) -> int:
         k = _FusedBuffers.widest(n, max_collapses)
         return (_WindowBuffers.bytes_needed(W, k) + 16 * k * W + k
-                + 8 * measure.fused_count_words(n, W, k) + 32 * measure.LOWRANK_WORDS * max(1, n))
+                + 8 * measure.fused_count_words(n, W, k) + _FusedBuffers.pbits_bytes(n))
 
 
 class _LoopFolding:
@@ -462,8 +467,7 @@ class TableauMode:
             cuda.memset_d8(ws.gmark, 0, n)
             ws.group_counts = (0, 0)
         if fuses and ws.fusion(engine) is not None:
-            # a run cut short may have left pivot bits (2 LOWRANK_WORDS words a row, two u32 a word)
-            cuda.memset_d32(ws.fused.pbits, 0, 2 * 2 * measure.LOWRANK_WORDS * 2 * n)
+            cuda.memset_d32(ws.fused.pbits, 0, _FusedBuffers.pbits_bytes(n) // 4)  # a run cut short may have left some
         else:
             fuses = {}  # no room for the partial counts: each window makes its own pass 1
         folded = -1  # the gate window a collapse window took into its pass
