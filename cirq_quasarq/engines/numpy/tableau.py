@@ -18,7 +18,6 @@ from ...core.tableau import InverseTableau
 
 _ONE = np.uint64(1)
 _BLOCK_BYTES = 1 << 18
-_NONE = np.zeros(0, dtype=np.int64)
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,48 +54,56 @@ def _gate_plan(code: int):
     return arity, tuple(gathered), tuple(changes)
 
 
+@functools.lru_cache(maxsize=None)
+def _output_tables():
+    """`_gate_plan` of every opcode as arrays over (opcode, output g): what output g of a row of
+    that opcode is (0: left alone, -1: its sign flipped, s: a product of s old rows), its log_i and
+    its input slots (0 = X_q0, 1 = Z_q0, 2 = X_q1, 3 = Z_q1). Non-unitary opcodes leave all alone."""
+    what = np.zeros((opcodes.NUM_OPCODES, 4), dtype=np.int8)
+    logs = np.zeros((opcodes.NUM_OPCODES, 4), dtype=np.int64)
+    inputs = np.zeros((opcodes.NUM_OPCODES, 4, 3), dtype=np.int64)
+    for code in range(opcodes.NUM_OPCODES):
+        if opcodes.KIND[code] != opcodes.Kind.UNITARY or opcodes.ARITY[code] == 0:
+            continue
+        for g, log_i, ins in _gate_plan(code)[2]:
+            what[code, g] = -1 if ins == (g,) else len(ins)
+            logs[code, g] = log_i
+            inputs[code, g, : len(ins)] = ins
+    return what, logs, inputs
+
+
 class GateTable:
     """Every unitary row's changed outputs (`_gate_plan`: a sign alone flipped, or a product of one,
     two or three old rows), in the order of the rows they come from, for TableauState.apply_layer:
     the plan of a layer of gate runs is a slice of each part where the runs are consecutive rows
-    (`plan`), and their slices joined otherwise (`plan_of`). Made once a program by opcode, a few
-    array operations each, where a plan made for each layer took a hundred (a fifth of a first
-    2000-qubit reference run)."""
+    (`plan`), and their slices joined otherwise (`plan_of`). Made once a program from per-opcode
+    tables (`_output_tables`): a few array operations over all rows, which come out in row order
+    (a part per opcode, joined and sorted by row, had cost a 2000-qubit first call 9-15 ms)."""
 
     def __init__(self, n: int, instructions: np.ndarray):
         self.instructions = instructions
-        ops = instructions[:, OP]
-        flips, parts = [], {1: [], 2: [], 3: []}  # (row, output, log_i, inputs...) arrays
-        for code in np.flatnonzero(np.bincount(ops, minlength=opcodes.NUM_OPCODES)).tolist():
-            if opcodes.KIND[code] != opcodes.Kind.UNITARY or opcodes.ARITY[code] == 0:
-                continue
-            arity, _, changes = _gate_plan(code)
-            if not changes:
-                continue
-            at = np.flatnonzero(ops == code)
-            q0 = instructions[at, A].astype(np.int64)
-            slots = [q0, q0 + n]  # 0 = X_q0, 1 = Z_q0, 2 = X_q1, 3 = Z_q1
-            if arity == 2:
-                q1 = instructions[at, B].astype(np.int64)
-                slots += [q1, q1 + n]
-            for g, log_i, inputs in changes:
-                if inputs == (g,):  # its own row, sign flipped
-                    flips.append((at, slots[g]))
-                else:
-                    parts[len(inputs)].append((at, slots[g], np.full(len(at), log_i), *(slots[i] for i in inputs)))
-        self.flips = self._in_row_order(flips) if flips else (_NONE, _NONE)
+        what, logs, inputs = _output_tables()
+        ops = instructions[:, OP].astype(np.int64)
+        # Entry 4r + g: output g of row r, and the tableau row of slot g of row r (flat, so every
+        # index below is a 1-D gather). A row that is no gate has no entry, so its slots (its B
+        # may be anything) are never read.
+        outputs = what.view(np.int32).reshape(-1)[ops].view(np.int8)
+        slot_rows = np.empty((len(ops), 4), dtype=np.int64)
+        slot_rows[:, 0] = instructions[:, A]
+        slot_rows[:, 2] = instructions[:, B]
+        np.add(slot_rows[:, 0::2], n, out=slot_rows[:, 1::2])
+        slot_rows = slot_rows.reshape(-1)
+        entry = np.flatnonzero(outputs == -1)
+        self.flips = (entry >> 2, slot_rows[entry])
         self.groups = []
-        for got in parts.values():
-            if got:
-                at, out, logs, *ins = self._in_row_order(got)
-                self.groups.append((at, out, np.stack(ins), logs))
-
-    @staticmethod
-    def _in_row_order(parts) -> list:
-        """The parts' fields (row, then the others), each joined over the parts and ordered by row."""
-        columns = [np.concatenate(field) for field in zip(*parts)]
-        order = np.argsort(columns[0], kind="stable")
-        return [column[order] for column in columns]
+        for size in (1, 2, 3):
+            entry = np.flatnonzero(outputs == size)  # by row, then by output
+            if len(entry):
+                cell = 4 * ops[entry >> 2] + (entry & 3)  # (opcode, output) in the tables
+                first, ins = entry & ~3, np.empty((size, len(entry)), dtype=np.int64)
+                for k in range(size):
+                    np.take(slot_rows, first + inputs[..., k].reshape(-1)[cell], out=ins[k])
+                self.groups.append((entry >> 2, slot_rows[entry], ins, logs.reshape(-1)[cell]))
 
     def plan(self, lo: int, hi: int) -> tuple:
         """The plan of the gates of rows [lo, hi) (as `apply_layer` takes it: views)."""
