@@ -59,6 +59,19 @@ def reference(engine: Engine, program: Program) -> np.ndarray:
     return ref
 
 
+def sample_frames(engine: Engine, program: Program, key, shots: int, *, shot_major: bool = False) -> np.ndarray:
+    """`engine.sample_frames` of a call's records, with the program's reference: where the program
+    has none yet, from one run that makes both if the engine can (`Engine.sample_with_reference`:
+    a first call of a few shots), and the reference is kept."""
+    sched = prepared(program)
+    if "reference" not in program.derived:
+        both = engine.sample_with_reference(program, sched, key, shots)
+        if both is not None:
+            program.derived["reference"], packed = both
+            return parities_shot_major(packed, shots) if shot_major else packed
+    return engine.sample_frames(program, sched, key, reference(engine, program), shots, shot_major=shot_major)
+
+
 # A stim.Circuit of at least this many qubits, new to the process, of unitaries and collapses only,
 # compiles in pieces whose windows an engine streaming them (`Engine.streams_pieces`) runs while the
 # next compiles: the compile and the device's reference run overlap. Below it the pieces cost the

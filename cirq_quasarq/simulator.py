@@ -35,6 +35,7 @@ from .shots import compiled_with_reference
 from .shots import draw_key as _draw_key
 from .shots import prepared
 from .shots import reference as _reference
+from .shots import sample_frames as _sample_frames
 
 _SPLIT_ADVICE = "Ask for fewer repetitions per call (results do not depend on how shots are split)"
 _UNPACKED_ADVICE = ("sample_measurements(..., bit_packed=True) / sample_detectors(..., bit_packed=True) keep "
@@ -272,7 +273,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         key = self._next_key()
         if program.needs_branching():
             return self.engine.sample_controlled(program, sched, key, repetitions)
-        return self.engine.sample_frames(program, sched, key, self.reference(program), repetitions)
+        return _sample_frames(self.engine, program, key, repetitions)
 
     def sample(self, program: cirq.AbstractCircuit, *, repetitions: int = 1, params: cirq.Sweepable = None):
         """cirq.Sampler.sample (a pandas DataFrame), `repetitions` checked first."""
@@ -387,8 +388,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
             contract.measurements_bytes(program, repetitions, bit_packed), _UNPACKED_ADVICE)
         if bit_packed and not program.needs_branching():
             contract.warn_if_long(program, self.engine.name, shots=repetitions)  # laid out shot-major where the frames are
-            return self.engine.sample_frames(program, prepared(program), self._next_key(), self.reference(program),
-                                             repetitions, shot_major=True)
+            return _sample_frames(self.engine, program, self._next_key(), repetitions, shot_major=True)
         return shot_major(self.sample_packed(program, repetitions), repetitions, bit_packed)
 
     def detector_coordinates(self, circuit: Any) -> Dict[int, List[float]]:

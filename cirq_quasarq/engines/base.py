@@ -82,6 +82,13 @@ class Engine(abc.ABC):
         word first_word's first shot). Calls over adjacent word ranges, concatenated, equal one
         call over their union: the sharding contract of cirq_quasarq.distributed."""
 
+    def sample_with_reference(self, program: Program, schedule: Schedule, key, shots: int, *,
+                              first_word: int = 0) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """(the reference sample, `sample_frames(program, schedule, key, reference, shots,
+        first_word=first_word)`) from one run, where the engine can make both at once (a program's
+        first call of a few shots); None where it cannot, or would gain nothing."""
+        return None
+
     def reduce_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
                       shots: int, parities: Optional[Parities] = None, *, op: str = "popcount",
                       first_word: int = 0) -> np.ndarray:

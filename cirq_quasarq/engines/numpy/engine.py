@@ -28,6 +28,9 @@ from .tableau import GateTable, TableauState
 Kind = opcodes.Kind
 _UNITARY, _NOISE, _RECORD_NOISE, _FRAME = int(Kind.UNITARY), int(Kind.NOISE), int(Kind.RECORD_NOISE), int(Kind.FRAME)
 _COLLAPSES = (int(Kind.MEASURE), int(Kind.RESET), int(Kind.MEASURE_RESET))
+_COLLAPSE_OP = np.isin(opcodes.KIND, _COLLAPSES)  # per opcode
+_RIDER_ROWS_AS_INTS = 16  # a one-shot call's windows of up to this many collapses go row by row (_Riders)
+_RIDES_OP = _COLLAPSE_OP | (opcodes.KIND == _UNITARY)  # what _Riders follow
 _ONE = np.uint64(1)
 _M, _R, _MR, _I = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"], opcodes.CODE["I"]
 _LAYER_WORDS = 64  # tableaux of up to 4096 qubits take their gates a layer at a time (measured crossover)
@@ -77,23 +80,43 @@ class NumpyEngine(Engine):
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,
                     reference: bool = False, initial: Optional[InverseTableau] = None,
                     records: Optional[np.ndarray] = None) -> TableauRun:
-        n = program.num_qubits
-        need = 3 * 2 * (2 * n) * max(1, (n + 63) // 64) * 8  # X and Z, and a collapse's temporaries
+        state = self._tableau_state(program.num_qubits, initial)
+        records = (np.zeros(program.num_records, dtype=np.uint8) if records is None
+                   else _initial_records(records, program.num_records))
+        self._walk_tableau(_TableauPass(self, program, schedule, key, repetition, reference, state, records))
+        return TableauRun(records=records, tableau=state.snapshot())
+
+    def _tableau_state(self, n: int, initial: Optional[InverseTableau] = None, riders: int = 0) -> TableauState:
+        need = 3 * 2 * (2 * n + riders) * max(1, (n + 63) // 64) * 8  # X and Z, and a collapse's temporaries
         budget, source = self._budget(need)
         if need > budget:
             raise OutOfMemoryError(
                 f"tableau mode on {n} qubits needs about {gib(need)} of host memory; "
                 f"{gib(budget)} is available to the NumPy engine ({source})")
-        state = TableauState(n) if initial is None else TableauState.from_inverse(initial)
-        records = (np.zeros(program.num_records, dtype=np.uint8) if records is None
-                   else _initial_records(records, program.num_records))
-        run = _TableauPass(self, program, schedule, key, repetition, reference, state, records)
+        return TableauState(n, riders) if initial is None else TableauState.from_inverse(initial)
+
+    @staticmethod
+    def _walk_tableau(run: "_TableauPass") -> None:
         # The phases' bit counts are summed as a float32 BLAS product (paulis.popcount_rows), and
         # OpenBLAS now and then leaves the invalid flag raised on exact results: one context for
         # the run, where one a count cost 1.5 us (about 3 ms of a 2000-qubit reference run)
         with np.errstate(invalid="ignore"):
-            run.steps(walk(program, schedule, fold=run.folds))
-        return TableauRun(records=records, tableau=state.snapshot())
+            run.steps(walk(run.program, run.schedule, fold=run.folds))
+
+    def sample_with_reference(self, program: Program, schedule: Schedule, key, shots: int, *,
+                              first_word: int = 0):
+        """The reference sample and `sample_frames` of a call of at most 64 shots from one tableau
+        run, its frames carried as riders of the tableau (`_Riders`), where the program is gates
+        and collapses only; None elsewhere. A first call then makes neither the frame plan nor its
+        pass."""
+        if not 0 < shots <= 64 or not _Riders.apply(program):
+            return None
+        state = self._tableau_state(program.num_qubits, riders=shots)
+        records = np.zeros(program.num_records, dtype=np.uint8)
+        run = _TableauPass(self, program, schedule, key, 0, True, state, records)
+        run.riders = _Riders(program, state, key, int(first_word))
+        self._walk_tableau(run)
+        return records, (run.riders.flips ^ spread(records))[:, None]
 
     def _collapse_run(self, state, rows, step, records, key, repetition, reference):
         qs = rows[:, A]
@@ -299,6 +322,12 @@ class _TableauPass:
         self.layer: list = []  # (start, end) of the buffered gate runs
         self.layer_qubits = _QubitMarks(program.num_qubits)
         self.qubits = _row_qubits(program, schedule)
+        self.riders: Optional[_Riders] = None  # frames carried through a reference run (sample_with_reference)
+
+    def collapse(self, rows: np.ndarray, step) -> None:
+        self.engine._collapse_run(self.state, rows, step, self.records, self.key, self.repetition, self.reference)
+        if self.riders is not None:
+            self.riders.collapsed(rows, step)
 
     def flush_layer(self) -> None:
         if not self.layer:
@@ -323,8 +352,7 @@ class _TableauPass:
             rows = np.concatenate(self.pending)
             self.pending = []
             self.pending_qubits.clear()
-            self.engine._collapse_run(self.state, rows, self.pending_step, self.records, self.key,
-                                      self.repetition, self.reference)
+            self.collapse(rows, self.pending_step)
 
     def folds(self, block) -> bool:
         return (self.fast and block.loop.count > 2 and block.loop.rec_stride > 0
@@ -406,7 +434,7 @@ class _TableauPass:
                 return
             state.apply_unitary(step.op, rows[:, A], rows[:, B])
         elif kind in _COLLAPSES:
-            self.engine._collapse_run(state, rows, step, records, self.key, self.repetition, self.reference)
+            self.collapse(rows, step)
         elif kind == _NOISE:
             if self.reference:
                 return
@@ -424,6 +452,110 @@ class _TableauPass:
                 return
             for row in rows:
                 self.engine._confuse_tableau(program, row, step, records, self.key, self.repetition)
+
+
+class _Riders:
+    """Frame mode's frames of one shot word, carried through the reference run as rows of its
+    tableau (TableauState's riders): frame F_l of shot 64 * word + l as the row T⁻¹ F_l T.
+
+    A gate G takes T to G T and F_l to G F_l G†, so the row stays as it is: gates never write
+    riders. A collapse changes the generators (T to T C) and no frame, so every row goes to
+    C⁻¹ row C, the riders with the rest: the tableau's collapse passes do that. So after the
+    collapses of a window (frames' updates on distinct qubits commute), F_l's X bit on a collapsed
+    q, the flip frame mode records, is whether the rider anticommutes with zrow[q] = T⁻¹ Z_q T;
+    frame mode's fresh Z on q multiplies the rider by zrow[q], and a reset's clearing of the X bit
+    by xrow[q] where it was set. Frames start as Z on the qubits frame mode draws (FRAME_INIT) and
+    T as the identity, so the riders start as those Z. Signs are of no frame's concern."""
+
+    def __init__(self, program: Program, state: TableauState, key, word: int):
+        n = state.n
+        self.state = state
+        lanes = len(state.S) - 2 * n
+        self.lanes = np.arange(lanes, dtype=np.uint64)
+        init = rng.words_range(key, rng.Stream.FRAME_INIT, np.arange(n, dtype=np.uint64), 0, word, 1).reshape(n)
+        bits = ((init[None, :] >> self.lanes[:, None]) & _ONE).astype(np.uint8)  # [lanes, n]
+        packed = np.zeros((lanes, 8 * state.words), dtype=np.uint8)
+        packed[:, : (n + 7) // 8] = np.packbits(bits, axis=1, bitorder="little")
+        state.Z[2 * n :] = packed.view("<u8")
+        self.flips = np.zeros(program.num_records, dtype=np.uint64)  # bit l: shot l's flip
+        # every collapse's FRAME_MEASURE word, by random slot, in one draw (a draw a window cost
+        # about 0.1 ms each: a pass of Philox's array operations)
+        ins = program.instructions
+        slots = ins[_COLLAPSE_OP[ins[:, OP]], RAND].astype(np.uint64)
+        self.fresh = np.zeros(max(program.num_rand_slots, 1), dtype=np.uint64)
+        self.fresh[slots] = rng.words_range(key, rng.Stream.FRAME_MEASURE, slots, 0, word, 1).reshape(len(slots))
+
+    @staticmethod
+    def apply(program: Program) -> bool:
+        """Whether the program is gates and collapses only (no noise, confusion, condition or loop,
+        which frame mode draws or branches for)."""
+        ins = program.instructions
+        return not (program.channels or program.confusions or program.conditions or program.loops
+                    or (ins[:, COND] >= 0).any() or not _RIDES_OP[ins[:, OP]].all())
+
+    def collapsed(self, rows: np.ndarray, step) -> None:
+        """After the collapses of `rows` (distinct qubits): the flips of the measured ones, then
+        the frames' fresh Z (a reset's fresh frame) on their qubits. A few dozen array operations
+        a window, whatever its size (a call takes one each of the reference run's windows)."""
+        state, n = self.state, self.state.n
+        if len(self.lanes) == 1 and len(rows) <= _RIDER_ROWS_AS_INTS:
+            return self._collapsed_one(rows, step)
+        qs = rows[:, A].astype(np.int64)
+        m = len(qs)
+        paulis = state.T[:, np.concatenate([qs, n + qs])]  # [2, 2m, W]: xrow[q] for each q, then zrow[q]
+        riders = state.T[:, 2 * n :]  # [2, lanes, W]
+        # per lane and row whether the rider anticommutes with it (a block of rows at a time)
+        odd = np.empty((len(self.lanes), 2 * m), dtype=np.uint64)
+        step_rows = max(1, (1 << 18) // (len(self.lanes) * state.words))
+        for lo in range(0, 2 * m, step_rows):
+            part = paulis[:, lo : lo + step_rows]
+            both = (riders[0][:, None] & part[1][None]) ^ (riders[1][:, None] & part[0][None])
+            np.sum(np.bitwise_count(both), axis=2, dtype=np.uint64, out=odd[:, lo : lo + step_rows])
+        odd &= _ONE
+        x_bit = odd[:, m:]  # F_l's X on q: whether it anticommutes with zrow[q]
+        ops = rows[:, OP]
+        measured = ops != _R
+        if measured.any():
+            self.flips[rows[measured, REC] + step.rec_shift] = np.bitwise_or.reduce(
+                x_bit[:, measured] << self.lanes[:, None], axis=0)
+        # times xrow[q] / zrow[q]: M: F_l Z_q^fresh; R and MR: F_l X_q^(its X bit), then Z_q where
+        # its Z bit (its anticommutation with xrow[q]) is not the fresh one
+        times = np.zeros_like(odd)
+        times[:, m:] = (self.fresh[rows[:, RAND]][None, :] >> self.lanes[:, None]) & _ONE  # (no loops: no slot shifts)
+        reset = ops != _M
+        if reset.any():
+            times[:, :m][:, reset] = x_bit[:, reset]
+            times[:, m:][:, reset] ^= odd[:, :m][:, reset]
+        for lane in range(len(self.lanes)):
+            by = np.flatnonzero(times[lane])
+            if len(by):
+                riders[:, lane] ^= np.bitwise_xor.reduce(paulis[:, by], axis=1)
+
+
+    def _collapsed_one(self, rows: np.ndarray, step) -> None:
+        """`collapsed` for one shot and a few rows, the rows as Python integers (a window of one
+        collapse took some twenty array operations, about 70 us)."""
+        state, n, words = self.state, self.state.n, self.state.words
+        X, Z = state.X, state.Z
+        row = lambda plane, r: int.from_bytes(plane[r].tobytes(), "little")
+        rx, rz = row(X, 2 * n), row(Z, 2 * n)
+        fresh = self.fresh[rows[:, RAND]].tolist()
+        for (q, op, rec), fresh_bit in zip(rows[:, [A, OP, REC]].tolist(), fresh):
+            zx, zz = row(X, n + q), row(Z, n + q)
+            x_bit = ((rx & zz) ^ (rz & zx)).bit_count() & 1  # see `collapsed`
+            if op != _R:
+                self.flips[rec + step.rec_shift] = x_bit
+            times_z = fresh_bit & 1
+            if op != _M:
+                xx, xz = row(X, q), row(Z, q)
+                times_z ^= ((rx & xz) ^ (rz & xx)).bit_count() & 1
+                if x_bit:
+                    rx, rz = rx ^ xx, rz ^ xz
+            if times_z:
+                rx, rz = rx ^ zx, rz ^ zz
+        size = 8 * words
+        X[2 * n] = np.frombuffer(rx.to_bytes(size, "little"), dtype=np.uint64)
+        Z[2 * n] = np.frombuffer(rz.to_bytes(size, "little"), dtype=np.uint64)
 
 
 def _row_qubits(program, schedule) -> np.ndarray:

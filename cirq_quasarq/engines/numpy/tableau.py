@@ -150,12 +150,16 @@ class TableauState:
     """X and Z are the two planes of one [2, 2n, W] array, so a gate gathers, multiplies and
     scatters a row's X and Z parts with one operation each, and every operation on a plane (a
     gate's products, a collapse's pass over all rows) runs over contiguous words: on a [2n, 2W]
-    array of rows the half-row views made NumPy loop row by row, at twice to three times the cost."""
+    array of rows the half-row views made NumPy loop row by row, at twice to three times the cost.
 
-    def __init__(self, n: int):
+    `riders`: rows 2n, 2n + 1, ... past the tableau's, zero at first (a first call's frames:
+    engine._Riders): no gate writes them, and every collapse updates them as it does every row."""
+
+    def __init__(self, n: int, riders: int = 0):
         ident = InverseTableau.identity(n)
-        self._store(n, np.concatenate([ident.xx, ident.zx]), np.concatenate([ident.xz, ident.zz]),
-                    np.zeros(2 * n, dtype=np.uint8))
+        pad = np.zeros((riders, max(1, (n + 63) // 64)), dtype=np.uint64)
+        self._store(n, np.concatenate([ident.xx, ident.zx, pad]), np.concatenate([ident.xz, ident.zz, pad]),
+                    np.zeros(2 * n + riders, dtype=np.uint8))
 
     def _store(self, n: int, X: np.ndarray, Z: np.ndarray, S: np.ndarray) -> None:
         self.n, self.words = n, X.shape[1]
@@ -350,7 +354,7 @@ class TableauState:
         window = _Window(steps, pivots, victims_n, [_pack_bits(_bits_at(v[None, :], pivots))[0] for _, v, _, _ in steps],
                          [_combinations(victims_n[g : g + 8]) for g in range(0, len(steps), 8)] if len(used) else [])
         rows = max(64, (1 << 20) // (16 * W))  # blocks of rows of about 1 MiB: temporaries stay in cache
-        for lo in range(0, 2 * self.n, rows):
+        for lo in range(0, len(self.S), rows):  # the riders too
             X, Z = self.X[lo : lo + rows], self.Z[lo : lo + rows]
             window.apply(X, Z, X[:, span], Z[:, span], self.S[lo : lo + rows])
 
@@ -370,15 +374,15 @@ class TableauState:
         """Exact equality, in blocks of rows so that states which differ are told apart early."""
         if not np.array_equal(self.S, other.S):
             return False
-        for lo in range(0, 2 * self.n, 256):
+        for lo in range(0, len(self.S), 256):
             if not np.array_equal(self.T[:, lo : lo + 256], other.T[:, lo : lo + 256]):
                 return False
         return True
 
     def snapshot(self) -> InverseTableau:
         n = self.n
-        return InverseTableau(n, self.X[:n].copy(), self.Z[:n].copy(), self.X[n:].copy(),
-                              self.Z[n:].copy(), self.S[:n].copy(), self.S[n:].copy())
+        return InverseTableau(n, self.X[:n].copy(), self.Z[:n].copy(), self.X[n : 2 * n].copy(),
+                              self.Z[n : 2 * n].copy(), self.S[:n].copy(), self.S[n : 2 * n].copy())
 
 
 # -- A collapse's row operations (docs/engine-semantics.md) on any rows: each update of a collapse

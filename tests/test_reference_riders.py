@@ -1,0 +1,150 @@
+"""A first call of a few shots on the NumPy engine: its frames ride the reference run as extra rows
+of the tableau (engines/numpy/engine.py, `_Riders`), and must give exactly frame mode's bits.
+
+The oracle is frame mode itself: the reference run, then `sample_frames` (the frame plan, and the
+walk without fast paths)."""
+
+from __future__ import annotations
+
+import itertools
+
+import cirq
+import numpy as np
+import pytest
+
+from cirq_quasarq import QuasarqSimulator
+from cirq_quasarq.core import rng
+from cirq_quasarq.core.parities import parities_shot_major
+from cirq_quasarq.core.program import ProgramBuilder
+from cirq_quasarq.engines.numpy.engine import NumpyEngine
+from cirq_quasarq.schedule import schedule
+from cirq_quasarq.shots import REFERENCE_KEY, sample_frames
+
+from .programs import UNITARY_1, UNITARY_2, random_program, window_program
+
+
+def _lanes(packed: np.ndarray, shots: int) -> np.ndarray:
+    """The words' bits of the call's shots (bits past `shots` are unspecified)."""
+    return packed[:, 0] & np.uint64((1 << shots) - 1)
+
+
+def _oracle(engine, program, sched, key, shots, word):
+    ref = engine.run_tableau(program, sched, REFERENCE_KEY, reference=True).records
+    return ref, NumpyEngine(fast_paths=False).sample_frames(program, sched, key, ref, shots, first_word=word)
+
+
+# Qubit counts at the tableau's word edges, windows from one collapse to every qubit (the low-rank
+# window update, one collapse after the other, and the replay of resets), 1 to 64 shots (one shot's
+# windows of up to _RIDER_ROWS_AS_INTS collapses row by row, wider ones and more shots as arrays),
+# shot words past the first, and the collapse paths of the engine's three window settings.
+@pytest.mark.parametrize("n, widths", [(1, (1,)), (5, (1, 2, 5)), (63, (1, 3, 17, 63)), (64, (2, 64)),
+                                       (65, (1, 40, 65)), (130, (1, 3, 17, 64, 130)), (300, (9, 300))])
+@pytest.mark.parametrize("batch_windows", [True, False, "always"])
+def test_riders_give_frame_modes_bits(n, widths, batch_windows):
+    engine = NumpyEngine(batch_windows=batch_windows)
+    for seed, shots, word in ((0, 1, 0), (1, 2, 3), (2, 63, 1), (3, 64, 0), (4, 37, 2)):
+        program = window_program(n, seed=100 * n + seed, widths=widths, layers=5)
+        sched = schedule(program)
+        key = rng.make_key(7 * seed + n)
+        ref, packed = engine.sample_with_reference(program, sched, key, shots, first_word=word)
+        want_ref, want = _oracle(engine, program, sched, key, shots, word)
+        np.testing.assert_array_equal(ref, want_ref)
+        np.testing.assert_array_equal(_lanes(packed, shots), _lanes(want, shots), err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_riders_over_every_gate_and_interleaved_collapses(seed):
+    """Every unitary opcode, collapses deferred past gates on other qubits (the reference pass's
+    liberty) and not (fast_paths=False); one shot (its small windows row by row as Python
+    integers) and a word of them."""
+    program, _ = random_program(9 + seed, 30, seed, collapse=0.8)
+    sched = schedule(program)
+    key = rng.make_key(seed)
+    for fast, shots in itertools.product((True, False), (1, 64)):
+        engine = NumpyEngine(fast_paths=fast)
+        ref, packed = engine.sample_with_reference(program, sched, key, shots)
+        want_ref, want = _oracle(engine, program, sched, key, shots, 0)
+        np.testing.assert_array_equal(ref, want_ref)
+        np.testing.assert_array_equal(_lanes(packed, shots), _lanes(want, shots))
+
+
+def test_riders_only_where_frames_draw_nothing_else():
+    """Noise, confusion maps, classical control and loops (frame mode draws or branches for them),
+    no shots or more than a word of them: no riders, the caller takes frame mode."""
+    engine = NumpyEngine()
+    plain = window_program(6, seed=1, widths=(2,), layers=2)
+    key = rng.make_key(1)
+    assert engine.sample_with_reference(plain, schedule(plain), key, 64) is not None
+    for shots in (0, 65, 1000):
+        assert engine.sample_with_reference(plain, schedule(plain), key, shots) is None
+    b = ProgramBuilder(2)
+    b.gate("H", 0)
+    b.noise("X_ERROR", [1], b.channel_id(1, [0.1], [[1]]))
+    b.next_step()
+    b.measure(0)
+    b.measure(1)
+    noisy = b.build()
+    assert engine.sample_with_reference(noisy, schedule(noisy), key, 1) is None
+    q = cirq.LineQubit.range(2)
+    sim = QuasarqSimulator(device="cpu")
+    for circuit in (cirq.Circuit(cirq.H(q[0]), cirq.measure(q[0], key="a"), cirq.X(q[1]).with_classical_controls("a"),
+                                 cirq.measure(q[1], key="b")),
+                    cirq.Circuit(cirq.CircuitOperation(cirq.FrozenCircuit(cirq.H(q[0]), cirq.measure(q[0], key="m")),
+                                                       repetitions=3, use_repetition_ids=True)),
+                    cirq.Circuit(cirq.H(q[0]), cirq.measure(q[0], key="c", confusion_map={(0,): np.array(
+                        [[0.9, 0.1], [0.2, 0.8]])}))):
+        program = sim.compile(circuit)
+        assert engine.sample_with_reference(program, schedule(program), key, 1) is None
+
+
+@pytest.mark.parametrize("shots", [1, 10, 64, 65])
+def test_a_first_call_gives_a_later_calls_bits(shots, monkeypatch):
+    """The simulator's first call on a new circuit (its reference made with the call's frames, up to
+    64 shots) against the same seed's call once the reference exists (frame mode): run(),
+    sample_measurements and its bit-packed layout; and the reference kept is frame mode's."""
+    stim = pytest.importorskip("stim")
+    ridden = []
+    original = NumpyEngine.sample_with_reference
+
+    def spy(self, *args, **kwargs):
+        got = original(self, *args, **kwargs)
+        ridden.append(got is not None)
+        return got
+
+    monkeypatch.setattr(NumpyEngine, "sample_with_reference", spy)
+    circuit = stim.Circuit.generated("repetition_code:memory", distance=5, rounds=4).without_noise().flattened()
+    qubits = cirq.LineQubit.range(40)
+    cirq_circuit = cirq.Circuit(
+        [cirq.H.on_each(*qubits[::2]), cirq.CNOT.on_each(*zip(qubits[::2], qubits[1::2])),
+         cirq.measure(*qubits[:20], key="a"), cirq.S.on_each(*qubits[1::3]), cirq.ISWAP(*qubits[3:5]),
+         cirq.reset(qubits[7]), cirq.H.on_each(*qubits[:10]), cirq.measure(*qubits, key="b", invert_mask=(1, 0, 1))])
+    for bit_packed in (False, True):
+        first = QuasarqSimulator(seed=4, device="cpu")
+        program = first.compile(circuit)  # (the Program the call takes from the compile cache)
+        program.derived.pop("reference", None)  # new to the process
+        got = first.sample_measurements(circuit, shots, bit_packed=bit_packed)
+        reference = program.derived["reference"]
+        program.derived.pop("reference")
+        later = QuasarqSimulator(seed=4, device="cpu")
+        np.testing.assert_array_equal(later.reference(program), reference)
+        np.testing.assert_array_equal(got, later.sample_measurements(circuit, shots, bit_packed=bit_packed))
+    first = QuasarqSimulator(seed=9, device="cpu")
+    program = first.compile(cirq_circuit)
+    program.derived.pop("reference", None)
+    got = first.run(cirq_circuit, repetitions=shots)
+    reference = program.derived.pop("reference")
+    later = QuasarqSimulator(seed=9, device="cpu")
+    np.testing.assert_array_equal(later.reference(program), reference)
+    assert got == later.run(cirq_circuit, repetitions=shots)
+    assert ridden == [shots <= 64] * 3  # the three first calls, and no later one
+
+
+def test_riders_shot_major_layout():
+    """`shots.sample_frames` lays a first call's words out as frame mode's shot-major samples."""
+    program = window_program(20, seed=3, widths=(4, 20), layers=3)
+    key = rng.make_key(5)
+    got = sample_frames(NumpyEngine(), program, key, 33, shot_major=True)
+    sched = schedule(program)
+    ref = NumpyEngine().run_tableau(program, sched, REFERENCE_KEY, reference=True).records
+    want = NumpyEngine().sample_frames(program, sched, key, ref, 33)
+    np.testing.assert_array_equal(got, parities_shot_major(want, 33))
