@@ -11,7 +11,8 @@ against independent oracles and against our other engines.
 - Cirq: `final_state_vector` of noiseless, measurement-free circuits equals Cirq's, global
   phase included;
 - engines: NumPy with its fast paths against the plain walks (and with loops always folded, in
-  one-word chunks), and NumPy against CUDA (`-m gpu`), identical bits for the same seed;
+  one-word chunks; a first call of 1 to 64 shots with its frames in the reference run against
+  frame mode), and NumPy against CUDA (`-m gpu`), identical bits for the same seed;
 - a mutation check: each comparison reports a circuit with one extra X or H.
 
 CI runs a derandomized profile (fixed examples, about 50 s on two cores); `--fuzz-long` runs
@@ -460,11 +461,13 @@ def engine_outputs(engine, circuit: cirq.AbstractCircuit, seed: int, repetition:
     sim.engine = engine
     shots = FALLBACK_SHOTS if _tableau_fallback(base) else ENGINE_SHOTS
     bits = unpack_records(np.asarray(sim.sample_packed(program, shots)), shots)
+    few = 1 + seed % 64  # a first call of one word of shots (the NumPy engine's riders, where they apply)
+    first = unpack_records(np.asarray(sim.sample_packed(dataclasses.replace(base, derived={}), few)), few)
     run = engine.run_tableau(program, schedule(program), _draw_key(_parse_seed(seed)), repetition=repetition)
     sim = QuasarqSimulator(seed=seed, device="cpu")
     sim.engine = engine
     trial = sim.simulate(circuit)
-    return ([bits, np.asarray(run.records)] + _tableau_parts(run.tableau) + _tableau_parts(trial.final_state.inverse_tableau)
+    return ([bits, first, np.asarray(run.records)] + _tableau_parts(run.tableau) + _tableau_parts(trial.final_state.inverse_tableau)
             + [np.asarray(trial.measurements[k]) for k in sorted(trial.measurements)])
 
 
@@ -479,7 +482,7 @@ def assert_engines_agree(drawn) -> None:
             np.testing.assert_array_equal(x, y, err_msg=f"{name} != {first} (output {i})")
 
 
-NUMPY_ENGINES = {"fast paths": NumpyEngine(), "plain walks": NumpyEngine(fast_paths=False),
+NUMPY_ENGINES = {"fast paths": NumpyEngine(), "plain walks": NumpyEngine(fast_paths=False, ride_frames=False),
                  "always folded, 1-word chunks": NumpyEngine(fast_paths="always", max_shot_words=1, linear_frames=False),
                  "linear map": NumpyEngine(linear_frames="always")}
 

@@ -41,7 +41,7 @@ class NumpyEngine(Engine):
     name = "numpy"
 
     def __init__(self, max_shot_words: int = 1 << 14, memory_fraction: float = 0.5, fast_paths=True,
-                 memory_limit=None, batch_windows=True, linear_frames=True):
+                 memory_limit=None, batch_windows=True, linear_frames=True, ride_frames=True):
         # Frame mode processes shots in chunks of at most this many 64-shot words, fewer when
         # memory is short; results do not depend on it. memory_limit (bytes, or "512M", "2G"):
         # plan as if the host had at most this much memory available (memory_fraction of it).
@@ -64,6 +64,10 @@ class NumpyEngine(Engine):
         # the first where finding the map costs no more than the call; "always": wherever it
         # applies (tests); False: the frame plan, the map's oracle.
         self.linear_frames = linear_frames
+        # True: a first call of up to 64 shots on a program of gates and collapses carries its
+        # frames through the reference run (sample_with_reference); False: the reference run, then
+        # frame mode, its oracle.
+        self.ride_frames = ride_frames
 
     def _budget(self, need: int = None) -> Tuple[int, str]:
         """Bytes the engine plans with (memory_fraction of the tightest limit) and how they were
@@ -109,7 +113,7 @@ class NumpyEngine(Engine):
         run, its frames carried as riders of the tableau (`_Riders`), where the program is gates
         and collapses only; None elsewhere. A first call then makes neither the frame plan nor its
         pass."""
-        if not 0 < shots <= 64 or not _Riders.apply(program):
+        if not (self.ride_frames and 0 < shots <= 64 and _Riders.apply(program)):
             return None
         state = self._tableau_state(program.num_qubits, riders=shots)
         records = np.zeros(program.num_records, dtype=np.uint8)
