@@ -1,5 +1,6 @@
 """A first call of a few shots on the NumPy engine: its frames ride the reference run as extra rows
-of the tableau (engines/numpy/engine.py, `_Riders`), and must give exactly frame mode's bits.
+of the tableau (engines/numpy/engine.py, `_Riders`), Pauli noise included, and must give exactly
+frame mode's bits.
 
 The oracle is frame mode itself: the reference run, then `sample_frames` (the frame plan, and the
 walk without fast paths)."""
@@ -68,23 +69,70 @@ def test_riders_over_every_gate_and_interleaved_collapses(seed):
         np.testing.assert_array_equal(_lanes(packed, shots), _lanes(want, shots))
 
 
-def test_riders_only_where_frames_draw_nothing_else():
-    """Noise, confusion maps, classical control and loops (frame mode draws or branches for them),
-    no shots or more than a word of them: no riders, the caller takes frame mode."""
+def _noisy_stim_circuit(stim, r: np.random.Generator, nq: int) -> "stim.Circuit":
+    """Random gates, collapses of every basis, and every Pauli noise instruction Stim has that
+    writes no record (E with ELSE_CORRELATED_ERROR after it among them), on nq qubits, no loops."""
+    unitary = [g.name for g in stim.gate_data().values() if g.is_unitary and g.name not in ("SPP", "SPP_DAG")]
+    noise = sorted(g.name for g in stim.gate_data().values()
+                   if g.is_noisy_gate and not g.produces_measurements and not g.is_reset and "HERALDED" not in g.name)
+    lines = []
+    for _ in range(int(r.integers(10, 60))):
+        kind = r.random()
+        if kind < 0.5:
+            name = unitary[r.integers(len(unitary))]
+            arity = 2 if stim.gate_data(name).is_two_qubit_gate else 1
+            if arity <= nq:
+                lines.append(name + " " + " ".join(map(str, r.choice(nq, arity, replace=False))))
+        elif kind < 0.75:
+            name = noise[r.integers(len(noise))]
+            arity = 2 if stim.gate_data(name).is_two_qubit_gate else 1
+            q = r.choice(nq, min(nq, arity), replace=False)
+            if name in ("E", "CORRELATED_ERROR", "ELSE_CORRELATED_ERROR"):
+                lines.append(f"E(0.3) X{q[0]} Z{(q[0] + 1) % nq}")
+                if name == "ELSE_CORRELATED_ERROR":
+                    lines.append(f"ELSE_CORRELATED_ERROR(0.25) Y{q[0]}")
+            elif len(q) == arity:
+                args = {"PAULI_CHANNEL_1": "0.1,0.2,0.05", "PAULI_CHANNEL_2": ",".join(["0.02"] * 15)}.get(name, "0.2")
+                lines.append(f"{name}({args}) " + " ".join(map(str, q)))
+        else:
+            name = ["M", "R", "MR", "MX", "MY", "RX", "MRX", "MRY"][r.integers(8)]
+            lines.append(name + " " + " ".join(map(str, r.choice(nq, int(r.integers(1, min(nq, 6) + 1)), replace=False))))
+    lines.append("M " + " ".join(map(str, range(nq))))
+    return stim.Circuit("\n".join(lines))
+
+
+@pytest.mark.parametrize("nq", [1, 4, 9, 63, 65, 130])
+def test_riders_carry_every_pauli_channel(nq):
+    """Pauli noise of every kind Stim has (drawn as frame mode draws it, applied to the riders as the
+    rows of its Paulis), between gates and collapses: frame mode's bits."""
+    stim = pytest.importorskip("stim")
+    from cirq_quasarq.compiler.stim_circuit import compile_stim
+
+    r = np.random.default_rng(nq)
+    for i in range(8):
+        program = compile_stim(_noisy_stim_circuit(stim, r, nq))
+        assert program.channels
+        sched = schedule(program)
+        shots, word = (1, 37, 64)[i % 3], i % 3
+        engine = NumpyEngine(batch_windows=(True, False, "always")[i % 3])
+        key = rng.make_key(1000 * nq + i)
+        ref, packed = engine.sample_with_reference(program, sched, key, shots, first_word=word)
+        want_ref, want = _oracle(engine, program, sched, key, shots, word)
+        np.testing.assert_array_equal(ref, want_ref)
+        np.testing.assert_array_equal(_lanes(packed, shots), _lanes(want, shots), err_msg=f"circuit {i}")
+
+
+def test_riders_only_where_frames_read_no_records():
+    """Confusion maps (a measurement's flip probability among them), classical control and loops
+    (frame mode reads records for them, or shifts random slots), no shots or more than a word of
+    them: no riders, the caller takes frame mode."""
     engine = NumpyEngine()
     plain = window_program(6, seed=1, widths=(2,), layers=2)
     key = rng.make_key(1)
     assert engine.sample_with_reference(plain, schedule(plain), key, 64) is not None
     for shots in (0, 65, 1000):
         assert engine.sample_with_reference(plain, schedule(plain), key, shots) is None
-    b = ProgramBuilder(2)
-    b.gate("H", 0)
-    b.noise("X_ERROR", [1], b.channel_id(1, [0.1], [[1]]))
-    b.next_step()
-    b.measure(0)
-    b.measure(1)
-    noisy = b.build()
-    assert engine.sample_with_reference(noisy, schedule(noisy), key, 1) is None
+    assert NumpyEngine(ride_frames=False).sample_with_reference(plain, schedule(plain), key, 1) is None
     q = cirq.LineQubit.range(2)
     sim = QuasarqSimulator(device="cpu")
     for circuit in (cirq.Circuit(cirq.H(q[0]), cirq.measure(q[0], key="a"), cirq.X(q[1]).with_classical_controls("a"),
@@ -95,6 +143,8 @@ def test_riders_only_where_frames_draw_nothing_else():
                         [[0.9, 0.1], [0.2, 0.8]])}))):
         program = sim.compile(circuit)
         assert engine.sample_with_reference(program, schedule(program), key, 1) is None
+    noisy = sim.compile(cirq.Circuit(cirq.H(q[0]), cirq.depolarize(0.2).on(q[1]), cirq.measure(*q, key="n")))
+    assert engine.sample_with_reference(noisy, schedule(noisy), key, 1) is not None
 
 
 @pytest.mark.parametrize("shots", [1, 10, 64, 65])

@@ -30,7 +30,8 @@ _UNITARY, _NOISE, _RECORD_NOISE, _FRAME = int(Kind.UNITARY), int(Kind.NOISE), in
 _COLLAPSES = (int(Kind.MEASURE), int(Kind.RESET), int(Kind.MEASURE_RESET))
 _COLLAPSE_OP = np.isin(opcodes.KIND, _COLLAPSES)  # per opcode
 _RIDER_ROWS_AS_INTS = 16  # a one-shot call's windows of up to this many collapses go row by row (_Riders)
-_RIDES_OP = _COLLAPSE_OP | (opcodes.KIND == _UNITARY)  # what _Riders follow
+_RIDES_OP = _COLLAPSE_OP | (opcodes.KIND == _UNITARY) | (opcodes.KIND == _NOISE)  # what _Riders follow
+_NO_SHIFT = np.zeros(1, dtype=np.int64)  # (riders: a program without loops shifts no slot)
 _ONE = np.uint64(1)
 _M, _R, _MR, _I = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"], opcodes.CODE["I"]
 _LAYER_WORDS = 64  # tableaux of up to 4096 qubits take their gates a layer at a time (measured crossover)
@@ -64,9 +65,9 @@ class NumpyEngine(Engine):
         # the first where finding the map costs no more than the call; "always": wherever it
         # applies (tests); False: the frame plan, the map's oracle.
         self.linear_frames = linear_frames
-        # True: a first call of up to 64 shots on a program of gates and collapses carries its
-        # frames through the reference run (sample_with_reference); False: the reference run, then
-        # frame mode, its oracle.
+        # True: a first call of up to 64 shots on a program of gates, collapses and Pauli noise
+        # carries its frames through the reference run (sample_with_reference); False: the
+        # reference run, then frame mode, its oracle.
         self.ride_frames = ride_frames
 
     def _budget(self, need: int = None) -> Tuple[int, str]:
@@ -110,8 +111,8 @@ class NumpyEngine(Engine):
     def sample_with_reference(self, program: Program, schedule: Schedule, key, shots: int, *,
                               first_word: int = 0):
         """The reference sample and `sample_frames` of a call of at most 64 shots from one tableau
-        run, its frames carried as riders of the tableau (`_Riders`), where the program is gates
-        and collapses only; None elsewhere. A first call then makes neither the frame plan nor its
+        run, its frames carried as riders of the tableau (`_Riders`), where the program is gates,
+        collapses and Pauli noise only; None elsewhere. A first call then makes neither the frame plan nor its
         pass."""
         if not (self.ride_frames and 0 < shots <= 64 and _Riders.apply(program)):
             return None
@@ -441,6 +442,8 @@ class _TableauPass:
             self.collapse(rows, step)
         elif kind == _NOISE:
             if self.reference:
+                if self.riders is not None:
+                    self.riders.noise(rows)
                 return
             for row in rows:
                 channel = program.channels[int(row[AUX])]
@@ -468,8 +471,9 @@ class _Riders:
     collapses of a window (frames' updates on distinct qubits commute), F_l's X bit on a collapsed
     q, the flip frame mode records, is whether the rider anticommutes with zrow[q] = T⁻¹ Z_q T;
     frame mode's fresh Z on q multiplies the rider by zrow[q], and a reset's clearing of the X bit
-    by xrow[q] where it was set. Frames start as Z on the qubits frame mode draws (FRAME_INIT) and
-    T as the identity, so the riders start as those Z. Signs are of no frame's concern."""
+    by xrow[q] where it was set; a noise hit's Pauli P on q by T⁻¹ P T (xrow[q], zrow[q]). Frames
+    start as Z on the qubits frame mode draws (FRAME_INIT) and T as the identity, so the riders
+    start as those Z. Signs are of no frame's concern."""
 
     def __init__(self, program: Program, state: TableauState, key, word: int):
         n = state.n
@@ -482,19 +486,25 @@ class _Riders:
         packed[:, : (n + 7) // 8] = np.packbits(bits, axis=1, bitorder="little")
         state.Z[2 * n :] = packed.view("<u8")
         self.flips = np.zeros(program.num_records, dtype=np.uint64)  # bit l: shot l's flip
-        # every collapse's FRAME_MEASURE word, by random slot, in one draw (a draw a window cost
-        # about 0.1 ms each: a pass of Philox's array operations)
+        # every collapse's FRAME_MEASURE word and every channel's hits, as frame mode draws them,
+        # in one batch (a draw a window cost about 0.1 ms: a pass of Philox's array operations)
         ins = program.instructions
-        slots = ins[_COLLAPSE_OP[ins[:, OP]], RAND].astype(np.uint64)
-        self.fresh = np.zeros(max(program.num_rand_slots, 1), dtype=np.uint64)
-        self.fresh[slots] = rng.words_range(key, rng.Stream.FRAME_MEASURE, slots, 0, word, 1).reshape(len(slots))
+        kinds = opcodes.KIND[ins[:, OP]]
+        noisy = ins[kinds == _NOISE]
+        self.draws = Draws(key, program, (np.unique(ins[_COLLAPSE_OP[ins[:, OP]], RAND]).astype(np.int64), {
+            int(aux): np.unique(noisy[noisy[:, AUX] == aux, RAND]).astype(np.int64) for aux in np.unique(noisy[:, AUX])}),
+            word, 1)
+        self.fresh = np.zeros(max(program.num_rand_slots, 1), dtype=np.uint64)  # by slot: a gather a window
+        self.fresh[self.draws.collapse_slots] = self.draws.collapse_words[:, 0]
+        self.program = program
+        self.frames = None  # (fx, fz) [n, 1], zero between uses: where a run of noise leaves its hits
 
     @staticmethod
     def apply(program: Program) -> bool:
-        """Whether the program is gates and collapses only (no noise, confusion, condition or loop,
-        which frame mode draws or branches for)."""
+        """Whether the program is gates, collapses and Pauli noise only (no confusion, classical
+        control or loop: frame mode reads records for them, or shifts slots)."""
         ins = program.instructions
-        return not (program.channels or program.confusions or program.conditions or program.loops
+        return not (program.confusions or program.conditions or program.loops
                     or (ins[:, COND] >= 0).any() or not _RIDES_OP[ins[:, OP]].all())
 
     def collapsed(self, rows: np.ndarray, step) -> None:
@@ -525,7 +535,7 @@ class _Riders:
         # times xrow[q] / zrow[q]: M: F_l Z_q^fresh; R and MR: F_l X_q^(its X bit), then Z_q where
         # its Z bit (its anticommutation with xrow[q]) is not the fresh one
         times = np.zeros_like(odd)
-        times[:, m:] = (self.fresh[rows[:, RAND]][None, :] >> self.lanes[:, None]) & _ONE  # (no loops: no slot shifts)
+        times[:, m:] = (self._fresh(rows)[None, :] >> self.lanes[:, None]) & _ONE
         reset = ops != _M
         if reset.any():
             times[:, :m][:, reset] = x_bit[:, reset]
@@ -536,6 +546,34 @@ class _Riders:
                 riders[:, lane] ^= np.bitwise_xor.reduce(paulis[:, by], axis=1)
 
 
+    def _fresh(self, rows: np.ndarray) -> np.ndarray:
+        """The FRAME_MEASURE words of collapse rows (no loops: no slot shifts)."""
+        return self.fresh[rows[:, RAND]]
+
+    def noise(self, rows: np.ndarray) -> None:
+        """A run of noise rows: frame mode XORs each shot's Pauli P on q into its frame, so the
+        rider is multiplied by T⁻¹ P T, xrow[q] for an X part and zrow[q] for a Z part."""
+        state, n = self.state, self.state.n
+        if self.frames is None:
+            self.frames = (np.zeros((n, 1), dtype=np.uint64), np.zeros((n, 1), dtype=np.uint64))
+        fx, fz = self.frames
+        targets = []
+        for aux in np.unique(rows[:, AUX]).tolist():
+            run = rows[rows[:, AUX] == aux]
+            qs = noise_targets(self.program, run)
+            self.draws.noise(aux, run[:, RAND].astype(np.int64), qs, _NO_SHIFT, fx, fz)
+            targets.append(qs.reshape(-1))
+        qs = np.unique(np.concatenate(targets)).astype(np.int64)
+        # per lane, the qubits its Pauli has an X part on, then those with a Z part
+        hits = (np.concatenate([fx[qs, 0], fz[qs, 0]])[None, :] >> self.lanes[:, None]) & _ONE
+        fx[qs], fz[qs] = 0, 0
+        paulis = state.T[:, np.concatenate([qs, n + qs])]
+        riders = state.T[:, 2 * n :]
+        for lane in range(len(self.lanes)):
+            by = np.flatnonzero(hits[lane])
+            if len(by):
+                riders[:, lane] ^= np.bitwise_xor.reduce(paulis[:, by], axis=1)
+
     def _collapsed_one(self, rows: np.ndarray, step) -> None:
         """`collapsed` for one shot and a few rows, the rows as Python integers (a window of one
         collapse took some twenty array operations, about 70 us)."""
@@ -543,7 +581,7 @@ class _Riders:
         X, Z = state.X, state.Z
         row = lambda plane, r: int.from_bytes(plane[r].tobytes(), "little")
         rx, rz = row(X, 2 * n), row(Z, 2 * n)
-        fresh = self.fresh[rows[:, RAND]].tolist()
+        fresh = self._fresh(rows).tolist()
         for (q, op, rec), fresh_bit in zip(rows[:, [A, OP, REC]].tolist(), fresh):
             zx, zz = row(X, n + q), row(Z, n + q)
             x_bit = ((rx & zz) ^ (rz & zx)).bit_count() & 1  # see `collapsed`
