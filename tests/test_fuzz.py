@@ -675,3 +675,45 @@ def test_confusion_with_noisy_stimcirq_measurement():
     # the raw bit, then inverts): 1 with probability 0.5 (0.75 were the mask applied first).
     assert abs(records["b"].mean() - 0.5) < SIGMAS * math.sqrt(0.25 / SHOTS)
     assert abs(records["a"].mean() - 0.2) < SIGMAS * math.sqrt(0.16 / SHOTS)  # the flip probability
+
+
+def fuzz_engines_for(seconds: float, against: str) -> dict:
+    """The engine comparison of `test_numpy_and_cuda_engines_identical` (against="cuda") or of
+    `test_numpy_fast_paths_equal_plain_walks` (against="plain walks") on fresh random circuits,
+    twenty at a time, for about `seconds`: how many were compared, and how many of them a first
+    call carries through its reference run (the NumPy engine's riders)."""
+    import time
+
+    from cirq_quasarq.engines.numpy.engine import _Riders
+
+    if against == "cuda":
+        from cirq_quasarq.engines.cuda import CudaEngine
+
+        other, max_qubits = CudaEngine(), 6
+    else:
+        other, max_qubits = NUMPY_ENGINES["plain walks"], 8
+    engines = {"numpy": NumpyEngine(), against: other}
+    count = {"circuits": 0, "riders": 0}
+
+    @settings(max_examples=20, **LONG_PROFILE)
+    @given(st.tuples(st.just(engines), circuits(max_qubits=max_qubits, final_measurement=True), SEEDS,
+                     st.integers(0, 200)))
+    def compared(drawn):
+        assert_engines_agree(drawn)
+        count["circuits"] += 1
+        count["riders"] += _Riders.apply(QuasarqSimulator(device="cpu").compile(drawn[1][0]))
+
+    start = time.time()
+    while time.time() - start < seconds:
+        compared()
+    return count
+
+
+if __name__ == "__main__":  # python -m tests.test_fuzz --for SECONDS [--against cuda]
+    import argparse
+
+    ap = argparse.ArgumentParser(description="The engine comparison on random circuits for a while.")
+    ap.add_argument("--for", dest="seconds", type=float, required=True)
+    ap.add_argument("--against", choices=("cuda", "plain walks"), default="plain walks")
+    args = ap.parse_args()
+    print(fuzz_engines_for(args.seconds, args.against))
