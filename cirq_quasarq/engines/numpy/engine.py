@@ -112,8 +112,8 @@ class NumpyEngine(Engine):
                               first_word: int = 0):
         """The reference sample and `sample_frames` of a call of at most 64 shots from one tableau
         run, its frames carried as riders of the tableau (`_Riders`), where the program is gates,
-        collapses and Pauli noise only; None elsewhere. A first call then makes neither the frame plan nor its
-        pass."""
+        collapses and Pauli noise only; None elsewhere. A first call then makes neither the frame
+        plan nor its pass."""
         if not (self.ride_frames and 0 < shots <= 64 and _Riders.apply(program)):
             return None
         state = self._tableau_state(program.num_qubits, riders=shots)
@@ -509,8 +509,8 @@ class _Riders:
 
     def collapsed(self, rows: np.ndarray, step) -> None:
         """After the collapses of `rows` (distinct qubits): the flips of the measured ones, then
-        the frames' fresh Z (a reset's fresh frame) on their qubits. A few dozen array operations
-        a window, whatever its size (a call takes one each of the reference run's windows)."""
+        the frames' fresh Z (a reset's fresh frame) on their qubits: a few dozen array operations
+        a window, whatever its width."""
         state, n = self.state, self.state.n
         if len(self.lanes) == 1 and len(rows) <= _RIDER_ROWS_AS_INTS:
             return self._collapsed_one(rows, step)
@@ -540,11 +540,15 @@ class _Riders:
         if reset.any():
             times[:, :m][:, reset] = x_bit[:, reset]
             times[:, m:][:, reset] ^= odd[:, :m][:, reset]
+        self._multiply(paulis, times)
+
+    def _multiply(self, paulis: np.ndarray, times: np.ndarray) -> None:
+        """Each rider times the rows of `paulis` ([2, k, W]) where its row of `times` ([lanes, k]) is 1."""
+        riders = self.state.T[:, 2 * self.state.n :]
         for lane in range(len(self.lanes)):
             by = np.flatnonzero(times[lane])
             if len(by):
                 riders[:, lane] ^= np.bitwise_xor.reduce(paulis[:, by], axis=1)
-
 
     def _fresh(self, rows: np.ndarray) -> np.ndarray:
         """The FRAME_MEASURE words of collapse rows (no loops: no slot shifts)."""
@@ -567,12 +571,7 @@ class _Riders:
         # per lane, the qubits its Pauli has an X part on, then those with a Z part
         hits = (np.concatenate([fx[qs, 0], fz[qs, 0]])[None, :] >> self.lanes[:, None]) & _ONE
         fx[qs], fz[qs] = 0, 0
-        paulis = state.T[:, np.concatenate([qs, n + qs])]
-        riders = state.T[:, 2 * n :]
-        for lane in range(len(self.lanes)):
-            by = np.flatnonzero(hits[lane])
-            if len(by):
-                riders[:, lane] ^= np.bitwise_xor.reduce(paulis[:, by], axis=1)
+        self._multiply(state.T[:, np.concatenate([qs, n + qs])], hits)
 
     def _collapsed_one(self, rows: np.ndarray, step) -> None:
         """`collapsed` for one shot and a few rows, the rows as Python integers (a window of one
