@@ -39,7 +39,8 @@ def _oracle(engine, program, sched, key, shots, word):
 # windows of up to _RIDER_ROWS_AS_INTS collapses row by row, wider ones and more shots as arrays),
 # shot words past the first, and the collapse paths of the engine's three window settings.
 @pytest.mark.parametrize("n, widths", [(1, (1,)), (5, (1, 2, 5)), (63, (1, 3, 17, 63)), (64, (2, 64)),
-                                       (65, (1, 40, 65)), (130, (1, 3, 17, 64, 130)), (300, (9, 300))])
+                                       (65, (1, 40, 65)), (130, (1, 3, 17, 64, 130)), (300, (9, 300)),
+                                       (700, (700,))])  # (64 shots: the anticommutations in blocks of rows)
 @pytest.mark.parametrize("batch_windows", [True, False, "always"])
 def test_riders_give_frame_modes_bits(n, widths, batch_windows):
     engine = NumpyEngine(batch_windows=batch_windows)
