@@ -1,12 +1,14 @@
 """Small calls and first calls on the CPU engine, each beside its Stim counterpart in the same run.
 
-    python -m benchmarks.bench_small_calls [--sinter SHOTS [--sinter-pairs N] [--sinter-only]]
+    python -m benchmarks.bench_small_calls [--sinter SHOTS [--sinter-pairs N] [--sinter-only]] [--first-call-pairs N]
 
 - `sample_detectors` of 1,024 shots of a d = 5 surface code (p = 1e-3), a new call on a compiled
   circuit (what sinter's batches pay), against Stim's compiled detector sampler, and compile + sample;
 - compiling the paper's random Clifford circuit n = 2000 depth 100 (stim input) against Stim's
   `compile_sampler()`;
 - the first `sample_measurements(c, 1)` on it, compile included, against `stim.TableauSimulator().do(c)`;
+- with `--first-call-pairs N`, only that first call, its frames carried through the reference run
+  (the NumPy engine's riders) and not, N pairs in turn in one process;
 - with `--sinter SHOTS` (needs the qec extra): `sinter.collect` of d = 3 and 5 surface codes with our
   plug-in against sinter's default sampler (Stim + pymatching), 2 workers, SHOTS shots a task
   (`--sinter-pairs N`: N pairs in turn, the first of a pair alternating, and the ratios' median).
@@ -100,13 +102,57 @@ def sinter_collect(shots: int, pairs: int = 1) -> None:
               f"range {min(ratios):.2f}-{max(ratios):.2f}")
 
 
+def first_call_pairs(pairs: int) -> None:
+    """The first one-shot call on the paper's circuit (n = 2000, depth 100), its frames carried
+    through the reference run and not (`NumpyEngine(ride_frames=False)`: the reference run, then
+    frame mode), in turn in one process, the first of a pair alternating, Stim's
+    `TableauSimulator().do(c)` after each pair: medians, quartiles, and the ratios pair by pair."""
+    import statistics
+
+    import numpy as np
+    import stim
+
+    import cirq_quasarq
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache
+
+    from .random_clifford import paper_random_circuit_stim
+
+    circuit = paper_random_circuit_stim(2000, 100, seed=3)
+    cirq_quasarq.QuasarqSimulator(seed=1, device="cpu").sample_measurements(paper_random_circuit_stim(50, 5, seed=1), 1)
+    times = {"riders": [], "frame mode": [], "stim": []}
+    for i in range(pairs):
+        for name in ("riders", "frame mode") if i % 2 == 0 else ("frame mode", "riders"):
+            sim = cirq_quasarq.QuasarqSimulator(seed=1, device="cpu")
+            sim.engine.ride_frames = name == "riders"
+            clear_stim_cache()
+            t0 = time.perf_counter()
+            sim.sample_measurements(circuit, 1)
+            times[name].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        stim.TableauSimulator().do(circuit)
+        times["stim"].append(time.perf_counter() - t0)
+    for name, got in times.items():
+        q1, median, q3 = np.percentile(got, [25, 50, 75]) * 1e3
+        print(f"first sample_measurements(c, 1), {name}: median {median:.1f} ms, quartiles {q1:.1f}-{q3:.1f}, "
+              f"best {min(got) * 1e3:.1f}")
+    for name in ("riders", "frame mode"):
+        ratios = [a / b for a, b in zip(times[name], times["stim"])]
+        print(f"  {name} / TableauSimulator, pair by pair: median {statistics.median(ratios):.3f} "
+              f"({min(ratios):.2f}-{max(ratios):.2f})")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sinter", type=int, default=0, metavar="SHOTS", help="also time sinter.collect (qec extra)")
     ap.add_argument("--sinter-pairs", type=int, default=1, metavar="N",
                     help="sinter.collect with each sampler N times in turn, and the ratios' median")
     ap.add_argument("--sinter-only", action="store_true", help="only the sinter.collect pairs")
+    ap.add_argument("--first-call-pairs", type=int, default=0, metavar="N",
+                    help="only the first call, its frames in the reference run and not, N pairs in turn")
     args = ap.parse_args(argv)
+    if args.first_call_pairs:
+        first_call_pairs(args.first_call_pairs)
+        return
     if not args.sinter_only:
         small_calls()
     if args.sinter:
