@@ -199,3 +199,25 @@ def test_riders_shot_major_layout():
     ref = NumpyEngine().run_tableau(program, sched, REFERENCE_KEY, reference=True).records
     want = NumpyEngine().sample_frames(program, sched, key, ref, 33)
     np.testing.assert_array_equal(got, parities_shot_major(want, 33))
+
+
+@pytest.mark.parametrize("text", [
+    "H 0 1\nHERALDED_ERASE(0.3) 0 1\nCX 0 2\nM 0 1 2",  # heralds on scratch qubits
+    "H 0\nHERALDED_PAULI_CHANNEL_1(0.1, 0.2, 0.1, 0.2) 0 1\nMPAD 0 1\nM 0 1\nMPP X0*Z1 Y1",
+    "R 0 1 2\nH 0\nCX 0 1\nMXX 0 1\nMZZ 1 2\nDEPOLARIZE2(0.2) 0 2\nMRY 2\nM !0 1",
+])
+def test_riders_through_scratch_qubits_and_pauli_products(text):
+    """Stim's instructions that compile through scratch qubits (heralded channels, MPAD, MPP, MXX /
+    MZZ): their records and heralds ride too, with frame mode's bits."""
+    stim = pytest.importorskip("stim")
+    from cirq_quasarq.compiler.stim_circuit import compile_stim
+
+    program = compile_stim(stim.Circuit(text))
+    sched = schedule(program)
+    engine = NumpyEngine()
+    for shots in (1, 17, 64):
+        key = rng.make_key(shots)
+        ref, packed = engine.sample_with_reference(program, sched, key, shots)
+        want_ref, want = _oracle(engine, program, sched, key, shots, 0)
+        np.testing.assert_array_equal(ref, want_ref)
+        np.testing.assert_array_equal(_lanes(packed, shots), _lanes(want, shots))
