@@ -208,14 +208,21 @@ def _frame_map(op: Opcode) -> np.ndarray:
 
 
 UNITARY_CODES = tuple(op.code for op in OPCODES if op.kind == Kind.UNITARY)
-# Per unitary opcode: G·P·G† for every local Pauli P (paulis.conjugation_table), and the images
-# G†·P·G of its generators, which the inverse-tableau rows need.
-CONJUGATION: Dict[int, Tuple[np.ndarray, np.ndarray]] = {
-    c: paulis.conjugation_table([paulis.parse(im) for im in OPCODES[c].images]) for c in UNITARY_CODES}
-INVERSE_IMAGES: Dict[int, Tuple[str, ...]] = {
-    c: tuple(paulis.format_signed(*im)
-             for im in paulis.inverse_images([paulis.parse(s) for s in OPCODES[c].images], CONJUGATION[c]))
-    for c in UNITARY_CODES}
+
+
+# Per unitary opcode: CONJUGATION, G·P·G† for every local Pauli P (paulis.conjugation_table), and
+# INVERSE_IMAGES, the images G†·P·G of its generators, which the inverse-tableau rows need (as
+# INVERSE_TABLE). Made on first use (`__getattr__`): a process that only samples frames (a sinter
+# worker, the command on detection events) never needs them, and they took 6 ms of every import.
+def _conjugation() -> Dict[int, Tuple[np.ndarray, np.ndarray]]:
+    return {c: paulis.conjugation_table([paulis.parse(im) for im in OPCODES[c].images]) for c in UNITARY_CODES}
+
+
+def _inverse_images() -> Dict[int, Tuple[str, ...]]:
+    conjugation = __getattr__("CONJUGATION")
+    return {c: tuple(paulis.format_signed(*im)
+                     for im in paulis.inverse_images([paulis.parse(s) for s in OPCODES[c].images], conjugation[c]))
+            for c in UNITARY_CODES}
 
 
 def _parity_map(letter: int) -> np.ndarray:
@@ -243,7 +250,17 @@ def image_table(images_by_code: Dict[int, Tuple[str, ...]]) -> np.ndarray:
     return table
 
 
-INVERSE_TABLE = image_table(INVERSE_IMAGES)
+_MADE_ON_FIRST_USE = {"CONJUGATION": _conjugation, "INVERSE_IMAGES": _inverse_images,
+                      "INVERSE_TABLE": lambda: image_table(__getattr__("INVERSE_IMAGES"))}
+
+
+def __getattr__(name: str):
+    """CONJUGATION, INVERSE_IMAGES and INVERSE_TABLE, made on first use and kept."""
+    make = _MADE_ON_FIRST_USE.get(name)
+    if make is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = globals()[name] = make()
+    return value
 
 
 def cuda_header() -> str:
@@ -262,7 +279,7 @@ def cuda_header() -> str:
     arity = ", ".join(str(op.arity) for op in OPCODES)
     lines.append(f"__constant__ int qq_arity[{NUM_OPCODES}] = {{{arity}}};")
     # Inverse images for the tableau rows: [op][generator][sign, x0, z0, x1, z1].
-    flat = ", ".join(str(v) for v in INVERSE_TABLE.reshape(-1))
+    flat = ", ".join(str(v) for v in __getattr__("INVERSE_TABLE").reshape(-1))
     lines.append(f"__constant__ unsigned char qq_inverse_images[{NUM_OPCODES}][4][5] = {{{flat}}};")
     maps = np.zeros((NUM_OPCODES, 4), dtype=np.int32)  # per output bit: mask over input bits
     for code, m in FRAME_MAPS.items():
