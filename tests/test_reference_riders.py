@@ -221,3 +221,23 @@ def test_riders_through_scratch_qubits_and_pauli_products(text):
         want_ref, want = _oracle(engine, program, sched, key, shots, 0)
         np.testing.assert_array_equal(ref, want_ref)
         np.testing.assert_array_equal(_lanes(packed, shots), _lanes(want, shots))
+
+
+@pytest.mark.parametrize("nq", [1, 9, 65])
+def test_rows_inventory_is_the_walks(nq):
+    """The slots the riders draw (`rows_inventory`, read off a loop-free program's rows) are those
+    a walk of its schedule finds (`walked_inventory`, frame mode's oracle)."""
+    stim = pytest.importorskip("stim")
+    from cirq_quasarq.compiler.stim_circuit import compile_stim
+    from cirq_quasarq.engines.numpy.noise import rows_inventory, walked_inventory
+
+    r = np.random.default_rng(nq + 7)
+    programs = [compile_stim(_noisy_stim_circuit(stim, r, nq)) for _ in range(4)]
+    programs += [random_program(nq + 2, 12, nq, collapse=0.7, noise=True)[0], window_program(nq, 3, (1, nq), 3)]
+    for program in programs:
+        (rows_collapses, rows_noise), (walked_collapses, walked_noise) = (
+            rows_inventory(program), walked_inventory(program, schedule(program)))
+        np.testing.assert_array_equal(rows_collapses, walked_collapses)
+        assert rows_noise.keys() == walked_noise.keys()
+        for aux in walked_noise:
+            np.testing.assert_array_equal(rows_noise[aux], walked_noise[aux])

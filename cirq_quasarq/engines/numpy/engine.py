@@ -22,15 +22,14 @@ from ...schedule.walk import LoopBlock, assignment_index, condition_refs, walk
 from ..base import Engine, TableauRun, gib
 from . import linear
 from .frames import confuse, controlled_pauli, frame_plan
-from .noise import Draws, walked_inventory
+from .noise import Draws, rows_inventory, walked_inventory
 from .tableau import GateTable, TableauState
 
 Kind = opcodes.Kind
 _UNITARY, _NOISE, _RECORD_NOISE, _FRAME = int(Kind.UNITARY), int(Kind.NOISE), int(Kind.RECORD_NOISE), int(Kind.FRAME)
 _COLLAPSES = (int(Kind.MEASURE), int(Kind.RESET), int(Kind.MEASURE_RESET))
-_COLLAPSE_OP = np.isin(opcodes.KIND, _COLLAPSES)  # per opcode
 _RIDER_ROWS_AS_INTS = 16  # a one-shot call's windows of up to this many collapses go row by row (_Riders)
-_RIDES_OP = _COLLAPSE_OP | (opcodes.KIND == _UNITARY) | (opcodes.KIND == _NOISE)  # what _Riders follow
+_RIDES_OP = np.isin(opcodes.KIND, (_UNITARY, _NOISE) + _COLLAPSES)  # per opcode: what _Riders follow
 _NO_SHIFT = np.zeros(1, dtype=np.int64)  # (riders: a program without loops shifts no slot)
 _ONE = np.uint64(1)
 _M, _R, _MR, _I = opcodes.CODE["M"], opcodes.CODE["R"], opcodes.CODE["MR"], opcodes.CODE["I"]
@@ -488,12 +487,7 @@ class _Riders:
         self.flips = np.zeros(program.num_records, dtype=np.uint64)  # bit l: shot l's flip
         # every collapse's FRAME_MEASURE word and every channel's hits, as frame mode draws them,
         # in one batch (a draw a window cost about 0.1 ms: a pass of Philox's array operations)
-        ins = program.instructions
-        kinds = opcodes.KIND[ins[:, OP]]
-        noisy = ins[kinds == _NOISE]
-        self.draws = Draws(key, program, (np.unique(ins[_COLLAPSE_OP[ins[:, OP]], RAND]).astype(np.int64), {
-            int(aux): np.unique(noisy[noisy[:, AUX] == aux, RAND]).astype(np.int64) for aux in np.unique(noisy[:, AUX])}),
-            word, 1)
+        self.draws = Draws(key, program, rows_inventory(program), word, 1)
         self.fresh = np.zeros(max(program.num_rand_slots, 1), dtype=np.uint64)  # by slot: a gather a window
         self.fresh[self.draws.collapse_slots] = self.draws.collapse_words[:, 0]
         self.program = program

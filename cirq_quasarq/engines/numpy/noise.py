@@ -17,7 +17,7 @@ import numpy as np
 
 from ...core import opcodes, rng
 from ...core.draws import sparse_channels
-from ...core.program import AUX, RAND, Program
+from ...core.program import AUX, OP, RAND, Program
 from ...core.ranges import expand_ranges
 from ...schedule.walk import walk
 
@@ -41,6 +41,18 @@ def walked_inventory(program: Program, schedule) -> Inventory:
             for aux in np.unique(rows[:, AUX]):
                 slots.setdefault(int(aux), []).append(rows[rows[:, AUX] == aux, RAND] + step.rand_shift)
     return (_unique(collapses), {aux: _unique(parts) for aux, parts in slots.items()})
+
+
+def rows_inventory(program: Program) -> Inventory:
+    """`walked_inventory` of a program without loops, whose walk draws each row's slot once and
+    unshifted: its rows' slots, read in a few array operations (a walk of the paper's 2000-qubit
+    circuit took 10 ms of a 110 ms first call)."""
+    assert not program.loops, "rows_inventory: a loop's iterations shift their slots (walked_inventory)"
+    ins = program.instructions
+    kinds = opcodes.KIND[ins[:, OP]]
+    noisy = ins[kinds == opcodes.Kind.NOISE]
+    return (_unique([ins[np.isin(kinds, _COLLAPSES), RAND]]),
+            {int(aux): _unique([noisy[noisy[:, AUX] == aux, RAND]]) for aux in np.unique(noisy[:, AUX])})
 
 
 def _unique(parts) -> np.ndarray:
