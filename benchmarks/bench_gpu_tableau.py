@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_gpu_tableau [--sizes 5000 10000 100000] [--depth 100] [--repeat 3]
                                            [--stages] [--compare] [--unfused] [--kernels]
+                                           [--measured K] [--chunk-apart C]
 
 Per layer 70% of the qubits get a gate from {X, Y, Z, H, S, S†, CX, CY, CZ, SWAP, ISWAP}, then
 max(1, n // 1400) random Z measurements (benchmarks/random_clifford.py, built straight into a
@@ -28,9 +29,9 @@ from .random_clifford import layers
 TARGETS = {5000: 0.028, 10000: 0.060, 100000: 0.45}
 
 
-def random_clifford_program(n: int, depth: int, seed: int = 0):
+def random_clifford_program(n: int, depth: int, seed: int = 0, per_layer: int = None):
     b = ProgramBuilder(n)
-    for ops, measured in layers(n, depth, seed):
+    for ops, measured in layers(n, depth, seed, per_layer):
         b.gate_layer(np.array([opcodes.CODE[g] for g, _ in ops]), np.array([qs[0] for _, qs in ops]),
                      np.array([qs[1] if len(qs) == 2 else -1 for _, qs in ops]))
         b.next_step()
@@ -112,6 +113,11 @@ def main(argv=None):
     ap.add_argument("--kernels", action="store_true",
                     help="--repeat more runs per size (and per engine with --unfused) with every launch bracketed by "
                          "CUDA events: device ms per kernel a run, and its launches")
+    ap.add_argument("--measured", type=int, default=None,
+                    help="measurements a layer (default the paper's max(1, n // 1400)): the windows' width")
+    ap.add_argument("--chunk-apart", type=int, default=None,
+                    help="collapses a low-rank chunk in a run whose windows do not fuse (--unfused, or no room for "
+                         "the fused buffers): the engines' lowrank_chunk_apart")
     ap.add_argument("--lowrank-min", type=int, default=None,
                     help="windows of at least this many collapses take the low-rank update (default: the engine's)")
     args = ap.parse_args(argv)
@@ -124,6 +130,10 @@ def main(argv=None):
     unfused_engine = CudaEngine() if args.unfused else None
     if unfused_engine is not None:
         unfused_engine.fuse_windows = False
+    if args.chunk_apart is not None:
+        for e in (engine, unfused_engine):
+            if e is not None:
+                e.lowrank_chunk_apart = args.chunk_apart
     warm = random_clifford_program(200, 5)
     for e in (engine, rows_engine, unfused_engine):
         if e is not None:
@@ -134,7 +144,7 @@ def main(argv=None):
           + (f" {'rows s':>8} {'same':>5}" if args.compare else "")
           + (f" {'unfused s':>9} {'same':>5}" if args.unfused else "") + f" {'records':>12} {'tableau':>12}")
     for n in args.sizes:
-        program = random_clifford_program(n, args.depth)
+        program = random_clifford_program(n, args.depth, per_layer=args.measured)
         sched = schedule(program)
         best, run = best_of(engine, program, sched, args.repeat)
         gates = int(np.sum(opcodes.KIND[program.instructions[:, 0]] == opcodes.Kind.UNITARY))

@@ -24,11 +24,12 @@ CIRQ_GATES = {
 }
 
 
-def layers(n: int, depth: int, seed: int):
-    """Yields per layer: (list of (gate name, qubits)), measured qubits."""
+def layers(n: int, depth: int, seed: int, measured: int = None):
+    """Yields per layer: (list of (gate name, qubits)), measured qubits (`measured` of them a layer;
+    the paper's max(1, n // 1400) by default)."""
     rng = np.random.default_rng(seed)
     active = int(round(0.7 * n))
-    per_layer = max(1, n // 1400)
+    per_layer = max(1, n // 1400) if measured is None else measured
     for _ in range(depth):
         order = rng.permutation(n)
         anchors, partners = order[:active], list(order[active:])

@@ -1242,29 +1242,6 @@ def test_window_plan_on_any_number_of_blocks_equals_sequential(n):
             assert got.tableau.equals(want.tableau), (blocks, shared, repetition, reference)
 
 
-@pytest.mark.gpu
-def test_lowrank_counts_kernel_of_every_size_equals_sequential():
-    """Windows of 16, 20, 40, 60, 70, 90, 100, 128, 140, 160 and 200 (chunks of 160 and 40)
-    collapses on 13k qubits take each of lowrank_counts_16/32/.../160 (a chunk takes the smallest
-    that holds it): records and inverse tableau equal the per-collapse transposed path bit for bit."""
-    if not cuda_available():
-        pytest.skip("no CUDA GPU / PyCUDA on this machine")
-    from cirq_quasarq.engines.cuda import CudaEngine, measure
-
-    n = 13000
-    assert measure.LOWRANK_CHUNK == 160 and n // 64 >= 200  # every window takes the low-rank path
-    program = window_program(n, 77, widths=(16, 20, 40, 60, 70, 90, 100, 128, 140, 160, 200), layers=11, cycle=True)
-    sched = schedule(program)
-    lowrank = CudaEngine(block_windows=False)
-    sequential = CudaEngine(block_windows=False, batch_windows=False)
-    for repetition, reference in ((0, False), (3, False), (0, True)):
-        key = rng.make_key(4242)
-        want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
-        got = lowrank.run_tableau(program, sched, key, repetition=repetition, reference=reference)
-        assert np.array_equal(got.records, want.records), (repetition, reference)
-        assert got.tableau.equals(want.tableau), (repetition, reference)
-
-
 def _check_folded_gates(program, seed: int, repetition: int, stage: str, absent=()):
     """Tableau mode with gate windows folded into the collapse windows' passes (`stage` among the
     profiled stages) equals the engine that runs the gates with their own kernel (fold_gates=False)

@@ -4,7 +4,7 @@ domain it accepts (cirq_quasarq/engines/cuda/measure.py, `window_path`):
 | path | takes a window of k collapses on n qubits (W = ceil(n / 64) words a row) when |
 |---|---|
 | one block (measure_block.cu) | W <= 64 (n <= 4096); past max(64, n // 64) collapses only where the scan finds few random ones |
-| low rank (measure_lowrank.cu) | W > 64, 8 <= k <= max(64, n // 64), no classical control; chunks of 160 collapses, a chunk's pivot columns up to 160 (three words of bits); the next gate window folded into its last pass when the window holds only M |
+| low rank (measure_lowrank.cu) | W > 64, 8 <= k <= max(64, n // 64), no classical control; chunks of 160 collapses (128 in a run whose windows do not fuse, `lowrank_chunk_apart`, or whose fused buffers fit only for 128, `fused_chunks`), a chunk's pivot columns up to 160 (three words of bits); the next gate window folded into its last pass when the window holds only M |
 | rows (measure_rows.cu) | W > 64, k <= max(64, n // 64), below the low-rank path's k; the next gate window folded in when W <= 160; the plan in one block when W <= 160 |
 | low rank after the scan | any W, k past the low-rank path's width, no classical control, and the window's scan finds at least max(8, 2 x its pieces) possibly random collapses (`wide_lowrank`): the low-rank path on consecutive pieces of at most max(64, n // 64) collapses, widths equal within one (`wide_pieces`) |
 | per collapse, transposed | everything else (the oracle of all: `batch_windows=False`) |
@@ -110,26 +110,33 @@ def window_widths(program, sched):
 
 
 def engines():
-    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.engines.cuda import CudaEngine, measure
 
     default = CudaEngine()
     unfolded = CudaEngine()
     unfolded.fold_gates = False
-    unfused = CudaEngine()
+    unfused = CudaEngine()  # windows apart take chunks of LOWRANK_NARROW (the kernels of two words)
     unfused.fuse_windows = False
+    wide_apart = CudaEngine()  # chunks of LOWRANK_CHUNK apart: the three-word kernels outside the fused pass
+    wide_apart.fuse_windows = False
+    wide_apart.lowrank_chunk_apart = measure.LOWRANK_CHUNK
+    narrow_fused = CudaEngine()  # fused passes of chunks of LOWRANK_NARROW: where two planes of counts do not fit
+    narrow_fused.fused_chunks = (measure.LOWRANK_NARROW,)
     rows = CudaEngine(lowrank_windows=False)
     sequential = CudaEngine(batch_windows=False)
     return {"default": default, "fold_gates=False": unfolded, "fuse_windows=False": unfused,
+            "chunks of 160 apart": wide_apart, "fused chunks of 128": narrow_fused,
             "lowrank_windows=False": rows}, sequential
 
 
 def assert_paths_equal(program, seed: int, expect_paths=(), settings=None,
-                       runs=((0, False), (3, False), (0, True))):
+                       runs=((0, False), (3, False), (0, True)), engine_of=None):
     """Every engine setting (or those named in `settings`) equals the per-collapse path on records
     and inverse tableau for each (repetition, reference) of `runs`; the paths in `expect_paths` ran
-    (the profiled stages name them)."""
+    (the profiled stages name them). `engine_of`: the fast engines by setting (default `engines()`)."""
     sched = schedule(program)
     fast, sequential = engines()
+    fast = fast if engine_of is None else engine_of
     fast = {name: engine for name, engine in fast.items() if settings is None or name in settings}
     ran = set()
     for repetition, reference in runs:
@@ -167,6 +174,34 @@ def test_lowrank_windows_at_the_edges_of_their_domain(scramble):
     assert window_widths(program, sched) == widths
     assert_paths_equal(program, 7 + scramble, ("collapse window (low rank)", "collapse window (low rank) + gates",
                                                 "collapse window (rows)", "elimination"))
+
+
+def test_lowrank_counts_kernel_of_every_size_equals_sequential():
+    """Windows of 16, 20, 40, 60, 70, 90, 100, 128, 140, 160 and 200 collapses (chunks of 160 and 40)
+    on 13k qubits, run apart in chunks of 160 (a fused pass counts its chunk itself), take each of
+    lowrank_counts_16/32/.../160 (a chunk takes the smallest that holds it) and the three-word
+    passes 2 apart (lowrank_apply_wide; lowrank_apply_gates_wide where a window of 140 folds its
+    gates), each seen launched: records and inverse tableau equal the per-collapse path bit for bit."""
+    from cirq_quasarq.engines.cuda import measure
+
+    n = 13000
+    widths = [16, 20, 40, 60, 70, 90, 100, 128, 140, 160, 200]
+    assert measure.LOWRANK_CHUNK == 160 and lowrank_max(n) >= max(widths)
+    program = windows_program(n, 77, widths, 2)
+    assert window_widths(program, schedule(program)) == widths
+    fast, _ = engines()
+    engine = fast["chunks of 160 apart"]
+    launched = set()
+    launch = engine.launcher.launch
+
+    def recorded(stage, name, *args, **kwargs):
+        launched.add(name)
+        return launch(stage, name, *args, **kwargs)
+
+    engine.launcher.launch = recorded
+    assert_paths_equal(program, 4242, settings=("chunks of 160 apart",), engine_of=fast)
+    missing = {*measure.LOWRANK_COUNTS.values(), "lowrank_apply_wide", "lowrank_apply_gates_wide"} - launched
+    assert not missing, sorted(missing)
 
 
 def test_lowrank_chunks_with_more_than_64_distinct_pivots():
@@ -386,20 +421,26 @@ def test_fused_passes_decide_windows_of_several_chunks(monkeypatch, n, widths, r
 
     program = layered_program(n, len(widths), widths, resets)
     actual = window_widths(program, schedule(program))
-    decided, taken = [], set()
+    decided, taken, chunk_of = [], set(), {}
     real_fuse = measure.fuse_pass
 
     def fuse(engine, ws, T, X, Z, kc, fold, nxt, *args):
         decided.append(nxt.end - nxt.start)
-        first = min(nxt.end - nxt.start, measure.LOWRANK_CHUNK)  # the next window's chunk this pass counts
-        taken.add((kc > measure.LOWRANK_NARROW, first > measure.LOWRANK_NARROW))
+        first = min(nxt.end - nxt.start, ws.chunk)  # the next window's chunk this pass counts
+        if ws.chunk == measure.LOWRANK_CHUNK:
+            taken.add((kc > measure.LOWRANK_NARROW, first > measure.LOWRANK_NARROW))
+        chunk_of.setdefault(engine.fused_chunks, set()).add(ws.chunk)
         return real_fuse(engine, ws, T, X, Z, kc, fold, nxt, *args)
 
     monkeypatch.setattr(measure, "fuse_pass", fuse)
-    assert_paths_equal(program, 11, ("collapse window (low rank, fused)",), settings=("default", "fuse_windows=False"))
+    assert_paths_equal(program, 11, ("collapse window (low rank, fused)",),
+                       settings=("default", "fuse_windows=False", "fused chunks of 128"))
     assert set(decided) <= set(actual), (decided, actual)
     assert {-(-k // measure.LOWRANK_CHUNK) for k in decided} >= chunks, (decided, actual)
     assert taken >= kinds, (taken, decided, actual)
+    # the default engine's fused passes took chunks of 160, the narrow one's of 128
+    assert chunk_of == {(measure.LOWRANK_CHUNK, measure.LOWRANK_NARROW): {measure.LOWRANK_CHUNK},
+                        (measure.LOWRANK_NARROW,): {measure.LOWRANK_NARROW}}, chunk_of
 
 
 @pytest.mark.parametrize("blocks", [1, 3])
@@ -429,7 +470,8 @@ _PASS_KERNELS = ("tableau_gates_window", "lowrank_apply", "lowrank_apply_gates",
                  "measure_rows_apply", "measure_rows_apply_gates")
 
 
-@pytest.mark.parametrize("setting", ["default", "fold_gates=False", "fuse_windows=False", "lowrank_windows=False"])
+@pytest.mark.parametrize("setting", ["default", "fold_gates=False", "fuse_windows=False", "fused chunks of 128",
+                                     "lowrank_windows=False"])
 def test_tableau_passes_are_the_pass_kernels_launched(setting):
     """CudaEngine.tableau_passes (the benchmarks' floor counts it) equals the launches of the kernels
     that pass over every row, for each engine setting, on windows of at most one chunk without

@@ -159,6 +159,14 @@ class CudaEngine(Engine):
         # pass 1, that window decided ahead on its measured rows (measure.fuse_pass); False: each
         # window its own pass 1 (the oracle)
         self.fuse_windows = True
+        # collapses a low-rank chunk holds at most in a run whose windows do not fuse (the fused pass
+        # counts chunks of measure.LOWRANK_CHUNK): past LOWRANK_NARROW a chunk takes the kernels of
+        # three words of bits, which pay inside the fused pass but not apart (docs/benchmarks-collapse.md)
+        self.lowrank_chunk_apart = measure.LOWRANK_NARROW
+        # the chunks a run whose windows fuse takes: the first whose fused buffers fit (a chunk past
+        # LOWRANK_NARROW needs a second plane of partial counts, an eighth of the tableau: n = 370k on
+        # an 80 GB device has room for one)
+        self.fused_chunks = (measure.LOWRANK_CHUNK, measure.LOWRANK_NARROW)
         # a reference run stops repeating a loop once its tableau repeats, and copies the records of
         # the iterations left from the cycle (tableau._LoopFolding); False: every iteration runs
         self.fold_loops = True

@@ -396,7 +396,7 @@ def foldable_runs(schedule, windows) -> dict:
 
 def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag, fold: Optional[Fold] = None,
              counted: bool = False, ahead: Optional[Fuse] = None) -> None:
-    """The window as low-rank updates of the tableau, LOWRANK_CHUNK collapses each (measure_lowrank.cu).
+    """The window as low-rank updates of the tableau, chunks of ws.chunk collapses (measure_lowrank.cu).
     fold: the gate window that follows, folded into the last chunk's pass 2 (the caller checked that
     it may be: `can_fold`). counted: the window was decided and its first chunk's pass 1 made by the
     pass before it (`fuse_pass`), its buffers current. ahead: the collapse window after the fold,
@@ -406,8 +406,8 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
     if not counted:
         _plan(engine, ws, T, ctx, cstart, cend, X, Z, k0, k1, rep, ref_flag)
     apply_grid, per = lowrank_apply_shape(n, W, engine.sm_count)
-    for c0 in range(0, k, LOWRANK_CHUNK):
-        kc = min(LOWRANK_CHUNK, k - c0)
+    for c0 in range(0, k, ws.chunk):
+        kc = min(ws.chunk, k - c0)
         if not counted or c0:  # a counted window's first chunk is prepared and counted already
             _prepare(engine, ws, c0, kc, k)
             counts = LOWRANK_COUNTS[min(c for c in LOWRANK_COUNTS if c >= kc)]
@@ -416,7 +416,7 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
                    int(ws.plan), int(ws.vn), int(ws.lr_meta), int(ws.lr_pcol), int(ws.lr_pivots), int(ws.lr_vp),
                    int(ws.lr_special), int(ws.active), int(ws.lr_rows), c0, kc, n, W, shared_size=LOWRANK_COUNT_SMEM)
         tables = _tables_bytes(kc)
-        if fold is not None and c0 + LOWRANK_CHUNK >= k:
+        if fold is not None and c0 + ws.chunk >= k:
             gstart, gend, pairs = fold.start, fold.end, fold.pairs
             halves = n - 2 * pairs
             before = ws.group_counts
@@ -502,7 +502,7 @@ def fuse_pass(engine, ws, T, X, Z, kc: int, fold: Fold, nxt: Fuse, k0, k1, rep, 
     n, W = ws.n, ws.W
     fused = ws.fused
     k2 = nxt.end - nxt.start
-    kc2 = min(k2, LOWRANK_CHUNK)  # the first chunk's collapses: those the pass counts
+    kc2 = min(k2, ws.chunk)  # the first chunk's collapses: those the pass counts
     pairs = fold.pairs
     halves = n - 2 * pairs
     stage = "collapse window (low rank, fused)"

@@ -80,6 +80,7 @@ class _Workspace:
         self.gcnt = alloc(16)  # zeroed, with the marks, by each run that folds gates (TableauMode.run)
         self.group_counts = (0, 0)
         self.fused: Optional[_FusedBuffers] = None  # made by the first run that fuses windows (`fusion`)
+        self.chunk = measure.LOWRANK_CHUNK  # collapses a low-rank chunk at most, set by each run (`_actions`)
         self.saved = None  # a copy of the tableau and a flag, for reference runs' loops (`save_tableau`)
         self.max_collapses = max_collapses
         self.scratch = need_scratch
@@ -99,12 +100,14 @@ class _Workspace:
 
     def fusion(self, engine) -> Optional["_FusedBuffers"]:
         """The buffers of fused windows (measure.fuse_pass), made once when the device has room for
-        them (about an eighth of the tableau, for the partial counts); None when it has not (the
-        windows then run apart)."""
+        them (an eighth of the tableau a plane of partial counts), for the first of the engine's
+        `fused_chunks` they fit (chunks of LOWRANK_NARROW need one plane where wider ones take two);
+        None when there is room for none (the windows then run apart)."""
         if self.fused is None:
-            if not _room(engine, _FusedBuffers.bytes_needed(self.n, self.W, self.max_collapses)):
-                return None
-            self.fused = _FusedBuffers(self._alloc, self.n, self.W, self.max_collapses)
+            for chunk in engine.fused_chunks:
+                if _room(engine, _FusedBuffers.bytes_needed(self.n, self.W, self.max_collapses, chunk)):
+                    self.fused = _FusedBuffers(self._alloc, self.n, self.W, self.max_collapses, chunk)
+                    break
         return self.fused
 
     def swap_windows(self) -> None:
@@ -120,7 +123,8 @@ class _Workspace:
 
     def extra_bytes(self) -> int:
         """Device bytes made past `bytes_needed`: the fused windows' buffers, the saved tableau."""
-        fused = _FusedBuffers.bytes_needed(self.n, self.W, self.max_collapses) if self.fused is not None else 0
+        fused = (_FusedBuffers.bytes_needed(self.n, self.W, self.max_collapses, self.fused.chunk)
+                 if self.fused is not None else 0)
         return fused + (self._saved_bytes() if self.saved is not None else 0)
 
     def _saved_bytes(self) -> int:
@@ -206,14 +210,15 @@ class _WindowBuffers:
 
 class _FusedBuffers:
     """What fused windows add (measure.fuse_pass): the next window's buffers (a window of up to
-    `widest` collapses, of which the pass counts the first chunk), its measured rows made ahead
-    (lowrank_ahead), and pass 1's partial counts and pivot bits."""
+    `widest` collapses, of which the pass counts the first chunk, of up to `chunk` collapses), its
+    measured rows made ahead (lowrank_ahead), and pass 1's partial counts and pivot bits."""
 
-    def __init__(self, alloc, n: int, W: int, max_collapses: int):
+    def __init__(self, alloc, n: int, W: int, max_collapses: int, chunk: int):
         k = _FusedBuffers.widest(n, max_collapses)
+        self.chunk = chunk  # the run's chunks: a fused pass counts one
         self.window = _WindowBuffers(alloc, W, k)
         self.ax, self.az, self.as_ = alloc(8 * k * W), alloc(8 * k * W), alloc(k)
-        self.pcounts = alloc(8 * measure.fused_count_words(n, W, k))
+        self.pcounts = alloc(8 * measure.fused_count_words(n, W, min(k, chunk)))
         # zeroed by each run that fuses; lowrank_reduce clears its rows'
         self.pbits = alloc(_FusedBuffers.pbits_bytes(n))
 
@@ -229,10 +234,10 @@ class _FusedBuffers:
         return max(1, min(max_collapses, measure.batched_width(n)))
 
     @staticmethod
-    def bytes_needed(n: int, W: int, max_collapses: int) -> int:
+    def bytes_needed(n: int, W: int, max_collapses: int, chunk: int) -> int:
         k = _FusedBuffers.widest(n, max_collapses)
         return (_WindowBuffers.bytes_needed(W, k) + 16 * k * W + k
-                + 8 * measure.fused_count_words(n, W, k) + _FusedBuffers.pbits_bytes(n))
+                + 8 * measure.fused_count_words(n, W, min(k, chunk)) + _FusedBuffers.pbits_bytes(n))
 
 
 class _LoopFolding:
@@ -470,6 +475,12 @@ class TableauMode:
             cuda.memset_d32(ws.fused.pbits, 0, _FusedBuffers.pbits_bytes(n) // 4)  # a run cut short may have left some
         else:
             fuses = {}  # no room for the partial counts: each window makes its own pass 1
+        # Chunks past 128 collapses pay where a fused pass counts them (180k qubits: one chunk for the
+        # windows of 129-134); apart, their passes 1 cost more than another chunk of 128 (180k qubits,
+        # windows of 264: lowrank_counts_160 15.7 ms against 10.1 for lowrank_counts_128)
+        ws.chunk = ws.fused.chunk if fuses else engine.lowrank_chunk_apart
+        if not 1 <= ws.chunk <= measure.LOWRANK_CHUNK:
+            raise ValueError(f"lowrank_chunk_apart must be 1 to {measure.LOWRANK_CHUNK} collapses, not {ws.chunk}")
         folded = -1  # the gate window a collapse window took into its pass
         counted = -1  # the collapse window a fused pass decided and counted (measure.fuse_pass)
         loops = (_LoopFolding(engine, ws, plan.loops, folds)
