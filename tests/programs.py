@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 import pytest
 
 from cirq_quasarq.core import opcodes
@@ -55,32 +56,48 @@ def random_program(n: int, depth: int, seed: int, *, collapse: float = 0.5, nois
     return b.build(), sc
 
 
-def window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers: int = 8, cycle: bool = False):
+def window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers: int = 8, cycle: bool = False,
+                   exact: bool = False):
     """Layers of random gates, each followed by a window of distinct-qubit collapses: M (some
     inverted), R and MR mixed; wide windows on few qubits make later collapses deterministic.
-    Window widths are drawn from `widths`, or taken in turn with `cycle`."""
+    Window widths are drawn from `widths`, or taken in turn with `cycle`.
+
+    The schedule layers as soon as possible, so a collapse whose qubit the gates before it leave
+    alone moves into an earlier window: the windows run are not these widths (`window_widths`).
+    With `exact` they are: an H on every qubit before the first window, and before each later one
+    a barrier (an I conditioned on the first record) that nothing moves across."""
     r = random.Random(seed)
     b = ProgramBuilder(n)
+    first_record = None
     for layer in range(layers):
-        for _ in range(4):  # enough scrambling that most collapses of the next window are random
+        if exact and layer == 0:
             b.next_step()
-            qs = list(range(n))
-            r.shuffle(qs)
-            while len(qs) > 1 and r.random() < 0.95:
-                if r.random() < 0.5:
-                    b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
-                else:
-                    b.gate(r.choice(UNITARY_1), qs.pop())
+            b.gate_layer(np.full(n, opcodes.CODE["H"]), np.arange(n), np.full(n, -1))
+        else:
+            for _ in range(4):  # enough scrambling that most collapses of the next window are random
+                b.next_step()
+                qs = list(range(n))
+                r.shuffle(qs)
+                while len(qs) > 1 and r.random() < 0.95:
+                    if r.random() < 0.5:
+                        b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
+                    else:
+                        b.gate(r.choice(UNITARY_1), qs.pop())
+        if exact and first_record is not None:
+            b.next_step()
+            b.gate("I", 0, cond=b.condition([(first_record, 0)], [False, True]))
         b.next_step()
         width = widths[layer % len(widths)] if cycle else r.choice(widths)
         for q in r.sample(range(n), min(width, n)):
             kind = r.random()
             if kind < 0.6:
-                b.measure(q, invert=r.random() < 0.2)
+                rec = b.measure(q, invert=r.random() < 0.2)
+                first_record = rec if first_record is None else first_record
             elif kind < 0.8:
                 b.reset(q)
             else:
-                b.measure(q, reset=True)
+                rec = b.measure(q, reset=True)
+                first_record = rec if first_record is None else first_record
     return b.build()
 
 
@@ -119,3 +136,10 @@ def measure_window_program(n: int, seed: int, widths=(16, 40, 64), layers: int =
             for q in measured:
                 b.measure(q)
     return b.build()
+
+
+def window_widths(program, sched):
+    """The collapse windows' widths as tableau mode runs them."""
+    from cirq_quasarq.engines.cuda.device_program import _build_plan
+
+    return [end - start for kind, start, end, _ in _build_plan(program, sched).actions if kind == "C"]

@@ -19,7 +19,7 @@ from cirq_quasarq.errors import OutOfMemoryError
 from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
-from .programs import UNITARY_1, UNITARY_2, measure_window_program, window_program
+from .programs import UNITARY_1, UNITARY_2, measure_window_program, window_program, window_widths
 
 pytestmark = pytest.mark.gpu
 
@@ -1178,12 +1178,14 @@ def test_a_larger_tableau_may_use_the_memory_of_the_one_it_replaces():
 
 
 
+@pytest.mark.parametrize("exact", [True, False])
 @pytest.mark.parametrize("seed", range(8))
-def test_window_batched_collapse_equals_sequential(numpy_engine, seed):
+def test_window_batched_collapse_equals_sequential(numpy_engine, seed, exact):
     """Windows of 1..512 collapses (random, deterministic, R, MR, inverted M; reference and sampled
     coins): the low-rank update (measure_lowrank.cu), the rows path (measure_rows.cu, one and four
     warps a row) and the per-collapse transposed path give the same records and inverse tableau
-    bit for bit, and the NumPy engine's."""
+    bit for bit, and the NumPy engine's. `exact`: the windows are the widths asked for; else
+    as-soon-as-possible layering merges them (windows of up to about 1,100 collapses)."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
@@ -1195,8 +1197,12 @@ def test_window_batched_collapse_equals_sequential(numpy_engine, seed):
     wide.row_warps = 4  # the long-row configuration on rows of any length
     sequential = CudaEngine(block_windows=False, batch_windows=False)
     n = [600, 1500, 5000, 9000, 700, 2048, 4100, 130][seed]
-    program = window_program(n, 900 + seed, widths=(1, 2, 3, 17, 64, 65, 200, 512), layers=10)
+    widths = (1, 2, 3, 17, 64, 65, 200, 512)
+    program = window_program(n, 900 + seed, widths=widths, layers=10, exact=exact)
     sched = schedule(program)
+    if exact:
+        actual = window_widths(program, sched)
+        assert len(actual) == 10 and set(actual) <= {min(w, n) for w in widths}, actual
     for repetition, reference in ((0, False), (7, False), (0, True)):
         key = rng.make_key(1000 + seed)
         want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
@@ -1220,14 +1226,18 @@ def test_window_plan_on_any_number_of_blocks_equals_sequential(n):
     """The window's plan in one block (measure_rows_plan) or spread over 1, 2, 3, 7 or W / 8 blocks
     (measure_window_plan: a grid barrier a collapse, each block a range of columns), the slice in
     shared or in global memory: the rows path's records and inverse tableau equal the per-collapse
-    transposed path bit for bit, whatever the split; windows of 1 to 140 collapses with
-    deterministic ones, R and MR, sampled and reference coins."""
+    transposed path bit for bit, whatever the split; windows of exactly 1 to 140 collapses (140 the
+    rows path's widest at n = 9000, past it at 5000) with deterministic ones, R and MR, sampled and
+    reference coins."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine, measure
 
-    program = window_program(n, 31 + n, widths=(1, 2, 3, 17, 33, 64, 65, 140), layers=10)
+    widths = (1, 2, 3, 17, 33, 64, 65, 140)  # 140: the rows path's widest at n = 9000 (n // 64)
+    program = window_program(n, 31 + n, widths=widths, layers=10, exact=True)
     sched = schedule(program)
+    actual = window_widths(program, sched)
+    assert len(actual) == 10 and set(actual) <= set(widths) and {1, 64, 65} <= set(actual), actual
     sequential = CudaEngine(block_windows=False, batch_windows=False)
     rows = CudaEngine(block_windows=False, lowrank_windows=False)
     spread = -(-((n + 63) // 64) // measure.PLAN_BLOCK_WORDS)

@@ -32,6 +32,8 @@ from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.engines import NumpyEngine, cuda_available
 from cirq_quasarq.schedule import schedule
 
+from .programs import window_widths
+
 pytestmark = pytest.mark.gpu
 
 _CODE = opcodes.CODE
@@ -100,13 +102,6 @@ def windows_program(n: int, seed: int, widths, scramble: int, mix: bool = True):
             b.next_step()
             b.gate("I", 0, cond=b.condition([(first_record, 0)], [False, True]))
     return b.build()
-
-
-def window_widths(program, sched):
-    """The collapse windows' widths as tableau mode runs them."""
-    from cirq_quasarq.engines.cuda.device_program import _build_plan
-
-    return [end - start for kind, start, end, _ in _build_plan(program, sched).actions if kind == "C"]
 
 
 def engines():

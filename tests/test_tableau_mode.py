@@ -12,7 +12,7 @@ from cirq_quasarq.engines import NumpyEngine
 from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
-from .programs import UNITARY_1, UNITARY_2, random_program, window_program
+from .programs import UNITARY_1, UNITARY_2, random_program, window_program, window_widths
 from .replay import as_stim_inverse, replay_in_stim
 
 
@@ -147,14 +147,19 @@ def test_engines_agree_with_numpy_engine(engine):
         assert ours.tableau.equals(ref.tableau)
 
 
+@pytest.mark.parametrize("exact", [True, False])
 @pytest.mark.parametrize("seed", range(10))
-def test_window_batched_collapse_equals_sequential_numpy(seed):
+def test_window_batched_collapse_equals_sequential_numpy(seed, exact):
     """The NumPy engine's low-rank window update (TableauState.collapse_window) gives the
     one-collapse-at-a-time path's records and inverse tableau bit for bit: windows of 1..512
-    collapses, random / deterministic, M / R / MR, reference and sampled coins."""
+    collapses (`exact`: those widths; else merged by the schedule's layering, up to about 1,000),
+    random / deterministic, M / R / MR, reference and sampled coins."""
     n = [5, 40, 130, 700, 1500, 64, 65, 300, 1000, 2100][seed]
-    program = window_program(n, seed)
+    program = window_program(n, seed, exact=exact)
     sched = schedule(program)
+    if exact:
+        actual = window_widths(program, sched)
+        assert len(actual) == 8 and set(actual) <= {min(w, n) for w in (1, 2, 3, 17, 64, 200, 512)}, actual
     batched, sequential = NumpyEngine(batch_windows="always"), NumpyEngine(batch_windows=False)
     for repetition, reference in ((0, False), (5, False), (0, True)):
         key = rng.make_key(300 + seed)
@@ -165,12 +170,17 @@ def test_window_batched_collapse_equals_sequential_numpy(seed):
         assert got.tableau.equals(want.tableau), ctx
 
 
+@pytest.mark.parametrize("exact", [True, False])
 @pytest.mark.parametrize("seed", range(6))
-def test_window_batched_collapse_matches_stim(seed):
-    """The batched windows against stim replaying our coins (postselect_z): the inverse tableau."""
+def test_window_batched_collapse_matches_stim(seed, exact):
+    """The batched windows against stim replaying our coins (postselect_z): the inverse tableau;
+    windows of 2, 5, 30 and 128 collapses (`exact`), or as the schedule's layering merges them."""
     n = [12, 50, 200, 700, 1500, 3000][seed]
-    program = window_program(n, 50 + seed, widths=(2, 5, 30, 128), layers=5)
+    program = window_program(n, 50 + seed, widths=(2, 5, 30, 128), layers=5, exact=exact)
     sched = schedule(program)
+    if exact:
+        actual = window_widths(program, sched)
+        assert len(actual) == 5 and set(actual) <= {min(w, n) for w in (2, 5, 30, 128)}, actual
     key = rng.make_key(seed)
     for engine in (NumpyEngine(batch_windows="always"), NumpyEngine()):  # the update, and as the engine picks
         run = engine.run_tableau(program, sched, key)
