@@ -449,6 +449,10 @@ class TableauMode:
         """Enqueue the program's windows on the workspace's tableau and records; returns the loop
         iterations folding skipped."""
         engine = self.engine
+        chunks = (engine.lowrank_chunk_apart, *engine.fused_chunks)
+        if not all(1 <= c <= measure.LOWRANK_CHUNK for c in chunks):
+            raise ValueError(f"a low-rank chunk holds 1 to {measure.LOWRANK_CHUNK} collapses: lowrank_chunk_apart "
+                             f"{engine.lowrank_chunk_apart}, fused_chunks {engine.fused_chunks}")
         cuda, launch = engine.cuda, engine.launcher.launch
         program, schedule = dp.program, dp.schedule
         plan = dp.tableau_plan()
@@ -479,8 +483,6 @@ class TableauMode:
         # windows of 129-134); apart, their passes 1 cost more than another chunk of 128 (180k qubits,
         # windows of 264: lowrank_counts_160 15.7 ms against 10.1 for lowrank_counts_128)
         ws.chunk = ws.fused.chunk if fuses else engine.lowrank_chunk_apart
-        if not 1 <= ws.chunk <= measure.LOWRANK_CHUNK:
-            raise ValueError(f"lowrank_chunk_apart must be 1 to {measure.LOWRANK_CHUNK} collapses, not {ws.chunk}")
         folded = -1  # the gate window a collapse window took into its pass
         counted = -1  # the collapse window a fused pass decided and counted (measure.fuse_pass)
         loops = (_LoopFolding(engine, ws, plan.loops, folds)
