@@ -63,42 +63,61 @@ def window_program(n: int, seed: int, widths=(1, 2, 3, 17, 64, 200, 512), layers
     Window widths are drawn from `widths`, or taken in turn with `cycle`.
 
     The schedule layers as soon as possible, so a collapse whose qubit the gates before it leave
-    alone moves into an earlier window: the windows run are not these widths (`window_widths`).
-    With `exact` they are: an H on every qubit before the first window, and before each later one
-    a barrier (an I conditioned on the first record) that nothing moves across."""
+    alone moves into an earlier window, and one whose qubit they keep busy longer into a later one:
+    the windows run are not these widths (`window_widths`). With `exact` they are: every step gives
+    every qubit one operation (a window's step a one-qubit gate to each qubit it does not collapse),
+    so all qubits stand at the same layer before each window. Its gates are mostly diagonal (S,
+    S_DAG, Z, CZ), so that a qubit measured again may still be deterministic; no classical control,
+    so the programs stay in the domain of every fast path."""
     r = random.Random(seed)
     b = ProgramBuilder(n)
-    first_record = None
     for layer in range(layers):
-        if exact and layer == 0:
+        for _ in range(2 if exact else 4):  # enough scrambling that most collapses of the next window are random
             b.next_step()
-            b.gate_layer(np.full(n, opcodes.CODE["H"]), np.arange(n), np.full(n, -1))
-        else:
-            for _ in range(4):  # enough scrambling that most collapses of the next window are random
-                b.next_step()
-                qs = list(range(n))
-                r.shuffle(qs)
-                while len(qs) > 1 and r.random() < 0.95:
-                    if r.random() < 0.5:
-                        b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
-                    else:
-                        b.gate(r.choice(UNITARY_1), qs.pop())
-        if exact and first_record is not None:
-            b.next_step()
-            b.gate("I", 0, cond=b.condition([(first_record, 0)], [False, True]))
+            qs = list(range(n))
+            r.shuffle(qs)
+            if exact:
+                _full_layer(b, r, qs)
+                continue
+            while len(qs) > 1 and r.random() < 0.95:
+                if r.random() < 0.5:
+                    b.gate(r.choice(UNITARY_2), qs.pop(), qs.pop())
+                else:
+                    b.gate(r.choice(UNITARY_1), qs.pop())
         b.next_step()
         width = widths[layer % len(widths)] if cycle else r.choice(widths)
-        for q in r.sample(range(n), min(width, n)):
+        collapsed = r.sample(range(n), min(width, n))
+        for q in collapsed:
             kind = r.random()
             if kind < 0.6:
-                rec = b.measure(q, invert=r.random() < 0.2)
-                first_record = rec if first_record is None else first_record
+                b.measure(q, invert=r.random() < 0.2)
             elif kind < 0.8:
                 b.reset(q)
             else:
-                rec = b.measure(q, reset=True)
-                first_record = rec if first_record is None else first_record
+                b.measure(q, reset=True)
+        if exact:  # the others' operation in this step
+            chosen = set(collapsed)
+            _full_layer(b, r, [q for q in range(n) if q not in chosen], pairs=False)
     return b.build()
+
+
+_DIAGONAL_1 = ("S", "S_DAG", "Z")
+
+
+def _full_layer(b: ProgramBuilder, r: random.Random, qs, pairs: bool = True) -> None:
+    """A gate on each of the qubits `qs` (pairs of them for a two-qubit gate half the time when
+    `pairs`), diagonal seven times in ten, as one vectorized layer."""
+    codes, first, second = [], [], []
+    qs = list(qs)
+    while qs:
+        if pairs and len(qs) >= 2 and r.random() < 0.5:
+            g = r.choice(UNITARY_2) if r.random() < 0.3 else "CZ"
+            codes.append(opcodes.CODE[g]), first.append(qs.pop()), second.append(qs.pop())
+        else:
+            g = r.choice(UNITARY_1) if r.random() < 0.3 else r.choice(_DIAGONAL_1)
+            codes.append(opcodes.CODE[g]), first.append(qs.pop()), second.append(-1)
+    if codes:
+        b.gate_layer(np.array(codes), np.array(first), np.array(second))
 
 
 def measure_window_program(n: int, seed: int, widths=(16, 40, 64), layers: int = 8, remeasure: bool = False):

@@ -21,7 +21,7 @@ from cirq_quasarq.engines.numpy.engine import NumpyEngine
 from cirq_quasarq.schedule import schedule
 from cirq_quasarq.shots import REFERENCE_KEY, sample_frames
 
-from .programs import UNITARY_1, UNITARY_2, random_program, window_program
+from .programs import UNITARY_1, UNITARY_2, random_program, window_program, window_widths
 
 
 def _lanes(packed: np.ndarray, shots: int) -> np.ndarray:
@@ -42,11 +42,16 @@ def _oracle(engine, program, sched, key, shots, word):
                                        (65, (1, 40, 65)), (130, (1, 3, 17, 64, 130)), (300, (9, 300)),
                                        (700, (700,))])  # (64 shots: the anticommutations in blocks of rows)
 @pytest.mark.parametrize("batch_windows", [True, False, "always"])
-def test_riders_give_frame_modes_bits(n, widths, batch_windows):
+@pytest.mark.parametrize("exact", [True, False])
+def test_riders_give_frame_modes_bits(n, widths, batch_windows, exact):
+    """`exact`: the windows are those widths (a window of every qubit among them); else as the
+    schedule's layering merges and splits them (at n = 700, windows of 1 to 657 collapses)."""
     engine = NumpyEngine(batch_windows=batch_windows)
     for seed, shots, word in ((0, 1, 0), (1, 2, 3), (2, 63, 1), (3, 64, 0), (4, 37, 2)):
-        program = window_program(n, seed=100 * n + seed, widths=widths, layers=5)
+        program = window_program(n, seed=100 * n + seed, widths=widths, layers=5, exact=exact)
         sched = schedule(program)
+        if exact:
+            assert set(window_widths(program, sched)) <= set(widths), window_widths(program, sched)
         key = rng.make_key(7 * seed + n)
         ref, packed = engine.sample_with_reference(program, sched, key, shots, first_word=word)
         want_ref, want = _oracle(engine, program, sched, key, shots, word)
