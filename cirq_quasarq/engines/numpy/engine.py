@@ -570,27 +570,23 @@ class _Riders:
     def _collapsed_one(self, rows: np.ndarray, step) -> None:
         """`collapsed` for one shot and a few rows, the rows as Python integers (a window of one
         collapse took some twenty array operations, about 70 us)."""
-        state, n, words = self.state, self.state.n, self.state.words
-        X, Z = state.X, state.Z
-        row = lambda plane, r: int.from_bytes(plane[r].tobytes(), "little")
-        rx, rz = row(X, 2 * n), row(Z, 2 * n)
+        state, n = self.state, self.state.n
+        rx, rz = state.row_ints(2 * n)
         fresh = self._fresh(rows).tolist()
         for (q, op, rec), fresh_bit in zip(rows[:, [A, OP, REC]].tolist(), fresh):
-            zx, zz = row(X, n + q), row(Z, n + q)
+            zx, zz = state.row_ints(n + q)
             x_bit = ((rx & zz) ^ (rz & zx)).bit_count() & 1  # see `collapsed`
             if op != _R:
                 self.flips[rec + step.rec_shift] = x_bit
             times_z = fresh_bit & 1
             if op != _M:
-                xx, xz = row(X, q), row(Z, q)
+                xx, xz = state.row_ints(q)
                 times_z ^= ((rx & xz) ^ (rz & xx)).bit_count() & 1
                 if x_bit:
                     rx, rz = rx ^ xx, rz ^ xz
             if times_z:
                 rx, rz = rx ^ zx, rz ^ zz
-        size = 8 * words
-        X[2 * n] = np.frombuffer(rx.to_bytes(size, "little"), dtype=np.uint64)
-        Z[2 * n] = np.frombuffer(rz.to_bytes(size, "little"), dtype=np.uint64)
+        state.set_row_ints(2 * n, rx, rz)
 
 
 def _row_qubits(program, schedule) -> np.ndarray:

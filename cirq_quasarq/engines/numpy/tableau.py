@@ -8,6 +8,7 @@ Every gate and collapse follows docs/engine-semantics.md, so the CUDA engine mat
 from __future__ import annotations
 
 import functools
+from typing import Tuple
 
 import numpy as np
 
@@ -235,10 +236,9 @@ class TableauState:
     def _apply_one(self, arity: int, outputs, q0: int, q1: int) -> None:
         """`apply_unitary` for a single gate (a run of one, as in a chain of dependent gates):
         rows as Python integers, so a gate costs a few dozen integer operations, not numpy calls."""
-        n, X, Z, S = self.n, self.X, self.Z, self.S
+        n, S = self.n, self.S
         rows = (q0, q0 + n) if arity == 1 else (q0, q0 + n, q1, q1 + n)
-        old = [(int.from_bytes(X[r].tobytes(), "little"), int.from_bytes(Z[r].tobytes(), "little"), int(S[r]))
-               for r in rows]
+        old = [(*self.row_ints(r), int(S[r])) for r in rows]
         new = []
         for log_i, inputs in outputs:
             ax, az, s = old[inputs[0]]
@@ -250,11 +250,20 @@ class TableauState:
                           + 2 * (az & bx).bit_count())
                 ax, az = cx, cz
             new.append((ax, az, (log_i & 3) >> 1))
-        size = 8 * self.words
         for row, (ax, az, s) in zip(rows, new):
-            X[row] = np.frombuffer(ax.to_bytes(size, "little"), dtype=np.uint64)
-            Z[row] = np.frombuffer(az.to_bytes(size, "little"), dtype=np.uint64)
+            self.set_row_ints(row, ax, az)
             S[row] = s
+
+    def row_ints(self, r: int) -> Tuple[int, int]:
+        """Row r's X and Z parts as Python integers (bit j: column j): for work on a few rows,
+        where each NumPy call would cost more than the integer operations."""
+        return int.from_bytes(self.X[r].tobytes(), "little"), int.from_bytes(self.Z[r].tobytes(), "little")
+
+    def set_row_ints(self, r: int, x: int, z: int) -> None:
+        """Row r's X and Z parts from Python integers (`row_ints`)."""
+        size = 8 * self.words
+        self.X[r] = np.frombuffer(x.to_bytes(size, "little"), dtype=np.uint64)
+        self.Z[r] = np.frombuffer(z.to_bytes(size, "little"), dtype=np.uint64)
 
     def apply_pauli(self, q: int, pauli: int) -> None:
         """Apply Pauli 1=X, 2=Y, 3=Z to the state: X flips zrow's sign, Z flips xrow's."""
