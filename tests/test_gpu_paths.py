@@ -125,28 +125,32 @@ def engines():
 
 
 def assert_paths_equal(program, seed: int, expect_paths=(), settings=None,
-                       runs=((0, False), (3, False), (0, True)), engine_of=None):
+                       runs=((0, False), (3, False), (0, True)), expect_kernels=()):
     """Every engine setting (or those named in `settings`) equals the per-collapse path on records
     and inverse tableau for each (repetition, reference) of `runs`; the paths in `expect_paths` ran
-    (the profiled stages name them). `engine_of`: the fast engines by setting (default `engines()`)."""
+    (the profiled stages name them), and so did the kernels in `expect_kernels` (the profiled
+    launches name them)."""
     sched = schedule(program)
     fast, sequential = engines()
-    fast = fast if engine_of is None else engine_of
     fast = {name: engine for name, engine in fast.items() if settings is None or name in settings}
-    ran = set()
+    ran, launched = set(), set()
     for repetition, reference in runs:
         key = rng.make_key(seed)
         want = sequential.run_tableau(program, sched, key, repetition=repetition, reference=reference)
         for name, engine in fast.items():
+            engine.launcher.kernel_totals.clear()
             engine.profile = True
             got = engine.run_tableau(program, sched, key, repetition=repetition, reference=reference)
             engine.profile = False
             ran |= set(engine.stage_seconds)
+            launched |= set(engine.launcher.kernel_totals)
             ctx = f"{name}, repetition {repetition}, reference {reference}, windows {window_widths(program, sched)}"
             assert np.array_equal(got.records, want.records), ctx
             assert got.tableau.equals(want.tableau), ctx
     for stage in expect_paths:
         assert stage in ran, (stage, sorted(ran))
+    missing = set(expect_kernels) - launched
+    assert not missing, (sorted(missing), sorted(launched))
     return sched, sequential
 
 
@@ -184,19 +188,9 @@ def test_lowrank_counts_kernel_of_every_size_equals_sequential():
     assert measure.LOWRANK_CHUNK == 160 and lowrank_max(n) >= max(widths)
     program = windows_program(n, 77, widths, 2)
     assert window_widths(program, schedule(program)) == widths
-    fast, _ = engines()
-    engine = fast["chunks of 160 apart"]
-    launched = set()
-    launch = engine.launcher.launch
-
-    def recorded(stage, name, *args, **kwargs):
-        launched.add(name)
-        return launch(stage, name, *args, **kwargs)
-
-    engine.launcher.launch = recorded
-    assert_paths_equal(program, 4242, settings=("chunks of 160 apart",), engine_of=fast)
-    missing = {*measure.LOWRANK_COUNTS.values(), "lowrank_apply_wide", "lowrank_apply_gates_wide"} - launched
-    assert not missing, sorted(missing)
+    assert_paths_equal(program, 4242, settings=("chunks of 160 apart",),
+                       expect_kernels=(*measure.LOWRANK_COUNTS.values(), "lowrank_apply_wide",
+                                       "lowrank_apply_gates_wide"))
 
 
 def test_lowrank_chunks_with_more_than_64_distinct_pivots():
