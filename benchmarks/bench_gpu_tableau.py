@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_gpu_tableau [--sizes 5000 10000 100000] [--depth 100] [--repeat 3]
                                            [--stages] [--compare] [--unfused] [--kernels]
-                                           [--measured K] [--chunk-apart C]
+                                           [--measured K] [--chunk-apart C] [--fused-chunks C ...]
 
 Per layer 70% of the qubits get a gate from {X, Y, Z, H, S, S†, CX, CY, CZ, SWAP, ISWAP}, then
 max(1, n // 1400) random Z measurements (benchmarks/random_clifford.py, built straight into a
@@ -118,6 +118,9 @@ def main(argv=None):
     ap.add_argument("--chunk-apart", type=int, default=None,
                     help="collapses a low-rank chunk in a run whose windows do not fuse (--unfused, or no room for "
                          "the fused buffers): the engines' lowrank_chunk_apart")
+    ap.add_argument("--fused-chunks", type=int, nargs="+", default=None, metavar="C",
+                    help="collapses a low-rank chunk in a run whose windows fuse, the first whose buffers fit: the "
+                         "engine's fused_chunks (128 reproduces the largest n's chunks at smaller n)")
     ap.add_argument("--lowrank-min", type=int, default=None,
                     help="windows of at least this many collapses take the low-rank update (default: the engine's)")
     args = ap.parse_args(argv)
@@ -134,6 +137,8 @@ def main(argv=None):
         for e in (engine, unfused_engine):
             if e is not None:
                 e.lowrank_chunk_apart = args.chunk_apart
+    if args.fused_chunks is not None:
+        engine.fused_chunks = tuple(args.fused_chunks)
     warm = random_clifford_program(200, 5)
     for e in (engine, rows_engine, unfused_engine):
         if e is not None:
