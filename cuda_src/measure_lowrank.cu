@@ -91,8 +91,6 @@
 #define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
 #define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 160 collapses' tables (136 KiB)
 #define QQ_LR_TILE 16              // words of a row pass 2 takes a tile
-#define QQ_LR_APPLY_GROUPS 2        // groups of four rows a warp of lowrank_apply has in flight
-#define QQ_LR_APPLY_GATES_GROUPS 1  // of lowrank_apply_gates (two would spill its 64 registers)
 #define QQ_LR_SIGNS_BLOCK 256
 #define QQ_LR_GROUPS_BLOCK 256
 #define QQ_LR_META_KP 0
@@ -786,11 +784,13 @@ __device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4
     }
 }
 
-// GATES: the next gate window folded in; GROUPS: groups a warp has in flight. COUNTS (with GATES and
-// one group in flight): the next collapse window's pass 1 too, on the rows this pass writes
-// (lowrank_apply_gates_counts, below). N: the words of the chunk's alpha (qq_lr_words_for);
-// NEXT_WIDE: the next window's chunk may have more than QQ_LR_NARROW collapses.
-template <bool GATES, int GROUPS, bool COUNTS, int N, bool NEXT_WIDE = false>
+// GATES: the next gate window folded in. COUNTS (with GATES): the next collapse window's pass 1 too,
+// on the rows this pass writes (lowrank_apply_gates_counts, below). N: the words of the chunk's alpha
+// (qq_lr_words_for); NEXT_WIDE: the next window's chunk may have more than QQ_LR_NARROW collapses.
+// A warp has one group of four rows in flight, its rows, gates and alpha loaded an iteration ahead:
+// with two, lowrank_apply_gates spilled, and lowrank_apply spilled 56 bytes a thread and ran 13 %
+// slower (H100, docs/benchmarks-collapse.md run 16).
+template <bool GATES, bool COUNTS, int N, bool NEXT_WIDE = false>
 __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits,
                                             const int* meta, const int* pivots, const int* active, const int4* desc,
                                             int num_pairs, int num_halves, unsigned* part, int kc,
@@ -801,7 +801,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     // so that a lane visits only its own words' (they become bits of four words a row: few atomics)
     __shared__ int s_at2[QQ_LR_TILE + 1], s_fill2[QQ_LR_TILE], s_pb2[COUNTS ? QQ_LR_CHUNK : 1],
         s_pj2[COUNTS ? QQ_LR_CHUNK : 1];
-    static_assert(!COUNTS || (GATES && GROUPS == 1), "the next window's counts ride on the folded gates' pass");
+    static_assert(!COUNTS || GATES, "the next window's counts ride on the folded gates' pass");
     constexpr bool gates = GATES;
     const int kp = meta[QQ_LR_META_KP];
     const bool update = *active != 0 && kp != 0;  // uniform: something random in this chunk
@@ -880,66 +880,52 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     const int num_groups = qq_lr_num_groups(GATES, num_pairs, num_halves, n);
     const int gb = (int)blockIdx.y * groups_per_block, count = min(groups_per_block, num_groups - gb);
     unsigned* part_tile = part + (size_t)blockIdx.x * num_groups;
-    // Iteration `it`'s group u of this warp. With COUNTS a warp takes two neighbouring groups in
-    // turn (an octet of rows, octet (gb + l) / 2 of the window's: groups_per_block is even).
-    auto group_at = [&](int it, int u) {
-        return COUNTS ? (it >> 1) * 2 * warps + 2 * warp + (it & 1) : (it * GROUPS + u) * warps + warp;
-    };
-    auto more = [&](int it) { return (COUNTS ? (it >> 1) * 2 : it * GROUPS) * warps < count; };
+    // Iteration `it`'s group of this warp. With COUNTS a warp takes two neighbouring groups in turn
+    // (an octet of rows, octet (gb + l) / 2 of the window's: groups_per_block is even).
+    auto group_at = [&](int it) { return COUNTS ? (it >> 1) * 2 * warps + 2 * warp + (it & 1) : it * warps + warp; };
+    auto more = [&](int it) { return (COUNTS ? (it >> 1) * 2 : it) * warps < count; };
     // A slot's row, the rows its gate multiplies (sel) and its alpha come first: they are loaded an
     // iteration ahead.
-    size_t r_next[GROUPS];
-    int sel_next[GROUPS];
-    qq_u64 al_next[GROUPS][N];
+    size_t r_next;
+    int sel_next = 0;
+    qq_u64 al_next[N];
     auto load_next = [&](int it) {
-#pragma unroll
-        for (int u = 0; u < GROUPS; ++u) {
-            const int l = group_at(it, u), g = gb + l;
+        {
+            const int l = group_at(it), g = gb + l;
             size_t r;
             if (GATES) {  // the group's descriptor: its qubits and each slot's rows (qq_lr_describe_half)
                 int4 d = l < count ? desc[g] : make_int4(-1, -1, 0, 0);
                 if (g >= num_pairs && 2 * (g - num_pairs) + 1 >= num_halves) d.y = -1;  // no second half
                 const int q = slot < 2 ? d.x : d.y;
                 r = q < 0 ? (size_t)-1 : (size_t)q + (slot & 1 ? (size_t)n : 0);
-                sel_next[u] = q < 0 ? 1 << slot : ((slot < 2 ? d.z : d.w) >> (4 * (slot & 1))) & 15;
+                sel_next = q < 0 ? 1 << slot : ((slot < 2 ? d.z : d.w) >> (4 * (slot & 1))) & 15;
             } else {
                 const int4 grp = l < count ? qq_lr_group(nullptr, nullptr, 0, 0, n, g) : make_int4(-1, -1, -1, -1);
                 r = qq_lr_slot_row(grp, slot, n);
             }
-            r_next[u] = r;
+            r_next = r;
 #pragma unroll
             for (int k = 0; k < N; ++k)
-                al_next[u][k] = update && r != (size_t)-1 ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
+                al_next[k] = update && r != (size_t)-1 ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
         }
     };
     load_next(0);
     for (int it = 0; more(it); ++it) {
-        size_t rows[GROUPS];
-        int sels[GROUPS];
-        qq_u64 al[GROUPS][N];
+        const size_t r = r_next;
+        const int sel = GATES ? sel_next : 0;
+        qq_u64 al[N];
 #pragma unroll
-        for (int u = 0; u < GROUPS; ++u) {
-            rows[u] = r_next[u];
-            sels[u] = GATES ? sel_next[u] : 0;
-#pragma unroll
-            for (int k = 0; k < N; ++k) al[u][k] = al_next[u][k];
-        }
+        for (int k = 0; k < N; ++k) al[k] = al_next[k];
         load_next(it + 1);
-        qq_u64 x[GROUPS][QQ_LR_LANE_WORDS], z[GROUPS][QQ_LR_LANE_WORDS];
+        qq_u64 x[QQ_LR_LANE_WORDS], z[QQ_LR_LANE_WORDS];
 #pragma unroll
-        for (int u = 0; u < GROUPS; ++u) {  // every load first: several rows in flight
-            const size_t r = rows[u];
-#pragma unroll
-            for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
-                const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
-                x[u][h] = r != (size_t)-1 && in_span[h] ? X[a] : 0ull;
-                z[u][h] = r != (size_t)-1 && in_span[h] ? Z[a] : 0ull;
-            }
+        for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {  // every load first: the row's words in flight together
+            const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
+            x[h] = r != (size_t)-1 && in_span[h] ? X[a] : 0ull;
+            z[h] = r != (size_t)-1 && in_span[h] ? Z[a] : 0ull;
         }
-#pragma unroll
-        for (int u = 0; u < GROUPS; ++u) {
-            const int l = group_at(it, u);
-            const size_t r = rows[u];
+        {
+            const int l = group_at(it);
             qq_u64 d[QQ_LR_LANE_WORDS] = {};
             // Two groups a step (the tables hold an even number, the last zero where kc asks for an
             // odd one): one three-input XOR folds both entries in, and one test ends the loop.
@@ -950,7 +936,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 #pragma unroll
                 for (int k = 0; k < 2; ++k) {
                     // the group's index as the entry's offset (index << 7), without a variable shift
-                    const qq_u64 word = al[u][qq_lr_group_word(g + k)];
+                    const qq_u64 word = al[qq_lr_group_word(g + k)];
                     const int sh = qq_lr_group_shift(g + k);
                     const unsigned off = (unsigned)(sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0xF80u;
                     entry[k] = tab + off + QQ_LR_GROUP_BYTES * (g + k);
@@ -969,10 +955,10 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 #pragma unroll
             for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                 const int wt = wl + QQ_LR_ROW_LANES * h;
-                const qq_u64 zd = z[u][h] & d[h];
-                t4 += qq_popc(zd) + 2 * qq_popc(x[u][h] & zd);
-                xw[h] = x[u][h] ^ d[h];
-                zw[h] = z[u][h];
+                const qq_u64 zd = z[h] & d[h];
+                t4 += qq_popc(zd) + 2 * qq_popc(x[h] & zd);
+                xw[h] = x[h] ^ d[h];
+                zw[h] = z[h];
                 if (r != (size_t)-1)
                     for (int k = 0; k < np; ++k)
                         if (s_pw[k] == wt) {
@@ -996,7 +982,6 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             if (gates) {  // the new row of this slot: a product of the group's rows (after the update)
                 // The group's words go through the warp's share of shared memory; a slot reads only
                 // the rows its gate multiplies (none where its row stays itself).
-                const int sel = sels[u];
                 __syncwarp();  // the previous group's words are read
                 exchange();
                 __syncwarp();
@@ -1027,8 +1012,8 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                 for (int h = 0; h < QQ_LR_LANE_WORDS; ++h)
                     if (in_span[h]) {
                         const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
-                        if (xw[h] != x[u][h]) X[a] = xw[h];
-                        if (zw[h] != z[u][h]) Z[a] = zw[h];
+                        if (xw[h] != x[h]) X[a] = xw[h];
+                        if (zw[h] != z[h]) Z[a] = zw[h];
                     }
             // The slot's phase and T mod 4, summed over its lanes; lane 0 writes the group's word.
             int sum = (phase & 3) | ((t4 & 3) << 8);
@@ -1078,7 +1063,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                     __syncwarp();
                     qq_lr_octet_counts<NEXT_WIDE>(xch_base + (size_t)2 * warp * QQ_LR_XCH_WORDS, vt, mtiles, lane,
                                        next.pcounts, (size_t)blockIdx.x * next.octets + (gb >> 1) + (it >> 1) * warps + warp,
-                                       (size_t)gridDim.x * next.octets * 32, group_at(it, 0) - 1 < count);
+                                       (size_t)gridDim.x * next.octets * 32, group_at(it) - 1 < count);
                 }
             }
         }
@@ -1088,7 +1073,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
     const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
-    qq_lr_apply<false, QQ_LR_APPLY_GROUPS, false, 2>(X, Z, VN, rowbits, meta, pivots, active, nullptr, 0, 0, part, kc,
+    qq_lr_apply<false, false, 2>(X, Z, VN, rowbits, meta, pivots, active, nullptr, 0, 0, part, kc,
         n, W, groups_per_block, QQNextCounts{});
 }
 
@@ -1096,7 +1081,7 @@ extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
     const int* active, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc, int n, int W,
     int groups_per_block) {
-    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false, 2>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs,
+    qq_lr_apply<true, false, 2>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs,
         num_halves, part, kc, n, W, groups_per_block, QQNextCounts{});
 }
 
@@ -1112,7 +1097,7 @@ lowrank_apply_gates_counts(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64*
     int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2,
     int kc2, qq_u64* pcounts, qq_u64* pbits) {
     const size_t octets = (size_t)(qq_lr_num_groups(true, num_pairs, num_halves, n) + 1) / 2;
-    qq_lr_apply<true, 1, true, 2, false>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves, part, kc,
+    qq_lr_apply<true, true, 2, false>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves, part, kc,
         n, W, groups_per_block, QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
 }
 
@@ -1123,7 +1108,7 @@ extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta, const int* pivots,
     const int* active, unsigned* part, int kc, int n, int W, int groups_per_block) {
     // one group in flight: two spilled 100 bytes a thread (180k qubits, windows of 264: 13.3 -> 11.7 ms a pass)
-    qq_lr_apply<false, 1, false, QQ_LR_WORDS>(X, Z, VN, rowbits, meta, pivots, active, nullptr, 0, 0,
+    qq_lr_apply<false, false, QQ_LR_WORDS>(X, Z, VN, rowbits, meta, pivots, active, nullptr, 0, 0,
         part, kc, n, W, groups_per_block, QQNextCounts{});
 }
 
@@ -1131,7 +1116,7 @@ extern "C" __global__ void __launch_bounds__(QQ_LR_APPLY_BLOCK)
 lowrank_apply_gates_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq_u64* rowbits, const int* meta,
     const int* pivots, const int* active, const int4* desc, int num_pairs, int num_halves, unsigned* part, int kc,
     int n, int W, int groups_per_block) {
-    qq_lr_apply<true, QQ_LR_APPLY_GATES_GROUPS, false, QQ_LR_WORDS>(X, Z, VN, rowbits, meta, pivots, active, desc,
+    qq_lr_apply<true, false, QQ_LR_WORDS>(X, Z, VN, rowbits, meta, pivots, active, desc,
         num_pairs, num_halves, part, kc, n, W, groups_per_block, QQNextCounts{});
 }
 
@@ -1141,7 +1126,7 @@ lowrank_apply_gates_counts_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, const qq
     int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2,
     int kc2, qq_u64* pcounts, qq_u64* pbits) {
     const size_t octets = (size_t)(qq_lr_num_groups(true, num_pairs, num_halves, n) + 1) / 2;
-    qq_lr_apply<true, 1, true, QQ_LR_WORDS, false>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves,
+    qq_lr_apply<true, true, QQ_LR_WORDS, false>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves,
         part, kc, n, W, groups_per_block, QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
 }
 
@@ -1151,7 +1136,7 @@ lowrank_apply_gates_counts_to_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, const
     int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2,
     int kc2, qq_u64* pcounts, qq_u64* pbits) {
     const size_t octets = (size_t)(qq_lr_num_groups(true, num_pairs, num_halves, n) + 1) / 2;
-    qq_lr_apply<true, 1, true, 2, true>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves, part, kc,
+    qq_lr_apply<true, true, 2, true>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves, part, kc,
         n, W, groups_per_block, QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
 }
 
@@ -1161,7 +1146,7 @@ lowrank_apply_gates_counts_wide_to_wide(qq_u64* X, qq_u64* Z, const qq_u64* VN, 
     int n, int W, int groups_per_block, const qq_u64* VN2, const int* meta2, const int* pivots2, const int* active2,
     int kc2, qq_u64* pcounts, qq_u64* pbits) {
     const size_t octets = (size_t)(qq_lr_num_groups(true, num_pairs, num_halves, n) + 1) / 2;
-    qq_lr_apply<true, 1, true, QQ_LR_WORDS, true>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves,
+    qq_lr_apply<true, true, QQ_LR_WORDS, true>(X, Z, VN, rowbits, meta, pivots, active, desc, num_pairs, num_halves,
         part, kc, n, W, groups_per_block, QQNextCounts{VN2, meta2, pivots2, active2, kc2, pcounts, pbits, octets});
 }
 
