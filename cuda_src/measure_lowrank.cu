@@ -890,24 +890,22 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     int sel_next = 0;
     qq_u64 al_next[N];
     auto load_next = [&](int it) {
-        {
-            const int l = group_at(it), g = gb + l;
-            size_t r;
-            if (GATES) {  // the group's descriptor: its qubits and each slot's rows (qq_lr_describe_half)
-                int4 d = l < count ? desc[g] : make_int4(-1, -1, 0, 0);
-                if (g >= num_pairs && 2 * (g - num_pairs) + 1 >= num_halves) d.y = -1;  // no second half
-                const int q = slot < 2 ? d.x : d.y;
-                r = q < 0 ? (size_t)-1 : (size_t)q + (slot & 1 ? (size_t)n : 0);
-                sel_next = q < 0 ? 1 << slot : ((slot < 2 ? d.z : d.w) >> (4 * (slot & 1))) & 15;
-            } else {
-                const int4 grp = l < count ? qq_lr_group(nullptr, nullptr, 0, 0, n, g) : make_int4(-1, -1, -1, -1);
-                r = qq_lr_slot_row(grp, slot, n);
-            }
-            r_next = r;
-#pragma unroll
-            for (int k = 0; k < N; ++k)
-                al_next[k] = update && r != (size_t)-1 ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
+        const int l = group_at(it), g = gb + l;
+        size_t r;
+        if (GATES) {  // the group's descriptor: its qubits and each slot's rows (qq_lr_describe_half)
+            int4 d = l < count ? desc[g] : make_int4(-1, -1, 0, 0);
+            if (g >= num_pairs && 2 * (g - num_pairs) + 1 >= num_halves) d.y = -1;  // no second half
+            const int q = slot < 2 ? d.x : d.y;
+            r = q < 0 ? (size_t)-1 : (size_t)q + (slot & 1 ? (size_t)n : 0);
+            sel_next = q < 0 ? 1 << slot : ((slot < 2 ? d.z : d.w) >> (4 * (slot & 1))) & 15;
+        } else {
+            const int4 grp = l < count ? qq_lr_group(nullptr, nullptr, 0, 0, n, g) : make_int4(-1, -1, -1, -1);
+            r = qq_lr_slot_row(grp, slot, n);
         }
+        r_next = r;
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+            al_next[k] = update && r != (size_t)-1 ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
     };
     load_next(0);
     for (int it = 0; more(it); ++it) {
@@ -924,147 +922,145 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             x[h] = r != (size_t)-1 && in_span[h] ? X[a] : 0ull;
             z[h] = r != (size_t)-1 && in_span[h] ? Z[a] : 0ull;
         }
-        {
-            const int l = group_at(it);
-            qq_u64 d[QQ_LR_LANE_WORDS] = {};
-            // Two groups a step (the tables hold an even number, the last zero where kc asks for an
-            // odd one): one three-input XOR folds both entries in, and one test ends the loop.
+        const int l = group_at(it);
+        qq_u64 d[QQ_LR_LANE_WORDS] = {};
+        // Two groups a step (the tables hold an even number, the last zero where kc asks for an
+        // odd one): one three-input XOR folds both entries in, and one test ends the loop.
 #pragma unroll
-            for (int g = 0; g < QQ_LR_GROUPS_A_WORD * N; g += 2) {
-                if (g >= groups) break;
-                const unsigned char* entry[2];
+        for (int g = 0; g < QQ_LR_GROUPS_A_WORD * N; g += 2) {
+            if (g >= groups) break;
+            const unsigned char* entry[2];
 #pragma unroll
-                for (int k = 0; k < 2; ++k) {
-                    // the group's index as the entry's offset (index << 7), without a variable shift
-                    const qq_u64 word = al[qq_lr_group_word(g + k)];
-                    const int sh = qq_lr_group_shift(g + k);
-                    const unsigned off = (unsigned)(sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0xF80u;
-                    entry[k] = tab + off + QQ_LR_GROUP_BYTES * (g + k);
-                }
-#pragma unroll
-                for (int h = 0; h < QQ_LR_LANE_WORDS; h += 2) {
-                    const ulonglong2 e0 = *(const ulonglong2*)(entry[0] + 8 * h);
-                    const ulonglong2 e1 = *(const ulonglong2*)(entry[1] + 8 * h);
-                    d[h] ^= e0.x ^ e1.x;
-                    d[h + 1] ^= e0.y ^ e1.y;
-                }
+            for (int k = 0; k < 2; ++k) {
+                // the group's index as the entry's offset (index << 7), without a variable shift
+                const qq_u64 word = al[qq_lr_group_word(g + k)];
+                const int sh = qq_lr_group_shift(g + k);
+                const unsigned off = (unsigned)(sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0xF80u;
+                entry[k] = tab + off + QQ_LR_GROUP_BYTES * (g + k);
             }
-            int t4 = 0;  // T over this lane's words: |z & d| + 2 |x & z & d|
-            qq_u64 xw[QQ_LR_LANE_WORDS], zw[QQ_LR_LANE_WORDS];
-            const qq_u64* bits = rowbits + QQ_LR_ROWBITS * (r == (size_t)-1 ? 0 : r);
+#pragma unroll
+            for (int h = 0; h < QQ_LR_LANE_WORDS; h += 2) {
+                const ulonglong2 e0 = *(const ulonglong2*)(entry[0] + 8 * h);
+                const ulonglong2 e1 = *(const ulonglong2*)(entry[1] + 8 * h);
+                d[h] ^= e0.x ^ e1.x;
+                d[h + 1] ^= e0.y ^ e1.y;
+            }
+        }
+        int t4 = 0;  // T over this lane's words: |z & d| + 2 |x & z & d|
+        qq_u64 xw[QQ_LR_LANE_WORDS], zw[QQ_LR_LANE_WORDS];
+        const qq_u64* bits = rowbits + QQ_LR_ROWBITS * (r == (size_t)-1 ? 0 : r);
+#pragma unroll
+        for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+            const int wt = wl + QQ_LR_ROW_LANES * h;
+            const qq_u64 zd = z[h] & d[h];
+            t4 += qq_popc(zd) + 2 * qq_popc(x[h] & zd);
+            xw[h] = x[h] ^ d[h];
+            zw[h] = z[h];
+            if (r != (size_t)-1)
+                for (int k = 0; k < np; ++k)
+                    if (s_pw[k] == wt) {
+                        const int j = s_pj[k];
+                        const qq_u64 bit = 1ull << s_pb[k];
+                        xw[h] = (xw[h] & ~bit) | (((bits[QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
+                        const qq_u64 zb = (bits[2 * QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull;
+                        zw[h] = (zw[h] & ~bit) | (zb ? bit : 0ull);
+                    }
+        }
+        int phase = 0;
+        // This warp's exchange words for this group: [plane][h][lane]
+        qq_u64* xch = xch_base + (size_t)(COUNTS ? 2 * warp + (it & 1) : warp) * QQ_LR_XCH_WORDS;
+        auto exchange = [&]() {  // this lane's words of its slot's row into them
 #pragma unroll
             for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
-                const int wt = wl + QQ_LR_ROW_LANES * h;
-                const qq_u64 zd = z[h] & d[h];
-                t4 += qq_popc(zd) + 2 * qq_popc(x[h] & zd);
-                xw[h] = x[h] ^ d[h];
-                zw[h] = z[h];
-                if (r != (size_t)-1)
-                    for (int k = 0; k < np; ++k)
-                        if (s_pw[k] == wt) {
-                            const int j = s_pj[k];
-                            const qq_u64 bit = 1ull << s_pb[k];
-                            xw[h] = (xw[h] & ~bit) | (((bits[QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull) ? bit : 0ull);
-                            const qq_u64 zb = (bits[2 * QQ_LR_WORDS + (j >> 6)] >> (j & 63)) & 1ull;
-                            zw[h] = (zw[h] & ~bit) | (zb ? bit : 0ull);
-                        }
+                xch[h * 32 + lane] = xw[h];
+                xch[(QQ_LR_LANE_WORDS + h) * 32 + lane] = zw[h];
             }
-            int phase = 0;
-            // This warp's exchange words for this group: [plane][h][lane]
-            qq_u64* xch = xch_base + (size_t)(COUNTS ? 2 * warp + (it & 1) : warp) * QQ_LR_XCH_WORDS;
-            auto exchange = [&]() {  // this lane's words of its slot's row into them
+        };
+        if (gates) {  // the new row of this slot: a product of the group's rows (after the update)
+            // The group's words go through the warp's share of shared memory; a slot reads only
+            // the rows its gate multiplies (none where its row stays itself).
+            __syncwarp();  // the previous group's words are read
+            exchange();
+            __syncwarp();
+            if (sel != 1 << slot) {  // the products' phases counted bit-sliced: one popcount a row
+                qq_u64 ox[QQ_LR_LANE_WORDS] = {}, oz[QQ_LR_LANE_WORDS] = {};
+                QQPhaseCount count{0ull, 0ull};
+#pragma unroll
+                for (int s = 0; s < 4; ++s)
+                    if ((sel >> s) & 1)
+#pragma unroll
+                        for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                            const qq_u64 rx = xch[h * 32 + QQ_LR_ROW_LANES * s + wl];
+                            const qq_u64 rz = xch[(QQ_LR_LANE_WORDS + h) * 32 + QQ_LR_ROW_LANES * s + wl];
+                            qq_phase_add(&count, ox[h], oz[h], rx, rz);
+                            ox[h] ^= rx;
+                            oz[h] ^= rz;
+                        }
+                phase = qq_phase_total(count);
 #pragma unroll
                 for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
-                    xch[h * 32 + lane] = xw[h];
-                    xch[(QQ_LR_LANE_WORDS + h) * 32 + lane] = zw[h];
-                }
-            };
-            if (gates) {  // the new row of this slot: a product of the group's rows (after the update)
-                // The group's words go through the warp's share of shared memory; a slot reads only
-                // the rows its gate multiplies (none where its row stays itself).
-                __syncwarp();  // the previous group's words are read
-                exchange();
-                __syncwarp();
-                if (sel != 1 << slot) {  // the products' phases counted bit-sliced: one popcount a row
-                    qq_u64 ox[QQ_LR_LANE_WORDS] = {}, oz[QQ_LR_LANE_WORDS] = {};
-                    QQPhaseCount count{0ull, 0ull};
-#pragma unroll
-                    for (int s = 0; s < 4; ++s)
-                        if ((sel >> s) & 1)
-#pragma unroll
-                            for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
-                                const qq_u64 rx = xch[h * 32 + QQ_LR_ROW_LANES * s + wl];
-                                const qq_u64 rz = xch[(QQ_LR_LANE_WORDS + h) * 32 + QQ_LR_ROW_LANES * s + wl];
-                                qq_phase_add(&count, ox[h], oz[h], rx, rz);
-                                ox[h] ^= rx;
-                                oz[h] ^= rz;
-                            }
-                    phase = qq_phase_total(count);
-#pragma unroll
-                    for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
-                        xw[h] = ox[h];
-                        zw[h] = oz[h];
-                    }
+                    xw[h] = ox[h];
+                    zw[h] = oz[h];
                 }
             }
-            if (r != (size_t)-1)
+        }
+        if (r != (size_t)-1)
 #pragma unroll
-                for (int h = 0; h < QQ_LR_LANE_WORDS; ++h)
-                    if (in_span[h]) {
-                        const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
-                        if (xw[h] != x[h]) X[a] = xw[h];
-                        if (zw[h] != z[h]) Z[a] = zw[h];
-                    }
-            // The slot's phase and T mod 4, summed over its lanes; lane 0 writes the group's word.
-            int sum = (phase & 3) | ((t4 & 3) << 8);
+            for (int h = 0; h < QQ_LR_LANE_WORDS; ++h)
+                if (in_span[h]) {
+                    const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
+                    if (xw[h] != x[h]) X[a] = xw[h];
+                    if (zw[h] != z[h]) Z[a] = zw[h];
+                }
+        // The slot's phase and T mod 4, summed over its lanes; lane 0 writes the group's word.
+        int sum = (phase & 3) | ((t4 & 3) << 8);
 #pragma unroll
-            for (int off = 1; off < QQ_LR_ROW_LANES; off <<= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
-            const unsigned byte = (unsigned)((sum & 3) | (((sum >> 8) & 3) << 2));
-            unsigned word = 0u;
+        for (int off = 1; off < QQ_LR_ROW_LANES; off <<= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+        const unsigned byte = (unsigned)((sum & 3) | (((sum >> 8) & 3) << 2));
+        unsigned word = 0u;
 #pragma unroll
-            for (int s = 0; s < 4; ++s) word |= __shfl_sync(0xFFFFFFFFu, byte, QQ_LR_ROW_LANES * s) << (8 * s);
-            if (lane == 0 && l < count) part_tile[gb + l] = word;
-            if (counts) {
-                // The next window's pass 1 on the new rows: their bits on its pivots (in this tile),
-                // then, every second group, the octet's counts on the tensor cores.
-                if (r != (size_t)-1) {  // a lane's pivot bits gathered first: at most four atomics
-                    // x bits of pivot columns 0..63, 64..127, then z: OR-ed in at the end; columns from 128
-                    // on (a next window of more than QQ_LR_NARROW collapses) go straight in, so that the
-                    // pass keeps the registers it had with two words
-                    qq_u64 pb[4] = {};
-                    unsigned long long* row_pbits = (unsigned long long*)next.pbits + 2 * QQ_LR_WORDS * r;
+        for (int s = 0; s < 4; ++s) word |= __shfl_sync(0xFFFFFFFFu, byte, QQ_LR_ROW_LANES * s) << (8 * s);
+        if (lane == 0 && l < count) part_tile[gb + l] = word;
+        if (counts) {
+            // The next window's pass 1 on the new rows: their bits on its pivots (in this tile),
+            // then, every second group, the octet's counts on the tensor cores.
+            if (r != (size_t)-1) {  // a lane's pivot bits gathered first: at most four atomics
+                // x bits of pivot columns 0..63, 64..127, then z: OR-ed in at the end; columns from 128
+                // on (a next window of more than QQ_LR_NARROW collapses) go straight in, so that the
+                // pass keeps the registers it had with two words
+                qq_u64 pb[4] = {};
+                unsigned long long* row_pbits = (unsigned long long*)next.pbits + 2 * QQ_LR_WORDS * r;
 #pragma unroll
-                    for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
-                        const int wt = wl + QQ_LR_ROW_LANES * h;
-                        for (int k = s_at2[wt]; k < s_at2[wt + 1]; ++k) {
-                            const int j = s_pj2[k], b = s_pb2[k];
-                            const qq_u64 bit = 1ull << (j & 63);
-                            const qq_u64 bx = (xw[h] >> b) & 1ull ? bit : 0ull, bz = (zw[h] >> b) & 1ull ? bit : 0ull;
-                            static_assert(QQ_LR_WORDS == 3 && QQ_LR_NARROW == 128, "a pivot column's word of three");
-                            if (j < 64) {
-                                pb[0] |= bx;
-                                pb[2] |= bz;
-                            } else if (j < 128) {
-                                pb[1] |= bx;
-                                pb[3] |= bz;
-                            } else if (NEXT_WIDE) {
-                                if (bx) atomicOr(row_pbits + 2, (unsigned long long)bx);
-                                if (bz) atomicOr(row_pbits + QQ_LR_WORDS + 2, (unsigned long long)bz);
-                            }
+                for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                    const int wt = wl + QQ_LR_ROW_LANES * h;
+                    for (int k = s_at2[wt]; k < s_at2[wt + 1]; ++k) {
+                        const int j = s_pj2[k], b = s_pb2[k];
+                        const qq_u64 bit = 1ull << (j & 63);
+                        const qq_u64 bx = (xw[h] >> b) & 1ull ? bit : 0ull, bz = (zw[h] >> b) & 1ull ? bit : 0ull;
+                        static_assert(QQ_LR_WORDS == 3 && QQ_LR_NARROW == 128, "a pivot column's word of three");
+                        if (j < 64) {
+                            pb[0] |= bx;
+                            pb[2] |= bz;
+                        } else if (j < 128) {
+                            pb[1] |= bx;
+                            pb[3] |= bz;
+                        } else if (NEXT_WIDE) {
+                            if (bx) atomicOr(row_pbits + 2, (unsigned long long)bx);
+                            if (bz) atomicOr(row_pbits + QQ_LR_WORDS + 2, (unsigned long long)bz);
                         }
                     }
+                }
 #pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        if (pb[e]) atomicOr(row_pbits + (e >> 1) * QQ_LR_WORDS + (e & 1), (unsigned long long)pb[e]);
-                }
-                __syncwarp();  // every slot has read the group's words
-                exchange();  // the new row's, for the octet's product
-                if (it & 1) {
-                    __syncwarp();
-                    qq_lr_octet_counts<NEXT_WIDE>(xch_base + (size_t)2 * warp * QQ_LR_XCH_WORDS, vt, mtiles, lane,
-                                       next.pcounts, (size_t)blockIdx.x * next.octets + (gb >> 1) + (it >> 1) * warps + warp,
-                                       (size_t)gridDim.x * next.octets * 32, group_at(it) - 1 < count);
-                }
+                for (int e = 0; e < 4; ++e)
+                    if (pb[e]) atomicOr(row_pbits + (e >> 1) * QQ_LR_WORDS + (e & 1), (unsigned long long)pb[e]);
+            }
+            __syncwarp();  // every slot has read the group's words
+            exchange();  // the new row's, for the octet's product
+            if (it & 1) {
+                __syncwarp();
+                qq_lr_octet_counts<NEXT_WIDE>(xch_base + (size_t)2 * warp * QQ_LR_XCH_WORDS, vt, mtiles, lane,
+                                   next.pcounts, (size_t)blockIdx.x * next.octets + (gb >> 1) + (it >> 1) * warps + warp,
+                                   (size_t)gridDim.x * next.octets * 32, group_at(it) - 1 < count);
             }
         }
     }
