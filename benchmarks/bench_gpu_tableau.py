@@ -21,23 +21,11 @@ import time
 import numpy as np
 
 from cirq_quasarq.core import opcodes, rng
-from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
-from .random_clifford import layers
+from .random_clifford import random_clifford_program
 
 TARGETS = {5000: 0.028, 10000: 0.060, 100000: 0.45}
-
-
-def random_clifford_program(n: int, depth: int, seed: int = 0, per_layer: int = None):
-    b = ProgramBuilder(n)
-    for ops, measured in layers(n, depth, seed, per_layer):
-        b.gate_layer(np.array([opcodes.CODE[g] for g, _ in ops]), np.array([qs[0] for _, qs in ops]),
-                     np.array([qs[1] if len(qs) == 2 else -1 for _, qs in ops]))
-        b.next_step()
-        for q in measured:
-            b.measure(q)
-    return b.build()
 
 
 def copy_bandwidth(engine, nbytes: int = 1 << 30) -> float:
@@ -149,7 +137,7 @@ def main(argv=None):
           + (f" {'rows s':>8} {'same':>5}" if args.compare else "")
           + (f" {'unfused s':>9} {'same':>5}" if args.unfused else "") + f" {'records':>12} {'tableau':>12}")
     for n in args.sizes:
-        program = random_clifford_program(n, args.depth, per_layer=args.measured)
+        program = random_clifford_program(n, args.depth, measured=args.measured)
         sched = schedule(program)
         best, run = best_of(engine, program, sched, args.repeat)
         gates = int(np.sum(opcodes.KIND[program.instructions[:, 0]] == opcodes.Kind.UNITARY))

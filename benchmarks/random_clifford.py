@@ -15,6 +15,9 @@ from typing import Tuple
 import cirq
 import numpy as np
 
+from cirq_quasarq.core import opcodes
+from cirq_quasarq.core.program import ProgramBuilder
+
 GATES = ("X", "Y", "Z", "H", "S", "S_DAG", "CX", "CY", "CZ", "SWAP", "ISWAP")
 TWO_QUBIT = {"CX", "CY", "CZ", "SWAP", "ISWAP"}
 ONE_QUBIT = tuple(g for g in GATES if g not in TWO_QUBIT)
@@ -24,12 +27,17 @@ CIRQ_GATES = {
 }
 
 
+def measured_a_layer(n: int, measured: int = None) -> int:
+    """Qubits measured after each layer: `measured`, else the paper's max(1, n // 1400)."""
+    return max(1, n // 1400) if measured is None else measured
+
+
 def layers(n: int, depth: int, seed: int, measured: int = None):
     """Yields per layer: (list of (gate name, qubits)), measured qubits (`measured` of them a layer;
     the paper's max(1, n // 1400) by default)."""
     rng = np.random.default_rng(seed)
     active = int(round(0.7 * n))
-    per_layer = max(1, n // 1400) if measured is None else measured
+    per_layer = measured_a_layer(n, measured)
     for _ in range(depth):
         order = rng.permutation(n)
         anchors, partners = order[:active], list(order[active:])
@@ -45,6 +53,38 @@ def layers(n: int, depth: int, seed: int, measured: int = None):
                 gate = ONE_QUBIT[fallback[i]]
             ops.append((gate, (int(q),)))
         yield ops, [int(q) for q in rng.choice(n, size=per_layer, replace=False)]
+
+
+def random_clifford_program(n: int, depth: int, seed: int = 0, measured: int = None):
+    """`layers(n, depth, seed, measured)` as a Program (no Cirq objects), built with NumPy a layer at a
+    time (the same random draws, so the same circuit op for op: the j-th two-qubit anchor takes the
+    j-th partner from the end, as list.pop() does, and falls back to a one-qubit gate when none is
+    left)."""
+    r = np.random.default_rng(seed)
+    active = int(round(0.7 * n))
+    per_layer = measured_a_layer(n, measured)
+    codes = np.array([opcodes.CODE[g] for g in GATES], dtype=np.int64)
+    two = np.array([g in TWO_QUBIT for g in GATES])
+    one_codes = np.array([opcodes.CODE[g] for g in ONE_QUBIT], dtype=np.int64)
+    b = ProgramBuilder(n)
+    for _ in range(depth):
+        order = r.permutation(n)
+        anchors, partners = order[:active], order[active:]
+        draws = r.integers(0, len(GATES), size=active)
+        fallback = r.integers(0, len(ONE_QUBIT), size=active)
+        is_two = two[draws]
+        rank = np.cumsum(is_two) - 1
+        paired = is_two & (rank < len(partners))
+        second = np.full(active, -1, dtype=np.int64)
+        second[paired] = partners[len(partners) - 1 - rank[paired]]
+        gate = codes[draws]
+        demoted = is_two & ~paired
+        gate[demoted] = one_codes[fallback[demoted]]
+        b.gate_layer(gate, anchors, second)
+        b.next_step()
+        for q in r.choice(n, size=per_layer, replace=False):
+            b.measure(int(q))
+    return b.build()
 
 
 def paper_random_circuit(n: int, depth: int, seed: int = 0) -> Tuple[cirq.Circuit, "object"]:

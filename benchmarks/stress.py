@@ -53,47 +53,14 @@ import numpy as np
 
 from cirq_quasarq.core import opcodes, rng
 from cirq_quasarq.core.memory import host_headroom
-from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.schedule import schedule
 
-from .random_clifford import GATES, ONE_QUBIT, TWO_QUBIT
+from .random_clifford import random_clifford_program
 
 STAGES = ("tableau_100k", "surface_d51", "runs_1000", "largest_n")
 
 
 # ------------------------------------------------------------------------------ circuits
-def random_clifford_program(n: int, depth: int, seed: int = 0):
-    """`random_clifford.layers(n, depth, seed)` as a Program, built with NumPy a layer at a time
-    (the same random draws, so the same circuit op for op: the j-th two-qubit anchor takes the
-    j-th partner from the end, as list.pop() does, and falls back to a one-qubit gate when none
-    is left)."""
-    r = np.random.default_rng(seed)
-    active = int(round(0.7 * n))
-    per_layer = max(1, n // 1400)
-    codes = np.array([opcodes.CODE[g] for g in GATES], dtype=np.int64)
-    two = np.array([g in TWO_QUBIT for g in GATES])
-    one_codes = np.array([opcodes.CODE[g] for g in ONE_QUBIT], dtype=np.int64)
-    b = ProgramBuilder(n)
-    for _ in range(depth):
-        order = r.permutation(n)
-        anchors, partners = order[:active], order[active:]
-        draws = r.integers(0, len(GATES), size=active)
-        fallback = r.integers(0, len(ONE_QUBIT), size=active)
-        is_two = two[draws]
-        rank = np.cumsum(is_two) - 1
-        paired = is_two & (rank < len(partners))
-        second = np.full(active, -1, dtype=np.int64)
-        second[paired] = partners[len(partners) - 1 - rank[paired]]
-        gate = codes[draws]
-        demoted = is_two & ~paired
-        gate[demoted] = one_codes[fallback[demoted]]
-        b.gate_layer(gate, anchors, second)
-        b.next_step()
-        for q in r.choice(n, size=per_layer, replace=False):
-            b.measure(int(q))
-    return b.build()
-
-
 def _ghz(n: int, p: float, seed: int):
     import cirq
 

@@ -337,3 +337,28 @@ def test_launcher_collect_sums_per_stage_and_per_kernel():
     launcher._events = [("plan", "p", Event(0), Event(1))]
     assert launcher.collect() == {"plan": 0.001}
     assert launcher.kernel_totals == {"g": [2, 0.006], "p": [2, 0.002]}
+
+
+@pytest.mark.parametrize("n,depth,seed,measured", [(5, 3, 2, None), (200, 5, 0, None), (1401, 4, 3, None),
+                                                   (3000, 4, 1, 264), (64, 2, 0, 64)])
+def test_random_clifford_program_is_the_layers_op_for_op(n, depth, seed, measured):
+    """The paper's circuit built with NumPy a layer at a time (what the GPU benchmarks and the
+    stress run time) is `layers()` gate for gate and measurement for measurement, the two-qubit
+    anchors that find no partner left falling back to their one-qubit gate (n = 5, 200, 1401)."""
+    import numpy as np
+
+    from benchmarks.random_clifford import layers, random_clifford_program
+    from cirq_quasarq.core import opcodes
+    from cirq_quasarq.core.program import ProgramBuilder
+
+    b = ProgramBuilder(n)
+    for ops, measured_qubits in layers(n, depth, seed, measured):
+        b.gate_layer(np.array([opcodes.CODE[g] for g, _ in ops]), np.array([qs[0] for _, qs in ops]),
+                     np.array([qs[1] if len(qs) == 2 else -1 for _, qs in ops]))
+        b.next_step()
+        for q in measured_qubits:
+            b.measure(q)
+    want = b.build()
+    got = random_clifford_program(n, depth, seed, measured)
+    np.testing.assert_array_equal(got.instructions, want.instructions)
+    assert got.num_records == want.num_records == depth * (max(1, n // 1400) if measured is None else measured)
