@@ -255,7 +255,10 @@ _MADE_ON_FIRST_USE = {"CONJUGATION": _conjugation, "INVERSE_IMAGES": _inverse_im
 
 
 def __getattr__(name: str):
-    """CONJUGATION, INVERSE_IMAGES and INVERSE_TABLE, made on first use and kept."""
+    """CONJUGATION, INVERSE_IMAGES and INVERSE_TABLE, made on first use and kept. Python calls this
+    only for a name not made yet; the module's own calls get the kept value once it is made."""
+    if name in _MADE_ON_FIRST_USE and name in globals():
+        return globals()[name]
     make = _MADE_ON_FIRST_USE.get(name)
     if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
