@@ -9,12 +9,16 @@ crashes with an illegal memory access cannot poison the others) and prints one J
 
 Workloads (docs/benchmarks-gpu.md says what each number means):
 - tableau: the paper's random Clifford circuits (benchmarks/random_clifford.py), single shot;
-  ours with per-stage CUDA-event times (gates, transpose, pivot search + compaction, elimination);
+  ours with per-stage CUDA-event times, the records and the final tableau on the host; quasarq's
+  `simulate(circuit).measurements()`, what gives its outcomes (`simulate()` alone is reported too,
+  as `simulate_s`: it returns before the outcomes are made);
 - frames: stim's surface_code:rotated_memory_z, rounds = d, all noise knobs 1e-3: ours = reference
   sample + frames + copy of every record, bit-packed, to host memory;
 - Cirq end to end: QuasarqSimulator.run vs stimcirq.StimSampler.run on the same Cirq circuit;
 - the reference sample of the d=25 surface code on the GPU and on the NumPy engine;
-- the device's copy bandwidth (for the bandwidth floors).
+- the device's copy bandwidth (for the bandwidth floors);
+- whether each tool's single-shot outcomes could happen: stim's postselection replays them at 3,000
+  qubits (`validity`), our engine at any size (`replay`, benchmarks/replay.py).
 """
 
 from __future__ import annotations
@@ -87,11 +91,20 @@ def _stim_random(n, depth):
 
 
 def case_quasarq_tableau(n, depth):
+    """quasarq's single shot as a user gets its outcomes, `simulate(circuit).measurements()` (best of
+    2 repeat calls up to 10k qubits, else one), and `simulate()` alone (`simulate_s`), which returns
+    before the outcomes are made: they come from `measurements()` (H100, 2026-11-27, the paper's
+    circuit at 30k qubits: 0.36 s, then 19.5 s). A line is printed after each, so that a crash
+    while the outcomes are made still leaves the first."""
     import quasarq
 
-    quasarq.simulate(_stim_random(200, 3))
+    quasarq.simulate(_stim_random(200, 3)).measurements()
     circuit = _stim_random(n, depth)
-    return {"seconds": timed(lambda: quasarq.simulate(circuit), 2)}
+    out = {"simulate_s": timed(lambda: quasarq.simulate(circuit), 1), "error": "died making the outcomes"}
+    print(json.dumps(out), flush=True)
+    out["seconds"] = timed(lambda: quasarq.simulate(circuit).measurements(), 2 if n <= 10000 else 1)
+    del out["error"]
+    return out
 
 
 def case_stim_tableau(n, depth):
@@ -143,6 +156,55 @@ def case_validity(n, depth):
     return {"measurements": circuit.num_measurements,
             "quasarq_impossible": _impossible_outcomes(circuit, theirs),
             "ours_impossible": _impossible_outcomes(circuit, ours)}
+
+
+def case_quasarq_records(n, depth):
+    """quasarq's single-shot records of the paper's circuit, as hex of the bit-packed bytes (bit k of
+    byte j: record 8j + k), and its seconds (a first call on this circuit)."""
+    import numpy as np
+    import quasarq
+
+    quasarq.simulate(_stim_random(200, 3))
+    circuit = _stim_random(n, depth)
+    t0 = time.perf_counter()
+    records = np.asarray(quasarq.simulate(circuit).measurements(), dtype=np.uint8).reshape(-1)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "records": int(len(records)),
+            "packed": np.packbits(records, bitorder="little").tobytes().hex()}
+
+
+def case_replay(n, depth):
+    """Could each tool's single-shot outcomes happen at all, at sizes stim's postselection cannot
+    replay? Our CUDA engine replays them (benchmarks/replay.py: each random measurement made to
+    come out as the tool's outcome, the deterministic ones compared); a contradicted record is an
+    outcome no run could have given. quasarq runs in a process of its own (its device memory).
+    Controls: our own records (none contradicted, as they must be) and uniformly random ones
+    (about half of the deterministic measurements contradicted: what the check can find)."""
+    import numpy as np
+
+    from cirq_quasarq.compiler.stim_circuit import compile_stim
+    from cirq_quasarq.core import rng
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.schedule import schedule
+
+    from .replay import contradicted
+
+    theirs = run_case("quasarq_records", n, depth, timeout=600)
+    program = compile_stim(_stim_random(n, depth))
+    engine, key = CudaEngine(), rng.make_key(7)
+    ours = engine.run_tableau(program, schedule(program), rng.make_key(8)).records
+    records = {"ours": ours, "random": np.random.default_rng(n).integers(0, 2, program.num_records, dtype=np.uint8)}
+    if "packed" in theirs:
+        packed = np.frombuffer(bytes.fromhex(theirs["packed"]), dtype=np.uint8)
+        records["quasarq"] = np.unpackbits(packed, bitorder="little", count=theirs["records"])
+    out = {"n": n, "depth": depth, "measurements": int(program.num_records),
+           "quasarq_s": theirs.get("seconds"), "quasarq_error": theirs.get("error")}
+    for name, rec in records.items():
+        bad = contradicted(engine, program, key, rec)
+        out[f"{name}_contradicted"] = int(len(bad))
+        out[f"{name}_first_contradicted"] = int(bad[0]) if len(bad) else None
+        out[f"{name}_ones"] = int(rec.sum())
+    return out
 
 
 def _surface(d):
@@ -336,10 +398,13 @@ def run_case_of(module, name, *args, timeout=300):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {timeout} s"}
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
     for line in proc.stdout.splitlines()[::-1]:
         if line.startswith("{"):
-            return json.loads(line)
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            found = json.loads(line)
+            if proc.returncode != 0:  # died after its last line (a peer's crash): say how
+                found["crash"] = tail[0][:200]
+            return found
     return {"error": tail[0][:200]}
 
 
@@ -362,7 +427,9 @@ def plan(quick):
         jobs += [("ours_detectors", d, shots), ("custab_detectors", d, shots), ("quasarq_detectors", d, shots),
                  ("stim_detectors", d, shots)]
     jobs += [("cirq_end_to_end", 11, 100_000), ("cirq_end_to_end", 25, 10_000), ("reference", 25),
-             ("validity", 3000, 60)]
+             ("validity", 3000, 60), ("replay", 3000, 60)]
+    if not quick:
+        jobs += [("replay", 100000, 100), ("replay", 180000, 100)]
     return jobs
 
 

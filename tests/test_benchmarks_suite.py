@@ -362,3 +362,63 @@ def test_random_clifford_program_is_the_layers_op_for_op(n, depth, seed, measure
     got = random_clifford_program(n, depth, seed, measured)
     np.testing.assert_array_equal(got.instructions, want.instructions)
     assert got.num_records == want.num_records == depth * (max(1, n // 1400) if measured is None else measured)
+
+
+def _postselected(circuit, records):
+    """The record indices where stim's TableauSimulator finds `records` impossible, forcing each
+    measurement in turn with postselect_z and going on with the outcome the state gives."""
+    import stim
+
+    sim = stim.TableauSimulator()
+    sim.set_num_qubits(circuit.num_qubits)
+    k, bad = 0, []
+    for inst in circuit.flattened():
+        if inst.name not in ("M", "MR"):
+            sim.do(inst)
+            continue
+        for t in inst.targets_copy():
+            want = bool(records[k]) ^ t.is_inverted_result_target
+            try:
+                sim.postselect_z(t.value, desired_value=want)
+            except ValueError:
+                bad.append(k)
+            sim.measure(t.value)
+            if inst.name == "MR":
+                sim.reset(t.value)
+            k += 1
+    return bad
+
+
+@pytest.mark.parametrize("n,depth,seed", [(300, 30, 2), (64, 40, 5), (1401, 8, 1)])
+def test_replay_finds_the_outcomes_stim_postselection_finds_impossible(n, depth, seed):
+    """benchmarks/replay.py: our tableau mode forced to another run's random outcomes (each
+    measurement's coin slot chosen so that its coin is the outcome) contradicts exactly the
+    records stim's postselection finds impossible, for random records (about half of the
+    deterministic measurements), our own records (none), and with inverted M and MR among them."""
+    stim = pytest.importorskip("stim")
+    import numpy as np
+
+    from benchmarks.random_clifford import paper_random_circuit_stim
+    from benchmarks.replay import contradicted, replaying
+    from cirq_quasarq.compiler.stim_circuit import compile_stim
+    from cirq_quasarq.core import rng
+    from cirq_quasarq.engines.numpy.engine import NumpyEngine
+    from cirq_quasarq.schedule import schedule
+
+    circuit = paper_random_circuit_stim(n, depth, seed=seed)
+    r = np.random.default_rng(seed)
+    tail = stim.Circuit()  # inverted M and MR on qubits measured before, and on fresh ones
+    for q in r.choice(n, size=6, replace=False).tolist():
+        tail.append("M" if q % 2 else "MR", [stim.target_inv(q) if q % 3 else q])
+    circuit += tail + circuit[-3:] + tail
+    program = compile_stim(circuit)
+    engine, key = NumpyEngine(), rng.make_key(seed)
+    ours = engine.run_tableau(program, schedule(program), rng.make_key(seed + 1)).records
+    assert len(contradicted(engine, program, key, ours)) == 0
+    assert _postselected(circuit, ours) == []
+    noise = r.integers(0, 2, program.num_records).astype(np.uint8)
+    bad = contradicted(engine, program, key, noise)
+    assert bad.tolist() == _postselected(circuit, noise)
+    assert len(bad) > 0  # the circuit has deterministic measurements for the check to find
+    with pytest.raises(ValueError, match="records for a program"):
+        replaying(program, key, noise[:-1])
