@@ -329,6 +329,7 @@ def stage_largest(engine, log: Log, args, state: dict, deadline: float) -> None:
         t0 = time.perf_counter()
         program = random_clifford_program(n, depth, seed=3)
         sched = schedule(program)
+        measurements = program.num_records
         host_s = time.perf_counter() - t0
         try:
             t0 = time.perf_counter()
@@ -343,7 +344,7 @@ def stage_largest(engine, log: Log, args, state: dict, deadline: float) -> None:
         ones = int(run.records.sum())
         del run
         log.write("largest_n", status="ok" if depth == depth_asked else f"ok at depth {depth} (time budget)", n=n,
-                  measurements=program.num_records, ones_measured=ones, build_and_schedule_s=round(host_s, 2),
+                  measurements=measurements, ones_measured=ones, build_and_schedule_s=round(host_s, 2),
                   run_s=round(run_s, 3), memory_before=before, memory_after=memory(engine), **record)
         return
 

@@ -7,7 +7,6 @@ import pickle
 import subprocess
 import sys
 
-import cirq
 import numpy as np
 import pytest
 

@@ -16,12 +16,11 @@ import pytest
 from cirq_quasarq import QuasarqSimulator
 from cirq_quasarq.core import rng
 from cirq_quasarq.core.parities import parities_shot_major
-from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.engines.numpy.engine import NumpyEngine
 from cirq_quasarq.schedule import schedule
 from cirq_quasarq.shots import REFERENCE_KEY, sample_frames
 
-from .programs import UNITARY_1, UNITARY_2, random_program, window_program, window_widths
+from .programs import random_program, window_program, window_widths
 
 
 def _lanes(packed: np.ndarray, shots: int) -> np.ndarray:
@@ -75,7 +74,7 @@ def test_riders_over_every_gate_and_interleaved_collapses(seed):
         np.testing.assert_array_equal(_lanes(packed, shots), _lanes(want, shots))
 
 
-def _noisy_stim_circuit(stim, r: np.random.Generator, nq: int) -> "stim.Circuit":
+def _noisy_stim_circuit(stim, r: np.random.Generator, nq: int):
     """Random gates, collapses of every basis, and every Pauli noise instruction Stim has that
     writes no record (E with ELSE_CORRELATED_ERROR after it among them), on nq qubits, no loops."""
     unitary = [g.name for g in stim.gate_data().values() if g.is_unitary and g.name not in ("SPP", "SPP_DAG")]
