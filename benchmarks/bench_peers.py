@@ -11,7 +11,7 @@ Workloads (docs/benchmarks-gpu.md says what each number means):
 - tableau: the paper's random Clifford circuits (benchmarks/random_clifford.py), single shot;
   ours with per-stage CUDA-event times, the records and the final tableau on the host; quasarq's
   `simulate(circuit).measurements()`, what gives its outcomes (`simulate()` alone is reported too,
-  as `simulate_s`: it returns before the outcomes are made);
+  as `simulate_s`, and its sampler's one shot as `sample_s`);
 - frames: stim's surface_code:rotated_memory_z, rounds = d, all noise knobs 1e-3: ours = reference
   sample + frames + copy of every record, bit-packed, to host memory;
 - Cirq end to end: QuasarqSimulator.run vs stimcirq.StimSampler.run on the same Cirq circuit;
@@ -92,15 +92,20 @@ def _stim_random(n, depth):
 
 def case_quasarq_tableau(n, depth):
     """quasarq's single shot as a user gets its outcomes, `simulate(circuit).measurements()` (best of
-    2 repeat calls up to 10k qubits, else one), and `simulate()` alone (`simulate_s`), which returns
-    before the outcomes are made: they come from `measurements()` (H100, 2026-11-27, the paper's
-    circuit at 30k qubits: 0.36 s, then 19.5 s). A line is printed after each, so that a crash
-    while the outcomes are made still leaves the first."""
+    2 repeat calls up to 10k qubits, else one); `simulate()` alone (`simulate_s`), which returns
+    before its outcomes can be read (they come from `measurements()`: H100, 2026-11-27, the paper's
+    circuit at 30k qubits, 0.36 s, then 19.5 s); and its sampler's one shot (`sample_s`, a new
+    `compile_sampler` on the circuit). A line is printed after each, so that a crash later still
+    leaves the times before it."""
     import quasarq
 
     quasarq.simulate(_stim_random(200, 3)).measurements()
+    quasarq.compile_sampler(_stim_random(200, 3), seed=1).sample(1, bit_packed=True)
     circuit = _stim_random(n, depth)
-    out = {"simulate_s": timed(lambda: quasarq.simulate(circuit), 1), "error": "died making the outcomes"}
+    # its sampler's single shot too: a reference run and one shot of frames
+    out = {"sample_s": timed(lambda: quasarq.compile_sampler(circuit, seed=1).sample(1, bit_packed=True), 1)}
+    print(json.dumps(out), flush=True)
+    out.update(simulate_s=timed(lambda: quasarq.simulate(circuit), 1), error="died making the outcomes")
     print(json.dumps(out), flush=True)
     out["seconds"] = timed(lambda: quasarq.simulate(circuit).measurements(), 2 if n <= 10000 else 1)
     del out["error"]
@@ -158,16 +163,22 @@ def case_validity(n, depth):
             "ours_impossible": _impossible_outcomes(circuit, ours)}
 
 
-def case_quasarq_records(n, depth):
+def case_quasarq_records(n, depth, sampler=0):
     """quasarq's single-shot records of the paper's circuit, as hex of the bit-packed bytes (bit k of
-    byte j: record 8j + k), and its seconds (a first call on this circuit)."""
+    byte j: record 8j + k), and its seconds (a first call on this circuit): from
+    `simulate(c).measurements()`, or with `sampler` from `compile_sampler(c, seed=1).sample(1)`."""
     import numpy as np
     import quasarq
 
-    quasarq.simulate(_stim_random(200, 3))
+    warm = _stim_random(200, 3)
+    quasarq.simulate(warm).measurements()
+    quasarq.compile_sampler(warm, seed=1).sample(1)
     circuit = _stim_random(n, depth)
     t0 = time.perf_counter()
-    records = np.asarray(quasarq.simulate(circuit).measurements(), dtype=np.uint8).reshape(-1)
+    if sampler:
+        records = np.asarray(quasarq.compile_sampler(circuit, seed=1).sample(1), dtype=np.uint8).reshape(-1)
+    else:
+        records = np.asarray(quasarq.simulate(circuit).measurements(), dtype=np.uint8).reshape(-1)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "records": int(len(records)),
             "packed": np.packbits(records, bitorder="little").tobytes().hex()}
@@ -189,16 +200,18 @@ def case_replay(n, depth):
 
     from .replay import contradicted
 
-    theirs = run_case("quasarq_records", n, depth, timeout=600)
     program = compile_stim(_stim_random(n, depth))
+    out, records = {"n": n, "depth": depth, "measurements": int(program.num_records)}, {}
+    # quasarq first, while our engine holds no device memory
+    for name, sampler in (("quasarq", 0), ("quasarq_sampler", 1)):  # simulate().measurements(); a sampler's shot
+        theirs = run_case("quasarq_records", n, depth, sampler, timeout=600)
+        out[f"{name}_s"], out[f"{name}_error"] = theirs.get("seconds"), theirs.get("error") or theirs.get("crash")
+        if "packed" in theirs:
+            packed = np.frombuffer(bytes.fromhex(theirs["packed"]), dtype=np.uint8)
+            records[name] = np.unpackbits(packed, bitorder="little", count=theirs["records"])
     engine, key = CudaEngine(), rng.make_key(7)
-    ours = engine.run_tableau(program, schedule(program), rng.make_key(8)).records
-    records = {"ours": ours, "random": np.random.default_rng(n).integers(0, 2, program.num_records, dtype=np.uint8)}
-    if "packed" in theirs:
-        packed = np.frombuffer(bytes.fromhex(theirs["packed"]), dtype=np.uint8)
-        records["quasarq"] = np.unpackbits(packed, bitorder="little", count=theirs["records"])
-    out = {"n": n, "depth": depth, "measurements": int(program.num_records),
-           "quasarq_s": theirs.get("seconds"), "quasarq_error": theirs.get("error")}
+    records["ours"] = engine.run_tableau(program, schedule(program), rng.make_key(8)).records
+    records["random"] = np.random.default_rng(n).integers(0, 2, program.num_records, dtype=np.uint8)
     for name, rec in records.items():
         bad = contradicted(engine, program, key, rec)
         out[f"{name}_contradicted"] = int(len(bad))
