@@ -76,6 +76,11 @@ PLAN_BLOCK = loader.source_define("measure_plan.cu", "QQ_PLAN_BLOCK")
 PLAN_MAX_BLOCKS = loader.source_define("measure_plan.cu", "QQ_PLAN_MAX_BLOCKS")
 PLAN_PLANES = loader.source_define("measure_plan.cu", "QQ_PLAN_PLANES")
 PLAN_BLOCK_WORDS = 8  # words of a slice row a plan block owns at least (fewer blocks: fewer arrivals a barrier)
+# measure_window_plan takes at most this share of the multiprocessors by default: each step's grid
+# barrier waits on every block, and fewer blocks with a few more words each were faster (H100, the
+# paper's circuits, the plan's device time a run at 132 / 112 / 104 / 96 blocks: 34.0 / 30.3 / 30.4 /
+# 31.6 ms at 100k qubits, 76.0 / 68.9 / 68.9 / 66.4 ms at 180k; docs/benchmarks-collapse.md, run 17)
+PLAN_SM_SHARE = 0.8
 ROWS_PLAN_BLOCK = loader.source_define("measure_rows.cu", "QQ_ROWS_PLAN_BLOCK")
 # Rows of at most this many words take the one-block plan (measure_rows_plan): on an H100 it took
 # 17 us a window at n = 5k (3 collapses; measure_window_plan 31 us), the same at 10k (7 collapses,
@@ -230,11 +235,12 @@ def batched_width(n: int) -> int:
 def plan_blocks(engine, W: int) -> int:
     """measure_window_plan's blocks, 0 for the one-block measure_rows_plan (rows of at most
     PLAN_ONE_BLOCK_MAX_W words): one a multiprocessor at most (its grid barrier needs them all
-    resident at once), each at least PLAN_BLOCK_WORDS words of a slice row. `engine.plan_blocks`
-    sets the count, 0 included (tests: results do not depend on it)."""
+    resident at once), by default at most PLAN_SM_SHARE of them, each at least PLAN_BLOCK_WORDS words
+    of a slice row. `engine.plan_blocks` sets the count, 0 included (tests: results do not depend on it)."""
     want = engine.plan_blocks
     if want is None:
-        want = 0 if W <= PLAN_ONE_BLOCK_MAX_W else -(-W // PLAN_BLOCK_WORDS)
+        share = max(1, int(PLAN_SM_SHARE * engine.sm_count))
+        want = 0 if W <= PLAN_ONE_BLOCK_MAX_W else min(-(-W // PLAN_BLOCK_WORDS), share)
     return 0 if want == 0 else max(1, min(want, W, engine.sm_count, PLAN_MAX_BLOCKS))
 
 
