@@ -1274,8 +1274,10 @@ lowrank_reduce_wide(unsigned char* S, const int* plan, const int* meta, const in
 // AS (measure_window_plan's `side` rows). The rows q's gate multiplies (gate_of; none: q's zrow
 // alone) each take the update as pass 2 gives it (x ^= d with d = bit0(c) = the XOR of alpha_i v_i,
 // the bits on P from rowbits, sign = the phase's ^ bit1(T)), then their product and its sign as
-// lowrank_signs makes it.
-#define QQ_LR_AHEAD_BLOCK 256
+// lowrank_signs makes it. One block a collapse runs on the critical path between passes, so a block
+// is as wide as it may be: 1,024 threads (54 registers, no spill) where 256 had taken 5.2 / 13.0 ms a
+// run at 100k / 180k qubits, 2.5 / 5.5 ms now (H100; docs/benchmarks-collapse.md, run 17).
+#define QQ_LR_AHEAD_BLOCK 1024
 extern "C" __global__ void __launch_bounds__(QQ_LR_AHEAD_BLOCK)
 lowrank_ahead(const qq_u64* X, const qq_u64* Z, const unsigned char* S, const qq_u64* VN, const qq_u64* rowbits,
               const int* meta, const int* pivots, const int* active, int kc, const QQTables* T, const int* gate_of,
