@@ -23,14 +23,18 @@ from cirq_quasarq.core.draws import coin
 from cirq_quasarq.core.program import FLAG_INVERT, FLAGS, OP, RAND, REC, Program
 
 _RECORDED = (opcodes.CODE["M"], opcodes.CODE["MR"])
+_UNRECORDED = (opcodes.CODE["R"],)
 
 
 def replaying(program: Program, key, records: np.ndarray, repetition: int = 0) -> Program:
     """`program` with the coin slot of each M and MR chosen so that, in a tableau run with `key` and
     `repetition`, its outcome is `records[its record]` wherever that outcome is random. For programs
-    without loops (a loop's slots move each iteration), whose collapses write their own records."""
+    of unitaries, M and MR alone: a loop's slots move each iteration, a reset's outcome (which
+    decides the state of what it is entangled with) and a noise channel's draws are not recorded."""
     if program.loops:
         raise ValueError("replaying: a program with loops (its slots move each iteration)")
+    if program.channels or program.confusions or np.isin(program.instructions[:, OP], _UNRECORDED).any():
+        raise ValueError("replaying: a program with noise or resets (outcomes no record holds)")
     ins = program.instructions
     measured = np.isin(ins[:, OP], _RECORDED)
     slots: dict = {}

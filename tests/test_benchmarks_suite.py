@@ -422,3 +422,6 @@ def test_replay_finds_the_outcomes_stim_postselection_finds_impossible(n, depth,
     assert len(bad) > 0  # the circuit has deterministic measurements for the check to find
     with pytest.raises(ValueError, match="records for a program"):
         replaying(program, key, noise[:-1])
+    for refused in ("R 0", "X_ERROR(0.1) 0"):  # an outcome, or a draw, that no record holds
+        with pytest.raises(ValueError, match="noise or resets"):
+            replaying(compile_stim(circuit + stim.Circuit(refused)), key, noise)
