@@ -58,7 +58,7 @@ def case_bandwidth():
 
 
 def _ours_tableau_program(n, depth):
-    from .bench_gpu_tableau import random_clifford_program
+    from .random_clifford import random_clifford_program
 
     return random_clifford_program(n, depth)
 
@@ -90,6 +90,16 @@ def _stim_random(n, depth):
     return paper_random_circuit_stim(n, depth)
 
 
+def _warm_quasarq():
+    """quasarq, its simulate().measurements() and its sampler run once on a small circuit."""
+    import quasarq
+
+    warm = _stim_random(200, 3)
+    quasarq.simulate(warm).measurements()
+    quasarq.compile_sampler(warm, seed=1).sample(1, bit_packed=True)
+    return quasarq
+
+
 def case_quasarq_tableau(n, depth):
     """quasarq's single shot as a user gets its outcomes, `simulate(circuit).measurements()` (best of
     2 repeat calls up to 10k qubits, else one); `simulate()` alone (`simulate_s`), which returns
@@ -97,10 +107,7 @@ def case_quasarq_tableau(n, depth):
     circuit at 30k qubits, 0.36 s, then 19.5 s); and its sampler's one shot (`sample_s`, a new
     `compile_sampler` on the circuit). A line is printed after each, so that a crash later still
     leaves the times before it."""
-    import quasarq
-
-    quasarq.simulate(_stim_random(200, 3)).measurements()
-    quasarq.compile_sampler(_stim_random(200, 3), seed=1).sample(1, bit_packed=True)
+    quasarq = _warm_quasarq()
     circuit = _stim_random(n, depth)
     # its sampler's single shot too: a reference run and one shot of frames
     out = {"sample_s": timed(lambda: quasarq.compile_sampler(circuit, seed=1).sample(1, bit_packed=True), 1)}
@@ -124,27 +131,6 @@ def case_stim_tableau(n, depth):
     return {"seconds": timed(run, 1)}
 
 
-def _impossible_outcomes(circuit, outcomes) -> int:
-    """Replays a single-shot run's outcomes in stim with postselection; counts the impossible."""
-    import stim
-
-    sim = stim.TableauSimulator()
-    sim.set_num_qubits(circuit.num_qubits)
-    k = bad = 0
-    for inst in circuit:
-        if inst.name == "M":
-            for t in inst.targets_copy():
-                try:
-                    sim.postselect_z(t.value, desired_value=bool(outcomes[k]))
-                except ValueError:
-                    bad += 1
-                sim.measure(t.value)
-                k += 1
-        else:
-            sim.do(stim.Circuit(str(inst)))
-    return bad
-
-
 def case_validity(n, depth):
     """Are each tool's single-shot outcomes possible at all? (stim replay with postselection)"""
     import numpy as np
@@ -154,13 +140,15 @@ def case_validity(n, depth):
     from cirq_quasarq.engines.cuda import CudaEngine
     from cirq_quasarq.schedule import schedule
 
+    from .replay import postselected
+
     circuit = _stim_random(n, depth)
     theirs = np.asarray(quasarq.simulate(circuit).measurements()).reshape(-1).astype(int)
     program = _ours_tableau_program(n, depth)
     ours = CudaEngine().run_tableau(program, schedule(program), rng.make_key(3)).records
     return {"measurements": circuit.num_measurements,
-            "quasarq_impossible": _impossible_outcomes(circuit, theirs),
-            "ours_impossible": _impossible_outcomes(circuit, ours)}
+            "quasarq_impossible": len(postselected(circuit, theirs)),
+            "ours_impossible": len(postselected(circuit, ours))}
 
 
 def case_quasarq_records(n, depth, sampler=0):
@@ -168,11 +156,8 @@ def case_quasarq_records(n, depth, sampler=0):
     byte j: record 8j + k), and its seconds (a first call on this circuit): from
     `simulate(c).measurements()`, or with `sampler` from `compile_sampler(c, seed=1).sample(1)`."""
     import numpy as np
-    import quasarq
 
-    warm = _stim_random(200, 3)
-    quasarq.simulate(warm).measurements()
-    quasarq.compile_sampler(warm, seed=1).sample(1)
+    quasarq = _warm_quasarq()
     circuit = _stim_random(n, depth)
     t0 = time.perf_counter()
     if sampler:

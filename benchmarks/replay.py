@@ -1,8 +1,8 @@
 """Replay a single shot's records in our tableau mode: which outcomes could no run have given?
 
 Stim's `TableauSimulator.postselect_z` answers this for one tool's outcomes by forcing each
-measurement in turn (`bench_peers`' `validity` case), at a cost that grows as n^3 and ends a few
-thousand qubits in. Here any engine answers it at any size it runs, with no change to the engine:
+measurement in turn (`postselected`, which `bench_peers`' `validity` case runs), at a cost that
+grows as n^3 and ends a few thousand qubits in. Here any engine answers it at any size it runs, with no change to the engine:
 a random measurement's outcome is its coin, and a coin is a fixed function of (key, slot,
 repetition), so giving each measurement a coin slot whose coin is the outcome wanted makes every
 random measurement come out as wanted. A deterministic one comes out as the state makes it. So a
@@ -31,11 +31,11 @@ def replaying(program: Program, key, records: np.ndarray, repetition: int = 0) -
     `repetition`, its outcome is `records[its record]` wherever that outcome is random. For programs
     of unitaries, M and MR alone: a loop's slots move each iteration, a reset's outcome (which
     decides the state of what it is entangled with) and a noise channel's draws are not recorded."""
+    ins = program.instructions
     if program.loops:
         raise ValueError("replaying: a program with loops (its slots move each iteration)")
-    if program.channels or program.confusions or np.isin(program.instructions[:, OP], _UNRECORDED).any():
+    if program.channels or program.confusions or np.isin(ins[:, OP], _UNRECORDED).any():
         raise ValueError("replaying: a program with noise or resets (outcomes no record holds)")
-    ins = program.instructions
     measured = np.isin(ins[:, OP], _RECORDED)
     slots: dict = {}
     slot = 0
@@ -60,3 +60,28 @@ def contradicted(engine, program: Program, key, records: np.ndarray) -> np.ndarr
     forced = replaying(program, key, records)
     got = engine.run_tableau(forced, schedule(forced), key).records
     return np.flatnonzero(got != np.asarray(records, dtype=np.uint8).reshape(-1))
+
+
+def postselected(circuit, records) -> list:
+    """The record indices where stim's TableauSimulator finds `records` impossible for `circuit`
+    (M and MR, inverted or not, among any other instructions): each measurement forced in turn with
+    postselect_z, going on with the outcome the state gives where that fails."""
+    import stim
+
+    sim = stim.TableauSimulator()
+    sim.set_num_qubits(circuit.num_qubits)
+    k, bad = 0, []
+    for inst in circuit.flattened():
+        if inst.name not in ("M", "MR"):
+            sim.do(inst)
+            continue
+        for t in inst.targets_copy():
+            try:
+                sim.postselect_z(t.value, desired_value=bool(records[k]) ^ t.is_inverted_result_target)
+            except ValueError:
+                bad.append(k)
+            sim.measure(t.value)
+            if inst.name == "MR":
+                sim.reset(t.value)
+            k += 1
+    return bad

@@ -364,31 +364,6 @@ def test_random_clifford_program_is_the_layers_op_for_op(n, depth, seed, measure
     assert got.num_records == want.num_records == depth * (max(1, n // 1400) if measured is None else measured)
 
 
-def _postselected(circuit, records):
-    """The record indices where stim's TableauSimulator finds `records` impossible, forcing each
-    measurement in turn with postselect_z and going on with the outcome the state gives."""
-    import stim
-
-    sim = stim.TableauSimulator()
-    sim.set_num_qubits(circuit.num_qubits)
-    k, bad = 0, []
-    for inst in circuit.flattened():
-        if inst.name not in ("M", "MR"):
-            sim.do(inst)
-            continue
-        for t in inst.targets_copy():
-            want = bool(records[k]) ^ t.is_inverted_result_target
-            try:
-                sim.postselect_z(t.value, desired_value=want)
-            except ValueError:
-                bad.append(k)
-            sim.measure(t.value)
-            if inst.name == "MR":
-                sim.reset(t.value)
-            k += 1
-    return bad
-
-
 @pytest.mark.parametrize("n,depth,seed", [(300, 30, 2), (64, 40, 5), (1401, 8, 1)])
 def test_replay_finds_the_outcomes_stim_postselection_finds_impossible(n, depth, seed):
     """benchmarks/replay.py: our tableau mode forced to another run's random outcomes (each
@@ -399,7 +374,7 @@ def test_replay_finds_the_outcomes_stim_postselection_finds_impossible(n, depth,
     import numpy as np
 
     from benchmarks.random_clifford import paper_random_circuit_stim
-    from benchmarks.replay import contradicted, replaying
+    from benchmarks.replay import contradicted, postselected, replaying
     from cirq_quasarq.compiler.stim_circuit import compile_stim
     from cirq_quasarq.core import rng
     from cirq_quasarq.engines.numpy.engine import NumpyEngine
@@ -415,10 +390,10 @@ def test_replay_finds_the_outcomes_stim_postselection_finds_impossible(n, depth,
     engine, key = NumpyEngine(), rng.make_key(seed)
     ours = engine.run_tableau(program, schedule(program), rng.make_key(seed + 1)).records
     assert len(contradicted(engine, program, key, ours)) == 0
-    assert _postselected(circuit, ours) == []
+    assert postselected(circuit, ours) == []
     noise = r.integers(0, 2, program.num_records).astype(np.uint8)
     bad = contradicted(engine, program, key, noise)
-    assert bad.tolist() == _postselected(circuit, noise)
+    assert bad.tolist() == postselected(circuit, noise)
     assert len(bad) > 0  # the circuit has deterministic measurements for the check to find
     with pytest.raises(ValueError, match="records for a program"):
         replaying(program, key, noise[:-1])
