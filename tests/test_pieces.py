@@ -132,6 +132,22 @@ def test_pieces_make_compile_stims_program(name, pieces):
         assert np.array_equal(getattr(got, field), getattr(want, field)), field
 
 
+def test_the_joined_schedule_joins_its_pieces_rows_when_first_read():
+    """A streamed call's device joins the pieces' tables itself, so the whole schedule's host rows
+    are one table only once something reads them: counted without it, then joined once."""
+    circuit = CIRCUITS["random 3"]()
+    rows, program = compiled_in_pieces(circuit, 7)
+    scheduler = Scheduler(program.num_qubits, program.ext_qubits, len(program.loops))
+    parts = [scheduler.add(r) for r in rows] + [scheduler.add(rows[0][:0], last=True)]
+    whole = joined(parts, scheduler.loop_runs)
+    assert isinstance(whole._instructions, list) and whole.num_rows == len(program.instructions)
+    assert "rows" in repr(whole)  # a repr reads no rows either
+    assert isinstance(whole._instructions, list)
+    table = whole.instructions
+    assert np.array_equal(table, schedule(program).instructions) and whole.instructions is table
+    assert whole.num_rows == len(table)
+
+
 @pytest.mark.parametrize("stretch_rows", [1, 2**62])  # the rows moved as stretches, or one by one
 @pytest.mark.parametrize("seed", range(40))
 def test_windows_scheduled_as_rows_come_are_the_whole_programs(monkeypatch, seed, stretch_rows):

@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 
 from ...core import opcodes, rng
-from ...core.program import A, B, COND, OP, REC, Program
+from ...core.program import A, B, COND, NUM_FIELDS, OP, REC, Program
 from ...errors import UnsupportedOperationError
 from ...schedule import Schedule
 from ...schedule.walk import LoopBlock, walk
@@ -187,7 +187,6 @@ class DeviceProgram:
             cd_refs.extend(int(v) for v in refs.reshape(-1))
             cd_table.extend(int(bool(v)) for v in np.asarray(cd.table).reshape(-1))
         arrays = [
-            _pad(schedule.instructions, np.int32),
             _pad(schedule.runs, np.int32),
             _pad(loops, np.int32),
             _pad(program.ext_qubits, np.int32),
@@ -200,10 +199,15 @@ class DeviceProgram:
             _pad(np.array(cd_refs, dtype=np.int32), np.int32),
             _pad(np.array(cd_table, dtype=np.uint8), np.uint8),
         ]
-        self.table = self._send(arrays[0]) if table is None else table  # kept: pieces' tables are joined
-        self.nbytes += arrays[0].nbytes
+        if table is None:
+            instructions = _pad(schedule.instructions, np.int32)
+            table = self._send(instructions)
+            self.nbytes += instructions.nbytes
+        else:  # the pieces' tables joined on the device: the host's rows are not read (nor joined)
+            self.nbytes += 4 * NUM_FIELDS * schedule.num_rows or 4
+        self.table = table
         self._keep.append(self.table)
-        ptrs = [int(self.table)] + [self._upload(a) for a in arrays[1:]]
+        ptrs = [int(self.table)] + [self._upload(a) for a in arrays]
         counts = [len(schedule.runs), program.num_qubits, program.num_records]
         blob = np.array(ptrs + counts, dtype=np.uint64)
         self.tables = self._upload(blob)
