@@ -259,3 +259,113 @@ def test_window_rows_count_each_window_between_two_barriers_of_the_frame_walk(se
     assert got.sum() == len(sched.instructions) - np.count_nonzero(opcodes.KIND[sched.instructions[:, OP]]
                                                                     == opcodes.Kind.LOOP)
     assert runs == sum(opcodes.KIND[op] != opcodes.Kind.LOOP for op in sched.runs[:, RUN_OP].tolist())
+
+
+def _tick_free_circuit(seed: int, n: int = 12, lines: int = 40):
+    """Lines the compile places as soon as possible: gates of one and two qubits (some naming a
+    qubit twice: the per-target path), collapses in every basis (inverted too), Pauli channels, and
+    annotations between them; no TICK, and no line of the name before it (Stim would join the two,
+    and a collapse naming a qubit twice is compiled target by target)."""
+    r = np.random.default_rng(seed)
+    one, two = ["H", "S", "X", "SQRT_Y", "C_XYZ", "H_YZ"], ["CX", "CZ", "SWAP", "ISWAP", "XCY", "SQRT_XX"]
+    out = []
+    while len(out) < lines:
+        qs = r.permutation(n)[: r.integers(1, n + 1)].tolist()
+        roll = r.random()
+        if roll < 0.3:
+            out.append(f"{r.choice(one)} " + " ".join(map(str, qs)))
+        elif roll < 0.6 and len(qs) >= 2:
+            pairs = qs[: len(qs) // 2 * 2]
+            if r.random() < 0.2 and len(pairs) >= 4:
+                pairs[2] = pairs[1]  # a qubit named twice
+            out.append(f"{r.choice(two)} " + " ".join(map(str, pairs)))
+        elif roll < 0.8:
+            name = str(r.choice(["M", "MX", "MY", "MR", "MRY", "R", "RX"]))
+            out.append(f"{name} " + " ".join(("!" if r.random() < 0.3 and name[0] == "M" else "") + str(q)
+                                             for q in qs[:4]))
+        elif roll < 0.9:
+            out.append(f"{r.choice(['X_ERROR', 'Z_ERROR', 'DEPOLARIZE1'])}(0.1) " + " ".join(map(str, qs[:3])))
+        else:
+            out.append("M 0\nDETECTOR rec[-1]\nOBSERVABLE_INCLUDE(0) rec[-1]")
+        if len(out) > 1 and out[-1].split()[0].split("(")[0] == out[-2].split("\n")[-1].split()[0].split("(")[0]:
+            out.pop()
+    return stim.Circuit("\n".join(out))
+
+
+def _without_layers(program):
+    import dataclasses
+
+    return dataclasses.replace(program, derived={})
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_layers_the_compile_vouches_for_are_the_schedulers(seed):
+    """Where the compile says its STEP column is the as-soon-as-possible layering (LAYERED_FROM),
+    the schedule made from it is the scheduler's own, row for row, and the oracle's."""
+    from cirq_quasarq.compiler import compile_stim
+    from cirq_quasarq.core.program import LAYERED_FROM
+
+    from .schedule_oracle import schedule_reference
+
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    circuits = [_tick_free_circuit(seed, n=3 + seed % 14), paper_random_circuit_stim(40 + 37 * seed, 1 + seed % 9, seed)]
+    for circuit in circuits:
+        program = compile_stim(circuit)
+        assert LAYERED_FROM in program.derived, circuit  # every line here is placed as soon as possible
+        got, theirs, oracle = schedule(program), schedule(_without_layers(program)), schedule_reference(program)
+        for field in ("instructions", "runs", "loop_runs"):
+            for want in (theirs, oracle):
+                mine, other = getattr(got, field), getattr(want, field)
+                assert mine.dtype == other.dtype and np.array_equal(mine, other), field
+
+
+def test_every_instruction_the_compile_vouches_for_schedules_alike():
+    """Each name of stim.gate_data() in differential circuits (flat): where the compile vouches
+    for its layers, the scheduler agrees; where it does not, it had a reason (a TICK, a REPEAT, a
+    classically controlled Pauli, an instruction compiled target by target through `_other`)."""
+    from cirq_quasarq.compiler import compile_stim
+    from cirq_quasarq.core.program import LAYERED_FROM
+
+    from .test_stim_differential import _canonical_names, differential_circuit
+
+    vouched = set()
+    for name in _canonical_names():
+        for seed in range(4):
+            program = compile_stim(differential_circuit(name, seed, "flat"))
+            if LAYERED_FROM in program.derived:
+                vouched.add(name)
+                got, theirs = schedule(program), schedule(_without_layers(program))
+                for field in ("instructions", "runs", "loop_runs"):
+                    assert np.array_equal(getattr(got, field), getattr(theirs, field)), (name, seed, field)
+    assert {"H", "CX", "ISWAP", "M", "R", "X_ERROR", "DEPOLARIZE2", "DETECTOR"} <= vouched
+    assert not {"TICK", "REPEAT", "MPP", "E", "HERALDED_ERASE"} & vouched
+
+
+@pytest.mark.parametrize("text", ["H 0\nTICK\nH 1", "REPEAT 3 {\n    CX 0 1\n    M 1\n}", "M 0\nCX rec[-1] 1",
+                                  "M(0.1) 0 1", "E(0.1) X0 Z1", "MPP X0*Z1", "H 0\nREPEAT 2 {\n    H 0\n}\nH 1"])
+def test_the_compile_vouches_for_no_layers_past_a_barrier_or_a_closed_step(text):
+    from cirq_quasarq.compiler import compile_stim
+    from cirq_quasarq.core.program import LAYERED_FROM
+
+    assert LAYERED_FROM not in compile_stim(stim.Circuit(text)).derived
+
+
+def test_a_copy_with_other_rows_does_not_take_the_layers_of_the_original():
+    """dataclasses.replace keeps the `derived` dict: the claim holds for its own instructions only."""
+    import dataclasses
+
+    from cirq_quasarq.compiler import compile_stim
+    from cirq_quasarq.core.program import STEP
+
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    from .schedule_oracle import schedule_reference
+
+    program = compile_stim(paper_random_circuit_stim(60, 8, seed=2))
+    ins = program.instructions.copy()
+    ins[:, STEP] = np.arange(len(ins)) // 7  # groups that reuse qubits: other layers
+    restepped = dataclasses.replace(program, instructions=ins)
+    assert restepped.derived is program.derived
+    got, want = schedule(restepped), schedule_reference(restepped)
+    assert np.array_equal(got.instructions, want.instructions) and np.array_equal(got.runs, want.runs)

@@ -95,7 +95,7 @@ import numpy as np
 
 from .. import errors
 from ..core import opcodes
-from ..core.program import A, AUX, B, FLAG_INVERT, FLAGS, NUM_FIELDS, OP, RAND, REC, Program
+from ..core.program import A, AUX, B, FLAG_INVERT, FLAGS, LAYERED_FROM, NUM_FIELDS, OP, RAND, REC, Program
 from ..core.ranges import ragged_rows
 from . import cache
 from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
@@ -276,8 +276,12 @@ class _StimCompiler(_InstructionCompiler):
         else:
             self._walk(circuit, top=True)
         self._flush_segment()
+        layered, first_step = self.layered, self.b.step  # the one step still open
         self._close()
-        return self._program()
+        program = self._program()
+        if layered:
+            program.derived[LAYERED_FROM] = (first_step, program.instructions)
+        return program
 
     def run_pieces(self, circuit, pieces: int) -> Generator[np.ndarray, None, Program]:
         """`run` in about `pieces` runs of the circuit's top-level instructions, each printed to text
@@ -677,6 +681,7 @@ class _StimCompiler(_InstructionCompiler):
         if count == 1:
             walk_body(top)
         else:
+            self.layered = False
             if top:
                 self._moment()
             self._close()

@@ -132,11 +132,16 @@ class _InstructionCompiler:
         self.moment_records: List[int] = []
         self.scratch: List[int] = []  # heralds' and MPAD's qubits past the circuit's, |0> between uses
         self.accumulators: Dict[int, int] = {}  # observable index -> the qubit its Pauli terms go to
+        # Whether every row so far went to the next free position of its qubits in the one open step,
+        # none of them a barrier: then the rows' STEP is the schedule's layer (core.program.LAYERED_FROM).
+        # Cleared by a step closed on rows and by every path but the plain gates' and collapses'.
+        self.layered = True
 
     # -- the open step ---------------------------------------------------------------------------
     def _close(self) -> None:
         """Close the open step (if anything was placed in it)."""
         if self.touched:
+            self.layered = False
             self.b.next_step()
             free = self.free
             for qs in self.touched:
@@ -248,6 +253,7 @@ class _InstructionCompiler:
 
     # -- the other instructions ------------------------------------------------------------------
     def _other(self, inst, index: int, name: str) -> None:
+        self.layered = False
         b = self.b
         if name in _MEASURE or name in _MEASURE_RESET:
             reset = name in _MEASURE_RESET
@@ -387,6 +393,7 @@ class _InstructionCompiler:
         a sweep[k] control does nothing: sweep bits are all 0 here, as in Stim's samplers, which take
         none. So does a pair of two records: a controlled phase between classical bits changes
         neither (Stim refuses the other record-record pairs)."""
+        self.layered = False
         sides = _FEEDBACK_SIDES[name]
         if ta.is_sweep_bit_target or tb.is_sweep_bit_target or not (ta.is_qubit_target or tb.is_qubit_target):
             return
@@ -516,6 +523,7 @@ class _InstructionCompiler:
         Z_ERROR, as the Cirq compiler makes stimcirq's conversion). A chain is one channel on the
         union of its qubits: outcome k is P_k with probability p_k * prod_{i<k} (1 - p_i), so the
         links share one draw and exclude each other exactly as Stim's samplers make them."""
+        self.layered = False
         links = [(inst, index)]
         end = index + 1
         while end < len(circuit):

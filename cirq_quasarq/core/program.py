@@ -40,6 +40,14 @@ OP, A, B, REC, RAND, AUX, COND, FLAGS, STEP = range(9)
 NUM_FIELDS = 9
 _ROW = np.dtype((np.void, 4 * NUM_FIELDS))  # an int32 row as one element (to sort rows)
 FLAG_INVERT = 1
+# `Program.derived` key that a compiler sets when each row's STEP is its as-soon-as-possible layer
+# already: every row placed at the next free position of its qubits (after the last row on any of
+# them), all in one open step, and no barrier. Its value is (that step's STEP, the instructions
+# array it speaks of): a row's layer is STEP - STEP of the step + 1, what the scheduler would find
+# (tests/test_schedule.py holds the two equal), so `schedule` takes the layers from STEP, but only
+# while the Program's instructions are that very array (a copy made with other rows may share the
+# `derived` dict: dataclasses.replace).
+LAYERED_FROM = "layered_from_step"
 
 
 def take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:

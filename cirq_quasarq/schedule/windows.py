@@ -9,6 +9,8 @@ instructions (M, R, MR) keep their program order: tableau mode processes them on
 
 The compiler's STEP column lets a whole group of disjoint instructions be layered in one
 vectorised step, so scheduling costs a Python iteration per circuit moment, not per operation.
+Where a compiler placed every row as soon as possible already (`LAYERED_FROM`), the layers are its
+STEP column and nothing is layered again.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..core import opcodes
-from ..core.program import COND, NUM_FIELDS, OP, STEP, A, B, Program, take_rows
+from ..core.program import COND, LAYERED_FROM, NUM_FIELDS, OP, STEP, A, B, Program, take_rows
 
 Kind = opcodes.Kind
 
@@ -154,7 +156,11 @@ def schedule(program: Program) -> Schedule:
     ins = program.instructions
     scheduler = Scheduler(program.num_qubits, program.ext_qubits, len(program.loops),
                           np.int32 if len(ins) < _INT32_ROWS else np.int64)
-    whole = scheduler.add(ins, last=True)
+    layered = program.derived.get(LAYERED_FROM)
+    if layered is not None and layered[1] is ins:
+        whole = scheduler.add_layered(ins, int(layered[0]))
+    else:
+        whole = scheduler.add(ins, last=True)
     return Schedule(instructions=whole.instructions, runs=whole.runs, loop_runs=scheduler.loop_runs)
 
 
@@ -195,6 +201,30 @@ class Scheduler:
         else:
             frontier = max(self.base, int(self.last[: self.n].min())) if self.n else self.base
         return self._final(frontier)
+
+    def add_layered(self, ins: np.ndarray, first_step: int) -> Schedule:
+        """`add(ins, last=True)` of a whole program (no loops, no barriers) whose STEP column holds
+        each row's layer already (`LAYERED_FROM`: layer = STEP - first_step + 1): the key is made
+        from it, a block of rows at a time, and only the sort by key remains."""
+        if self.rows or self.pending:
+            raise ValueError("add_layered takes a whole program, in one call")
+        key = np.empty(len(ins), dtype=self.key_dtype)
+        op8 = np.empty(len(ins), dtype=np.uint8)
+        rank, width = _RANK.astype(key.dtype), opcodes.NUM_OPCODES + 1
+        for lo in range(0, len(ins), _BLOCK):
+            block = ins[lo : lo + _BLOCK]
+            ops = block[:, OP].astype(np.intp)
+            part = key[lo : lo + len(block)]
+            np.take(rank, ops, out=part)
+            layer = block[:, STEP].astype(key.dtype)
+            layer -= first_step - 1
+            layer *= width
+            part += layer
+            op8[lo : lo + len(block)] = ops
+        self.rows = len(ins)
+        if len(ins):
+            self.pending.append((ins, key, op8))
+        return self._final(None)
 
     def _layer(self, ins: np.ndarray, key: np.ndarray, op8: np.ndarray) -> None:
         """key[i] = row i's layer * (NUM_OPCODES + 1) + its rank: as soon as possible after the
