@@ -138,7 +138,8 @@ class StreamedCompile:
         try:
             while self.program is None:
                 try:
-                    sched = self._scheduler.add(next(self._compiling))
+                    rows, layered_from = next(self._compiling)
+                    sched = self._scheduler.add(rows, layered_from=layered_from)
                 except StopIteration as finished:
                     self.program = finished.value
                     sched = self._scheduler.add(np.zeros((0, NUM_FIELDS), dtype=np.int32), last=True)

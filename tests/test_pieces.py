@@ -9,6 +9,8 @@ GPU engine's piecewise run: tests/test_gpu_paths.py (test_reference_pieces_*, te
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -25,15 +27,17 @@ from cirq_quasarq.schedule import Schedule, Scheduler, joined, schedule
 from benchmarks.random_clifford import paper_random_circuit_stim
 
 
-def compiled_in_pieces(circuit, pieces: int):
-    """(the pieces' rows, the Program stim_pieces returns)."""
+def compiled_in_pieces(circuit, pieces: int, with_layers: bool = False):
+    """(the pieces' rows, the Program stim_pieces returns); `with_layers`: each piece as (rows, the
+    compile's LAYERED_FROM word or None)."""
     compiling = stim_pieces(circuit, pieces)
     rows = []
     while True:
         try:
-            rows.append(next(compiling))
+            piece = next(compiling)
         except StopIteration as done:
             return rows, done.value
+        rows.append(piece if with_layers else piece[0])
 
 
 def same_tableau(a, b) -> bool:
@@ -109,10 +113,12 @@ def assert_same_program(mine: Program, theirs: Program) -> None:
     assert np.array_equal(mine.moment_records, theirs.moment_records)
 
 
-def pieces_schedule(program: Program, rows) -> Schedule:
-    """The pieces scheduled as a Scheduler takes them, joined."""
+def pieces_schedule(program: Program, rows, layers=None) -> Schedule:
+    """The pieces scheduled as a Scheduler takes them, joined; `layers`: per piece the compile's
+    LAYERED_FROM word (None: the scheduler layers them)."""
     scheduler = Scheduler(program.num_qubits, program.ext_qubits, len(program.loops))
-    parts = [scheduler.add(r) for r in rows] + [scheduler.add(rows[0][:0], last=True)]
+    layers = [None] * len(rows) if layers is None else layers
+    parts = [scheduler.add(r, layered_from=k) for r, k in zip(rows, layers)] + [scheduler.add(rows[0][:0], last=True)]
     return joined(parts, scheduler.loop_runs)
 
 
@@ -122,14 +128,38 @@ def test_pieces_make_compile_stims_program(name, pieces):
     """Cut anywhere (TICKs or none), the pieces' rows are compile_stim's Program row for row;
     scheduled as they come (Scheduler), the windows joined are schedule()'s."""
     circuit = CIRCUITS[name]()
-    rows, program = compiled_in_pieces(circuit, pieces)
+    pieces_, program = compiled_in_pieces(circuit, pieces, with_layers=True)
+    rows, layers = [r for r, _ in pieces_], [k for _, k in pieces_]
     assert 1 <= len(rows) <= min(pieces, len(circuit)) + 1
     assert np.array_equal(np.concatenate(rows), program.instructions)
     clear_stim_cache()
     assert_same_program(program, compile_stim(circuit))
-    got, want = pieces_schedule(program, rows), schedule(program)
-    for field in ("instructions", "runs", "loop_runs"):
-        assert np.array_equal(getattr(got, field), getattr(want, field)), field
+    want = schedule(dataclasses.replace(program, derived={}))  # the scheduler's own layers
+    # scheduled as they come, by the scheduler's layers, and by the compile's while it gives them
+    for got in (pieces_schedule(program, rows), pieces_schedule(program, rows, layers), schedule(program)):
+        for field in ("instructions", "runs", "loop_runs"):
+            assert np.array_equal(getattr(got, field), getattr(want, field)), field
+    # a piece is layered by the compile exactly while no earlier line stopped it (TICK, MPP, ...)
+    given = [k is not None for k in layers]
+    assert given == sorted(given, reverse=True)
+    if "no TICK" in name:
+        assert all(given)
+
+
+def test_a_stream_that_stops_being_layered_partway_schedules_as_the_whole():
+    """A TICK (here after a third of the circuit) ends the compile's word: the scheduler layers the
+    rest itself, from an empty state, and gives the windows of the whole program."""
+    layered_part = paper_random_circuit_stim(300, 12, seed=21)
+    rest = paper_random_circuit_stim(300, 24, seed=22, ticks=True)
+    circuit = layered_part + rest
+    for pieces in (2, 3, 5, 9, 40):
+        pieces_, program = compiled_in_pieces(circuit, pieces, with_layers=True)
+        rows, layers = [r for r, _ in pieces_], [k for _, k in pieces_]
+        assert layers[0] is not None and layers[-1] is None
+        want = schedule(program)
+        got = pieces_schedule(program, rows, layers)
+        for field in ("instructions", "runs", "loop_runs"):
+            assert np.array_equal(getattr(got, field), getattr(want, field)), (pieces, field)
 
 
 def test_the_joined_schedule_joins_its_pieces_rows_when_first_read():

@@ -202,10 +202,11 @@ def _remember_object(circuit, kept, program: Program) -> None:
             _RECENT.popitem(last=False)
 
 
-def stim_pieces(circuit, pieces: int, num_qubits: Optional[int] = None) -> Generator[np.ndarray, None, Program]:
+def stim_pieces(circuit, pieces: int, num_qubits: Optional[int] = None) -> Generator[tuple, None, Program]:
     """`compile_stim` of a circuit of unitaries and collapses in about `pieces` runs of its
     instructions: yields, after each run, the rows no later instruction can come before, in their
-    final order, so that an engine may run them while the rest compiles; returns the Program, the
+    final order, so that an engine may run them while the rest compiles, and whether they are in
+    their layers already (`_StimCompiler.run_pieces`); returns the Program, the
     one `compile_stim` makes (not cached here: `remember_stim`). Raises errors.NotStreamable (at any
     piece) for a circuit of anything more. `num_qubits`: the circuit's, when the caller has it."""
     import stim
@@ -283,12 +284,14 @@ class _StimCompiler(_InstructionCompiler):
             program.derived[LAYERED_FROM] = (first_step, program.instructions)
         return program
 
-    def run_pieces(self, circuit, pieces: int) -> Generator[np.ndarray, None, Program]:
+    def run_pieces(self, circuit, pieces: int) -> Generator[tuple, None, Program]:
         """`run` in about `pieces` runs of the circuit's top-level instructions, each printed to text
         as a slice of its own (a short first one): after each, yields the rows no later instruction
         can come before, in their final order (those of ended steps, and those of the open step at
-        positions below every qubit's next free one: `ProgramBuilder.settle`); returns the Program,
-        `run`'s row for row. Only for circuits of unitaries and collapses: a run that writes
+        positions below every qubit's next free one: `ProgramBuilder.settle`), with the STEP of
+        the one step open so far while every row up to them is in its layer already
+        (LAYERED_FROM, which `Scheduler.add` takes), else None; returns the Program, `run`'s row
+        for row. Only for circuits of unitaries and collapses: a run that writes
         anything else (noise, a loop, a condition, an annotation, an external target, a scratch
         qubit), and any error, raise errors.NotStreamable (the whole compile then says what is
         wrong, and where)."""
@@ -307,6 +310,7 @@ class _StimCompiler(_InstructionCompiler):
                 else:
                     self._walk(piece, top=True)
                 self._flush_segment()
+                layered_from = b.step if self.layered else None  # the one step open so far
                 if hi == count:
                     self._close()
                     b.settle()
@@ -318,9 +322,12 @@ class _StimCompiler(_InstructionCompiler):
                     or b.num_qubits != self.n or self.accumulators or b.num_records > circuit.num_measurements):
                 raise errors.NotStreamable(f"instructions {lo} to {hi - 1} write more than unitaries and collapses")
             rows, mark = b.rows_since(mark)
-            yield rows
+            yield rows, layered_from
             lo = hi
-        return self._program()
+        program = self._program()
+        if layered_from is not None:
+            program.derived[LAYERED_FROM] = (layered_from, program.instructions)
+        return program
 
     def _program(self) -> Program:
         rows, recs = self.moment_rows, self.moment_records

@@ -102,6 +102,22 @@ def _scan(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
     return bars, np.concatenate(cuts) if cuts else np.zeros(0, dtype=np.int64), ranged
 
 
+def _keys_from_steps(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, first_step: int) -> None:
+    """Fills `key` (layer * (NUM_OPCODES + 1) + rank) and `op8` of rows whose layer is their STEP -
+    first_step + 1 (LAYERED_FROM), a block of rows at a time (as `_scan`)."""
+    rank, width = _RANK.astype(key.dtype), opcodes.NUM_OPCODES + 1
+    for lo in range(0, len(ins), _BLOCK):
+        block = ins[lo : lo + _BLOCK]
+        ops = block[:, OP].astype(np.intp)
+        part = key[lo : lo + len(block)]
+        np.take(rank, ops, out=part)
+        layer = block[:, STEP].astype(key.dtype)
+        layer -= first_step - 1
+        layer *= width
+        part += layer
+        op8[lo : lo + len(block)] = ops
+
+
 def _sorted(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
     """(the rows of key below `limit` (None: all) in a stable sort by key, the first row of each run
     of one key and opcode in that order, the runs' keys and opcodes, and (rows, key, op8) of the
@@ -157,10 +173,8 @@ def schedule(program: Program) -> Schedule:
     scheduler = Scheduler(program.num_qubits, program.ext_qubits, len(program.loops),
                           np.int32 if len(ins) < _INT32_ROWS else np.int64)
     layered = program.derived.get(LAYERED_FROM)
-    if layered is not None and layered[1] is ins:
-        whole = scheduler.add_layered(ins, int(layered[0]))
-    else:
-        whole = scheduler.add(ins, last=True)
+    first_step = int(layered[0]) if layered is not None and layered[1] is ins else None
+    whole = scheduler.add(ins, last=True, layered_from=first_step)
     return Schedule(instructions=whole.instructions, runs=whole.runs, loop_runs=scheduler.loop_runs)
 
 
@@ -185,13 +199,30 @@ class Scheduler:
         self.pending: List[tuple] = []  # (rows, key, op8) of rows not yet in a window that came out
         self.runs_out = 0  # runs that came out
         self.loop_runs = np.full((num_loops, 2), -1, dtype=np.int32)
+        self._layered = True  # every row so far came layered by the compile (`add`'s `layered_from`)
 
-    def add(self, ins: np.ndarray, last: bool = False) -> Schedule:
+    def add(self, ins: np.ndarray, last: bool = False, layered_from: Optional[int] = None) -> Schedule:
         """Layer the next rows; returns the windows now final (with `last`: every window left),
         its runs' windows numbered from 0 (`joined` numbers them on), `loop_runs` left empty (the
-        scheduler's own holds them)."""
+        scheduler's own holds them).
+
+        `layered_from` (not None): the compile's word that these rows and every row before them
+        are in layers already, each row's STEP - layered_from + 1, and whole layers up to a
+        frontier that no later row goes below (LAYERED_FROM; a stream of pieces gives it while its
+        compile can): the key is made from STEP and only the sort by key remains. Rows without
+        that word after rows with it are layered from an empty state, which is exact: each later
+        row's layer in the whole program is one past a row of the frontier's layer F or of a
+        later row, and every qubit's latest row is at F or later, so the empty state gives every
+        later row its layer less F, the same windows in the same order (and the same frontiers)."""
         key = np.empty(len(ins), dtype=self.key_dtype)
         op8 = np.empty(len(ins), dtype=np.uint8)
+        if layered_from is not None and self._layered:
+            _keys_from_steps(ins, key, op8, layered_from)
+            self.rows += len(ins)
+            if len(ins):
+                self.pending.append((ins, key, op8))
+            return self._final(None)  # a layer's rows all came with it
+        self._layered = False  # from here on the scheduler layers every row
         self._layer(ins, key, op8)
         self.rows += len(ins)
         if len(ins):
@@ -201,30 +232,6 @@ class Scheduler:
         else:
             frontier = max(self.base, int(self.last[: self.n].min())) if self.n else self.base
         return self._final(frontier)
-
-    def add_layered(self, ins: np.ndarray, first_step: int) -> Schedule:
-        """`add(ins, last=True)` of a whole program (no loops, no barriers) whose STEP column holds
-        each row's layer already (`LAYERED_FROM`: layer = STEP - first_step + 1): the key is made
-        from it, a block of rows at a time, and only the sort by key remains."""
-        if self.rows or self.pending:
-            raise ValueError("add_layered takes a whole program, in one call")
-        key = np.empty(len(ins), dtype=self.key_dtype)
-        op8 = np.empty(len(ins), dtype=np.uint8)
-        rank, width = _RANK.astype(key.dtype), opcodes.NUM_OPCODES + 1
-        for lo in range(0, len(ins), _BLOCK):
-            block = ins[lo : lo + _BLOCK]
-            ops = block[:, OP].astype(np.intp)
-            part = key[lo : lo + len(block)]
-            np.take(rank, ops, out=part)
-            layer = block[:, STEP].astype(key.dtype)
-            layer -= first_step - 1
-            layer *= width
-            part += layer
-            op8[lo : lo + len(block)] = ops
-        self.rows = len(ins)
-        if len(ins):
-            self.pending.append((ins, key, op8))
-        return self._final(None)
 
     def _layer(self, ins: np.ndarray, key: np.ndarray, op8: np.ndarray) -> None:
         """key[i] = row i's layer * (NUM_OPCODES + 1) + its rank: as soon as possible after the
