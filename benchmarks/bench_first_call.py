@@ -1,7 +1,7 @@
 """The first call on a circuit new to a warm process, beside the repeat call, and where it goes.
 
     python -m benchmarks.bench_first_call [--device gpu|cpu] [--cases NAME ...] [--peers] [--json FILE]
-                                          [--samples N] [--baseline DIR] [--same-process]
+                                          [--samples N] [--baseline DIR] [--same-process] [--first-calls N]
 
 What a user meets: a process that has already run a small circuit (kernels built, caches warm),
 then `sample_measurements(circuit, shots, bit_packed=True)` (or `sample_detectors`) with a new
@@ -20,6 +20,10 @@ in turn with this one (the baseline first in every other sample: the second proc
 read 0.1 s slower at 180k qubits with the same code in both), and `--samples N` repeats the whole
 sequence: the code before and after a change in one run, several times (this host's Python timings
 move by 30-50 % between samples).
+`--first-calls N` adds N more first calls of the case's circuit in its process, the compile cache
+cleared before each (`first_calls_s`; the kernels and the workspace stay warm): more first calls a
+process for the price of one circuit's build (8-16 s at 100k qubits on an H100 host). Where a first
+call's time goes, stage by stage on a timeline: `python -m benchmarks.first_call_timeline CASE`.
 One JSON line a case and sample; `first_gc_s` / `repeat_gc_s` are the seconds the cyclic
 garbage collector ran inside those calls (a full collection of a process with Cirq imported takes
 about 100 ms, and lands in whichever call allocates when it comes due).
@@ -128,7 +132,7 @@ def _count_streamed() -> list:
     return done
 
 
-def ours(name: str, device: str) -> dict:
+def ours(name: str, device: str, first_calls: int = 0) -> dict:
     import stim
 
     import cirq_quasarq
@@ -145,6 +149,11 @@ def ours(name: str, device: str) -> dict:
         first, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
     with _CollectorTime() as repeat_gc:
         repeat, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
+    more = []
+    for _ in range(first_calls):
+        clear_stim_cache()
+        more.append(_timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots,
+                                         detectors))[0])
     # the stages, on an equal circuit new to the compile cache
     twin = build(name)
     clear_stim_cache()
@@ -159,7 +168,8 @@ def ours(name: str, device: str) -> dict:
             "package": str(pathlib.Path(cirq_quasarq.__file__).parent),
             "compile_s": t_compile, "schedule_s": t_schedule, "reference_s": t_reference,
             "prepare_and_sample_s": t_rest, "instructions": int(program.num_instructions),
-            "records": int(program.num_records), "build_circuit_s": t_build}
+            "records": int(program.num_records), "build_circuit_s": t_build,
+            **({"first_calls_s": more} if first_calls else {})}
 
 
 def quasarq_peer(name: str) -> dict:
@@ -211,6 +221,8 @@ def main(argv=None):
     ap.add_argument("--baseline", default=None, metavar="DIR",
                     help="also run each case with the cirq_quasarq (and cuda_src) of the checkout DIR, in turn "
                          "with this one (e.g. `git worktree add DIR REV`): the code before, in the same run")
+    ap.add_argument("--first-calls", type=int, default=0, metavar="N",
+                    help="N more first calls a case's process, the compile cache cleared before each")
     ap.add_argument("--peer-only", default=None, help=argparse.SUPPRESS)  # one peer case, in its own process
     ap.add_argument("--ours-only", default=None, help=argparse.SUPPRESS)  # one of our cases, in its own process
     args = ap.parse_args(argv)
@@ -218,7 +230,7 @@ def main(argv=None):
         print(json.dumps(quasarq_peer(args.peer_only)), flush=True)
         return
     if args.ours_only:
-        print(json.dumps(ours(args.ours_only, args.device)), flush=True)
+        print(json.dumps(ours(args.ours_only, args.device, args.first_calls)), flush=True)
         return
     names = args.cases or (CPU_CASES if args.device == "cpu" else
                            [n for n in CASES if n not in CPU_CASES])
@@ -227,9 +239,9 @@ def main(argv=None):
     out = open(args.json, "a") if args.json else None
     for sample in range(args.samples):
         for name in names:
-            ours_args = ["--ours-only", name, "--device", args.device]
+            ours_args = ["--ours-only", name, "--device", args.device, "--first-calls", str(args.first_calls)]
             if args.same_process:
-                rows = [ours(name, args.device)]
+                rows = [ours(name, args.device, args.first_calls)]
             elif args.baseline and sample % 2:  # the two versions in turn, the baseline first every other sample
                 rows = [_in_own_process(ours_args, name, "cirq-quasarq", baseline=args.baseline),
                         _in_own_process(ours_args, name, "cirq-quasarq")]

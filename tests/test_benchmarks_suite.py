@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -282,14 +283,30 @@ def test_first_call_benchmark_runs_a_baseline_checkout_in_turn(tmp_path):
     shutil.copytree(ROOT / "cuda_src", base / "cuda_src")
     out = tmp_path / "rows.jsonl"
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_first_call", "--device", "cpu", "--cases",
-                           "surface-5-1024-det", "--samples", "2", "--baseline", str(base), "--json", str(out)],
+                           "surface-5-1024-det", "--samples", "2", "--baseline", str(base), "--json", str(out),
+                           "--first-calls", "2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["sample"], "baseline" in r) for r in rows] == [(0, False), (0, True), (1, True), (1, False)]
     assert all("error" not in r and r["first_s"] > 0 for r in rows)
+    assert all(len(r["first_calls_s"]) == 2 and min(r["first_calls_s"]) > 0 for r in rows)
     assert {Path(r["package"]) for r in rows if "baseline" in r} == {base / "cirq_quasarq"}
     assert {Path(r["package"]) for r in rows if "baseline" not in r} == {ROOT / "cirq_quasarq"}
+
+
+def test_first_call_timeline_reports_each_stage_of_the_call():
+    """first_call_timeline (in a process of its own: it wraps the package's stages for the rest of
+    its process): each wrapped stage once at least, its thread, and the repeat call."""
+    pytest.importorskip("stim")
+    done = subprocess.run([sys.executable, "-m", "benchmarks.first_call_timeline", "random-2k-1", "--device", "cpu"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert out.startswith("== random-2k-1: first call ")
+    for stage in ("compile: walk over the text", "compile: segments", "ProgramBuilder.build", "Scheduler.add"):
+        assert re.search(rf"  {re.escape(stage)} +MainThread +x +[1-9]", out), stage
+    assert re.search(r"  repeat \d+\.\d+ s", out)
 
 
 def test_gpu_tableau_kernel_times_sum_each_kernel_a_run():
