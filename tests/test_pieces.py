@@ -146,6 +146,11 @@ def test_pieces_make_compile_stims_program(name, pieces):
         assert all(given)
 
 
+def test_a_circuit_of_no_instructions_gives_no_pieces_and_the_empty_program():
+    rows, program = compiled_in_pieces(stim.Circuit(), 3)
+    assert rows == [] and len(program.instructions) == 0 and program.num_records == 0
+
+
 def test_a_stream_that_stops_being_layered_partway_schedules_as_the_whole():
     """A TICK (here after a third of the circuit) ends the compile's word: the scheduler layers the
     rest itself, from an empty state, and gives the windows of the whole program."""

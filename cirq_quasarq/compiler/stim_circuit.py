@@ -299,6 +299,7 @@ class _StimCompiler(_InstructionCompiler):
             raise errors.NotStreamable("the walk by whole instructions is off")
         self._moment()
         count, mark, lo = len(circuit), 0, 0
+        layered_from = None  # (a circuit of no instructions yields nothing)
         step = -(-count // max(1, pieces))
         b = self.b
         while lo < count:
