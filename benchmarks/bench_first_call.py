@@ -92,6 +92,18 @@ def _call(sim, circuit, shots: int, detectors: bool):
     return sim.sample_measurements(circuit, shots, bit_packed=True)
 
 
+def warm_process(device: str) -> None:
+    """What a warm process has done: a small circuit sampled (kernels built, caches warm), detection
+    events and records."""
+    import stim
+
+    import cirq_quasarq
+
+    warm = stim.Circuit("H 0\nCX 0 1\nX_ERROR(0.1) 1\nM 0 1\nDETECTOR rec[-1] rec[-2]")
+    _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, True)
+    _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, False)
+
+
 def _timed(fn):
     t0 = time.perf_counter()
     out = fn()
@@ -133,16 +145,12 @@ def _count_streamed() -> list:
 
 
 def ours(name: str, device: str, first_calls: int = 0) -> dict:
-    import stim
-
     import cirq_quasarq
     from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
     from cirq_quasarq.simulator import prepared
 
     _, _, _, shots, detectors = CASES[name]
-    warm = stim.Circuit("H 0\nCX 0 1\nX_ERROR(0.1) 1\nM 0 1\nDETECTOR rec[-1] rec[-2]")
-    _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, True)
-    _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, False)
+    warm_process(device)
     t_build, circuit = _timed(lambda: build(name))
     streamed = _count_streamed()
     with _CollectorTime() as first_gc:

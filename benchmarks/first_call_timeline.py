@@ -103,15 +103,11 @@ def main(argv=None) -> None:
     ap.add_argument("cases", nargs="+")
     ap.add_argument("--device", default="gpu")
     args = ap.parse_args(argv)
-    import stim
-
     import cirq_quasarq
 
-    from .bench_first_call import CASES, _call, build
+    from .bench_first_call import CASES, _call, build, warm_process
 
-    warm = stim.Circuit("H 0\nCX 0 1\nX_ERROR(0.1) 1\nM 0 1\nDETECTOR rec[-1] rec[-2]")
-    _call(cirq_quasarq.QuasarqSimulator(seed=0, device=args.device), warm, 64, True)
-    _call(cirq_quasarq.QuasarqSimulator(seed=0, device=args.device), warm, 64, False)
+    warm_process(args.device)
     instrument()
     for name in args.cases:
         _, _, _, shots, detectors = CASES[name]
