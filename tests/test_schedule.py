@@ -320,6 +320,61 @@ def test_layers_the_compile_vouches_for_are_the_schedulers(seed):
                 assert mine.dtype == other.dtype and np.array_equal(mine, other), field
 
 
+def test_a_compiled_programs_blocks_are_scheduled_without_joining_them():
+    """The builder hands its rows over as blocks (RowBlocks) and the layered schedule reads them block
+    by block: neither the compile nor the schedule joins the program's rows, and the first read of
+    `instructions` joins them once, into the rows the schedule was made from."""
+    from cirq_quasarq.compiler import compile_stim
+    from cirq_quasarq.core.program import RowBlocks
+
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    program = compile_stim(paper_random_circuit_stim(5000, 20, seed=5))  # stretches long enough to move as slices
+    rows = program.rows
+    assert isinstance(rows, RowBlocks) and len(rows.blocks) > 10 and not rows.is_joined
+    assert program.num_instructions == len(rows)
+    got = schedule(program)
+    assert not rows.is_joined
+    table = program.instructions
+    assert rows.is_joined and program.instructions is table and program.rows is rows
+    assert np.array_equal(table, np.concatenate([table[:0]] + [table]))
+    want = schedule(_without_layers(program))
+    for field in ("instructions", "runs", "loop_runs"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_stretches_sorted_from_blocks_are_the_tables(seed):
+    """`_sorted` of rows given as blocks (cut anywhere: inside a stretch, at its edges, blocks of one
+    row) moves the same rows into the same runs, and leaves the same rest past a limit, as of the
+    table they join into; by stretches and row by row."""
+    from cirq_quasarq.core.program import NUM_FIELDS, RowBlocks
+    from cirq_quasarq.schedule import windows
+
+    r = np.random.default_rng(seed)
+    stretches = int(r.integers(1, 40))
+    lengths = r.integers(1, 200, stretches)
+    key = np.repeat(r.integers(0, 12, stretches), lengths).astype(np.int64)
+    op8 = np.repeat(r.integers(0, 4, stretches), lengths).astype(np.uint8)
+    table = r.integers(-5, 1000, (len(key), NUM_FIELDS)).astype(np.int32)
+    cuts = np.unique(r.integers(0, len(key) + 1, int(r.integers(0, 30))))
+    blocks = RowBlocks(np.split(table, cuts))
+    for stretch_rows in (1, 2**62):
+        limit = None if seed % 3 == 0 else int(r.integers(0, 13))
+        old = windows._STRETCH_ROWS
+        windows._STRETCH_ROWS = stretch_rows
+        try:
+            got, want = windows._sorted(blocks, key, op8, limit), windows._sorted(table, key, op8, limit)
+        finally:
+            windows._STRETCH_ROWS = old
+        for mine, theirs in zip(got[:4], want[:4]):
+            assert np.array_equal(mine, theirs)
+        assert (got[4] is None) == (want[4] is None)
+        if got[4] is not None:
+            assert all(np.array_equal(a, b) for a, b in zip(got[4], want[4]))
+    assert not blocks.is_joined or len(blocks.blocks) == 1
+
+
 def test_every_instruction_the_compile_vouches_for_schedules_alike():
     """Each name of stim.gate_data() in differential circuits (flat): where the compile vouches
     for its layers, the scheduler agrees; where it does not, it had a reason (a TICK, a REPEAT, a

@@ -281,7 +281,7 @@ class _StimCompiler(_InstructionCompiler):
         self._close()
         program = self._program()
         if layered:
-            program.derived[LAYERED_FROM] = (first_step, program.instructions)
+            program.derived[LAYERED_FROM] = (first_step, program.rows)
         return program
 
     def run_pieces(self, circuit, pieces: int) -> Generator[tuple, None, Program]:
@@ -327,7 +327,7 @@ class _StimCompiler(_InstructionCompiler):
             lo = hi
         program = self._program()
         if layered_from is not None:
-            program.derived[LAYERED_FROM] = (layered_from, program.instructions)
+            program.derived[LAYERED_FROM] = (layered_from, program.rows)
         return program
 
     def _program(self) -> Program:

@@ -42,12 +42,65 @@ _ROW = np.dtype((np.void, 4 * NUM_FIELDS))  # an int32 row as one element (to so
 FLAG_INVERT = 1
 # `Program.derived` key that a compiler sets when each row's STEP is its as-soon-as-possible layer
 # already: every row placed at the next free position of its qubits (after the last row on any of
-# them), all in one open step, and no barrier. Its value is (that step's STEP, the instructions
-# array it speaks of): a row's layer is STEP - STEP of the step + 1, what the scheduler would find
+# them), all in one open step, and no barrier. Its value is (that step's STEP, the rows it speaks
+# of: `Program.rows`): a row's layer is STEP - STEP of the step + 1, what the scheduler would find
 # (tests/test_schedule.py holds the two equal), so `schedule` takes the layers from STEP, but only
-# while the Program's instructions are that very array (a copy made with other rows may share the
+# while the Program's rows are that very object (a copy made with other rows may share the
 # `derived` dict: dataclasses.replace).
 LAYERED_FROM = "layered_from_step"
+
+
+class RowBlocks:
+    """A table of rows given as consecutive blocks (int32 [k, NUM_FIELDS] each), joined into one
+    table only when something reads it as one (`joined`): a builder's rows come as many blocks,
+    and a first call's schedule and device read them block by block, so the join (a copy of every
+    row into fresh memory: 25 MB at 10k qubits, 252 MB at 100k) is often never needed."""
+
+    __slots__ = ("_blocks", "_joined", "_rows")
+
+    def __init__(self, blocks: Sequence[np.ndarray]):
+        self._blocks: Optional[List[np.ndarray]] = [b for b in blocks if len(b)]
+        self._joined: Optional[np.ndarray] = None
+        self._rows = sum(len(b) for b in self._blocks)
+
+    def __len__(self) -> int:
+        return self._rows
+
+    @property
+    def is_joined(self) -> bool:
+        return self._blocks is None
+
+    @property
+    def blocks(self) -> List[np.ndarray]:
+        """The blocks in order (the joined table alone once joined)."""
+        blocks = self._blocks
+        return [self._joined] if blocks is None else blocks
+
+    def joined(self) -> np.ndarray:
+        """The rows as one table (joined once; a join in another thread at the same time is harmless:
+        the table is set before the blocks go)."""
+        table = self._joined
+        if table is None:
+            blocks = self._blocks
+            if blocks is None:
+                return self._joined
+            table = (np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0]) if blocks
+                     else np.zeros((0, NUM_FIELDS), dtype=np.int32))
+            self._joined = table
+            self._blocks = None
+        return table
+
+    def __array__(self, dtype=None, copy=None):
+        table = self.joined() if dtype is None else self.joined().astype(dtype, copy=False)
+        return table.copy() if copy else table
+
+    def __repr__(self) -> str:
+        return f"RowBlocks({self._rows} rows, {'joined' if self._blocks is None else f'{len(self._blocks)} blocks'})"
+
+
+def joined_rows(rows) -> np.ndarray:
+    """`rows` (an int32 table or a RowBlocks) as one table."""
+    return rows.joined() if isinstance(rows, RowBlocks) else rows
 
 
 def take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -252,7 +305,7 @@ class Annotations(collections.abc.Sequence):
 @dataclasses.dataclass(eq=False)  # identity semantics: simulators cache per Program object
 class Program:
     num_qubits: int
-    instructions: np.ndarray  # int32 [N, NUM_FIELDS]
+    instructions: np.ndarray  # int32 [N, NUM_FIELDS]; given as a RowBlocks, joined when first read (`rows`)
     num_records: int  # after every loop has run
     num_rand_slots: int
     ext_qubits: np.ndarray  # int32: targets of arity-0 opcodes
@@ -293,7 +346,13 @@ class Program:
 
     @property
     def num_instructions(self) -> int:
-        return int(self.instructions.shape[0])
+        return len(self._rows)
+
+    @property
+    def rows(self):
+        """The instructions as given: the table, or the RowBlocks it is joined from when first read
+        as `instructions` (what `schedule` reads without joining)."""
+        return self._rows
 
     def patched(self, rows: np.ndarray, ops: np.ndarray, a: np.ndarray, b: np.ndarray, aux: np.ndarray,
                 channels: List[Channel], phases: Sequence[complex] = ()) -> "Program":
@@ -352,6 +411,20 @@ class Program:
             pauli = [opcodes.CODE[n] for n in ("I", "X", "Y", "Z")]
             found = self.derived["needs_branching"] = bool((~np.isin(controlled, pauli)).any())
         return found
+
+
+def _instructions(self) -> np.ndarray:
+    rows = self._rows
+    return rows.joined() if type(rows) is RowBlocks else rows
+
+
+def _set_instructions(self, rows) -> None:
+    self._rows = rows
+
+
+# `instructions` is read through `rows`, which may be a RowBlocks (the builder's), joined on first read
+Program.instructions = property(_instructions, _set_instructions,
+                                doc="int32 [N, NUM_FIELDS]: the rows in program order (joined on first read).")
 
 
 def _coord_add(a: Tuple[float, ...], b: Tuple[float, ...]) -> Tuple[float, ...]:
@@ -625,13 +698,11 @@ class ProgramBuilder:
             for block in blocks:
                 self._append_block(block)
 
-    def rows_since(self, mark: int) -> Tuple[np.ndarray, int]:
-        """(the finished rows written since `mark`, as one int32 [k, NUM_FIELDS] table in their
-        final order; the mark to give next time: 0 the first time). `settle` says what is finished."""
-        new = self._blocks[mark:]
-        rows = (np.concatenate(new) if len(new) > 1 else np.ascontiguousarray(new[0]) if new
-                else np.zeros((0, NUM_FIELDS), dtype=np.int32))
-        return rows, len(self._blocks)
+    def rows_since(self, mark: int) -> Tuple[RowBlocks, int]:
+        """(the finished rows written since `mark`, in their final order, as blocks (joined when
+        read as one table); the mark to give next time: 0 the first time). `settle` says what is
+        finished."""
+        return RowBlocks(self._blocks[mark:]), len(self._blocks)
 
     def num_rows(self) -> int:
         """Rows written so far (the open moment's later positions not counted)."""
@@ -1023,8 +1094,8 @@ class ProgramBuilder:
         self.end_moment()
         self._flush()
         blocks = self._blocks
-        ins = (np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0]) if blocks
-               else np.zeros((0, NUM_FIELDS), dtype=np.int32))
+        ins = (RowBlocks(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0]) if blocks
+               else np.zeros((0, NUM_FIELDS), dtype=np.int32))  # many blocks: joined when first read
         keys = self._expand_keys()
         detectors, observables = self._expand_annotations()
         return Program(

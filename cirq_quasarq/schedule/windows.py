@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..core import opcodes
-from ..core.program import COND, LAYERED_FROM, NUM_FIELDS, OP, STEP, A, B, Program, take_rows
+from ..core.program import COND, LAYERED_FROM, NUM_FIELDS, OP, STEP, A, B, Program, RowBlocks, joined_rows, take_rows
 
 Kind = opcodes.Kind
 
@@ -34,10 +34,10 @@ class Schedule:
     ``runs``: int32 [R, 4] = (start, end, opcode, window) — contiguous rows of one opcode.
     ``loop_runs``: int32 [L, 2] = run index of each loop's REPEAT and END_REPEAT marker.
 
-    `instructions` may also be given as a list of consecutive blocks of rows (`joined`), which are
-    joined into one table the first time it is read: a streamed first call's device already holds
-    them joined, and its host may never need them as one (100k qubits: 252 MB of fresh memory,
-    95 ms on an H100 host, after the last piece)."""
+    `instructions` may also be given as consecutive blocks of rows (a RowBlocks: `joined`), which
+    are joined into one table the first time it is read: a streamed first call's device already
+    holds them joined, and its host may never need them as one (100k qubits: 252 MB of fresh
+    memory, 95 ms on an H100 host, after the last piece)."""
 
     def __init__(self, instructions, runs: np.ndarray, loop_runs: np.ndarray):
         self._instructions = instructions
@@ -46,17 +46,11 @@ class Schedule:
 
     @property
     def instructions(self) -> np.ndarray:
-        if isinstance(self._instructions, list):
-            blocks = self._instructions
-            self._instructions = (np.concatenate(blocks) if len(blocks) > 1 else blocks[0] if blocks
-                                  else np.zeros((0, NUM_FIELDS), dtype=np.int32))
-        return self._instructions
+        return joined_rows(self._instructions)
 
     @property
     def num_rows(self) -> int:
         """len(instructions), without joining blocks."""
-        if isinstance(self._instructions, list):
-            return sum(len(block) for block in self._instructions)
         return len(self._instructions)
 
     def __repr__(self) -> str:
@@ -102,50 +96,88 @@ def _scan(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
     return bars, np.concatenate(cuts) if cuts else np.zeros(0, dtype=np.int64), ranged
 
 
-def _keys_from_steps(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, first_step: int) -> None:
-    """Fills `key` (layer * (NUM_OPCODES + 1) + rank) and `op8` of rows whose layer is their STEP -
-    first_step + 1 (LAYERED_FROM), a block of rows at a time (as `_scan`)."""
+def _blocks_of(ins) -> List[np.ndarray]:
+    return ins.blocks if isinstance(ins, RowBlocks) else [ins]
+
+
+def _keys_from_steps(ins, key: np.ndarray, op8: np.ndarray, first_step: int) -> None:
+    """Fills `key` (layer * (NUM_OPCODES + 1) + rank) and `op8` of rows (a table or a RowBlocks)
+    whose layer is their STEP - first_step + 1 (LAYERED_FROM), a block of rows at a time (as
+    `_scan`)."""
     rank, width = _RANK.astype(key.dtype), opcodes.NUM_OPCODES + 1
-    for lo in range(0, len(ins), _BLOCK):
-        block = ins[lo : lo + _BLOCK]
-        ops = block[:, OP].astype(np.intp)
-        part = key[lo : lo + len(block)]
+    at = 0
+    for group in _groups(ins):
+        ops = _column(group, OP).astype(np.intp)
+        part = key[at : at + len(ops)]
         np.take(rank, ops, out=part)
-        layer = block[:, STEP].astype(key.dtype)
+        layer = _column(group, STEP).astype(key.dtype)
         layer -= first_step - 1
         layer *= width
         part += layer
-        op8[lo : lo + len(block)] = ops
+        op8[at : at + len(ops)] = ops
+        at += len(ops)
 
 
-def _sorted(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
-    """(the rows of key below `limit` (None: all) in a stable sort by key, the first row of each run
-    of one key and opcode in that order, the runs' keys and opcodes, and (rows, key, op8) of the
-    rest in program order, or None). Where the rows come in long stretches of one key and opcode
-    (a compiled circuit's instructions, a layer's gates of one kind together), the stretches move
-    as slices in a sort of their keys; otherwise the rows move one by one (`_sorted_rows`, the
-    oracle)."""
-    n_ins = len(ins)
-    cut = np.flatnonzero((key[1:] != key[:-1]) | (op8[1:] != op8[:-1])) + 1
+def _groups(ins):
+    """The rows (a table or a RowBlocks) as consecutive lists of blocks of about _BLOCK rows each
+    (a builder's blocks are often a few hundred rows: one NumPy call a block cost more than its rows)."""
+    group, rows = [], 0
+    for block in _blocks_of(ins):
+        for lo in range(0, len(block), _BLOCK):
+            part = block[lo : lo + _BLOCK]
+            group.append(part)
+            rows += len(part)
+            if rows >= _BLOCK:
+                yield group
+                group, rows = [], 0
+    if group:
+        yield group
+
+
+def _column(group: List[np.ndarray], field: int) -> np.ndarray:
+    return group[0][:, field] if len(group) == 1 else np.concatenate([block[:, field] for block in group])
+
+
+def _sorted(ins, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
+    """(the rows (a table or a RowBlocks) of key below `limit` (None: all) in a stable sort by key,
+    the first row of each run of one key and opcode in that order, the runs' keys and opcodes, and
+    (rows, key, op8) of the rest in program order, or None). Where the rows come in long stretches
+    of one key and opcode (a compiled circuit's instructions, a layer's gates of one kind together),
+    the stretches (cut where a block ends) move as slices from their blocks in a sort of their keys;
+    otherwise the rows move one by one (`_sorted_rows`, the oracle)."""
+    n_ins = len(key)
+    blocks = _blocks_of(ins)
+    change = (key[1:] != key[:-1]) | (op8[1:] != op8[:-1])
+    block_first = np.zeros(len(blocks), dtype=np.int64)
+    np.cumsum([len(b) for b in blocks[:-1]], out=block_first[1:])
+    change[block_first[1:] - 1] = True  # a stretch lies in one block
+    cut = np.flatnonzero(change) + 1
     if (len(cut) + 1) * _STRETCH_ROWS > n_ins:
-        return _sorted_rows(ins, key, op8, limit)
+        return _sorted_rows(joined_rows(ins), key, op8, limit)
     first = np.append(0, cut)
     last = np.append(cut, n_ins)
     stretch_key, stretch_op = key[first], op8[first]
+
+    def slices(lo: np.ndarray, hi: np.ndarray):  # the stretches' rows, as views of their blocks
+        which = np.searchsorted(block_first, lo, side="right") - 1
+        base = block_first[which]
+        return [blocks[b][s:e] for b, s, e in zip(which.tolist(), (lo - base).tolist(), (hi - base).tolist())]
+
     rest = None
     if limit is not None:
         later = stretch_key >= limit
         if later.any():
-            rest = tuple(np.concatenate([a[lo:hi] for lo, hi in zip(first[later].tolist(), last[later].tolist())])
-                         for a in (ins, key, op8))
+            lo, hi = first[later], last[later]
+            rest = (np.concatenate(slices(lo, hi)),
+                    *(np.concatenate([a[s:e] for s, e in zip(lo.tolist(), hi.tolist())]) for a in (key, op8)))
             first, last, stretch_key, stretch_op = first[~later], last[~later], stretch_key[~later], stretch_op[~later]
     order = np.argsort(stretch_key, kind="stable")  # a stretch's rows are in program order already
     first, last, stretch_key, stretch_op = first[order], last[order], stretch_key[order], stretch_op[order]
-    scheduled = np.empty((int((last - first).sum()), ins.shape[1]), dtype=ins.dtype)
+    scheduled = np.empty((int((last - first).sum()), NUM_FIELDS), dtype=np.int32)
     at = 0
-    for lo, hi in zip(first.tolist(), last.tolist()):
-        scheduled[at:at + hi - lo] = ins[lo:hi]
-        at += hi - lo
+    for rows in slices(first, last):
+        scheduled[at:at + len(rows)] = rows
+        at += len(rows)
     begins = np.zeros(len(order), dtype=np.int64)
     np.cumsum(last[:-1] - first[:-1], out=begins[1:])
     # neighbouring stretches of one key and opcode are one run
@@ -169,12 +201,14 @@ def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optio
 
 
 def schedule(program: Program) -> Schedule:
-    ins = program.instructions
+    rows = program.rows
     scheduler = Scheduler(program.num_qubits, program.ext_qubits, len(program.loops),
-                          np.int32 if len(ins) < _INT32_ROWS else np.int64)
+                          np.int32 if len(rows) < _INT32_ROWS else np.int64)
     layered = program.derived.get(LAYERED_FROM)
-    first_step = int(layered[0]) if layered is not None and layered[1] is ins else None
-    whole = scheduler.add(ins, last=True, layered_from=first_step)
+    first_step = int(layered[0]) if layered is not None and layered[1] is rows else None
+    # layered rows are read block by block (a builder's blocks: the program's own join never needed)
+    whole = scheduler.add(rows if first_step is not None else program.instructions, last=True,
+                          layered_from=first_step)
     return Schedule(instructions=whole.instructions, runs=whole.runs, loop_runs=scheduler.loop_runs)
 
 
@@ -201,8 +235,8 @@ class Scheduler:
         self.loop_runs = np.full((num_loops, 2), -1, dtype=np.int32)
         self._layered = True  # every row so far came layered by the compile (`add`'s `layered_from`)
 
-    def add(self, ins: np.ndarray, last: bool = False, layered_from: Optional[int] = None) -> Schedule:
-        """Layer the next rows; returns the windows now final (with `last`: every window left),
+    def add(self, ins, last: bool = False, layered_from: Optional[int] = None) -> Schedule:
+        """Layer the next rows (a table, or a RowBlocks); returns the windows now final (with `last`: every window left),
         its runs' windows numbered from 0 (`joined` numbers them on), `loop_runs` left empty (the
         scheduler's own holds them).
 
@@ -223,6 +257,7 @@ class Scheduler:
                 self.pending.append((ins, key, op8))
             return self._final(None)  # a layer's rows all came with it
         self._layered = False  # from here on the scheduler layers every row
+        ins = joined_rows(ins)
         self._layer(ins, key, op8)
         self.rows += len(ins)
         if len(ins):
@@ -295,7 +330,7 @@ class Scheduler:
         if len(self.pending) == 1:
             ins, key, op8 = self.pending[0]
         else:
-            ins, key, op8 = (np.concatenate(part) for part in zip(*self.pending))
+            ins, key, op8 = (np.concatenate([joined_rows(p) for p in part]) for part in zip(*self.pending))
         # Within a layer: non-collapse runs by opcode, then collapses in program order: by layer,
         # then rank, then program order, one stable sort of the combined key; the rows of later
         # layers wait, in program order, for the rows that may still join them
@@ -352,7 +387,7 @@ def joined(schedules: List[Schedule], loop_runs: Optional[np.ndarray] = None) ->
         runs.append(r)
         rows += piece.num_rows
         windows += int(piece.runs[-1, RUN_WINDOW]) + 1 if len(piece.runs) else 0
-    return Schedule(instructions=[p.instructions for p in schedules],  # joined when first read
+    return Schedule(instructions=RowBlocks([p.instructions for p in schedules]),  # joined when first read
                     runs=np.concatenate(runs).astype(np.int32) if runs else np.zeros((0, 4), dtype=np.int32),
                     loop_runs=np.zeros((0, 2), dtype=np.int32) if loop_runs is None else loop_runs)
 
