@@ -100,7 +100,7 @@ def executed_rows(program: Program) -> float:
     """Instructions the program executes, loops expanded (kept with the program)."""
     done = program.derived.get("executed_rows")
     if done is None and not program.loops:
-        done = program.derived["executed_rows"] = float(len(program.instructions))
+        done = program.derived["executed_rows"] = float(program.num_instructions)
     if done is None:
         ins = program.instructions
         weight = np.ones(len(ins), dtype=np.float64)

@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ...core.program import Program
+from ...core.program import NUM_FIELDS, Program
 from ...core.tableau import InverseTableau
 from ...errors import NotStreamable, OutOfMemoryError
 from ...schedule import Schedule
@@ -412,8 +412,9 @@ class TableauMode:
             raise NotStreamable("a program of no rows")
         if whole is not None:
             program, schedule = whole()
-        if whole is not None and _room(engine, program.instructions.nbytes):
-            table = engine.cuda.mem_alloc(max(1, program.instructions.nbytes))
+        table_bytes = schedule.num_rows * NUM_FIELDS * 4 if whole is not None else 0  # int32 rows, not joined here
+        if whole is not None and _room(engine, table_bytes):
+            table = engine.cuda.mem_alloc(max(1, table_bytes))
             at = 0
             for dp in kept:
                 size = dp.schedule.instructions.nbytes
