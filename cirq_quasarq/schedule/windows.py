@@ -236,9 +236,9 @@ class Scheduler:
         self._layered = True  # every row so far came layered by the compile (`add`'s `layered_from`)
 
     def add(self, ins, last: bool = False, layered_from: Optional[int] = None) -> Schedule:
-        """Layer the next rows (a table, or a RowBlocks); returns the windows now final (with `last`: every window left),
-        its runs' windows numbered from 0 (`joined` numbers them on), `loop_runs` left empty (the
-        scheduler's own holds them).
+        """Layer the next rows (a table, or a RowBlocks); returns the windows now final (with `last`:
+        every window left), its runs' windows numbered from 0 (`joined` numbers them on),
+        `loop_runs` left empty (the scheduler's own holds them).
 
         `layered_from` (not None): the compile's word that these rows and every row before them
         are in layers already, each row's STEP - layered_from + 1, and whole layers up to a
