@@ -48,8 +48,7 @@ def replaying(program: Program, key, records: np.ndarray, repetition: int = 0) -
     want = records[ins[measured, REC]] ^ ((ins[measured, FLAGS] & FLAG_INVERT) != 0)
     rows = ins.copy()
     rows[measured, RAND] = np.where(want != 0, slots[1], slots[0])
-    return dataclasses.replace(program, instructions=rows, num_rand_slots=max(program.num_rand_slots, slot),
-                               derived={})
+    return dataclasses.replace(program, instructions=rows, num_rand_slots=max(program.num_rand_slots, slot))
 
 
 def contradicted(engine, program: Program, key, records: np.ndarray) -> np.ndarray:

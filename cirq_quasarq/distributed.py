@@ -155,7 +155,7 @@ class _Job:
         self._compiled_decoder = None
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"program": dataclasses.replace(self.program, derived={}), "device": self.device,
+        return {"program": dataclasses.replace(self.program), "device": self.device,
                 "dem": self.dem, "decoder": self.decoder}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:

@@ -271,7 +271,7 @@ def test_unitary_equivalence_detects_a_wrong_lowering(monkeypatch):
     p = compile_circuit(circuit)
     ins = p.instructions.copy()
     ins[ins[:, OP] == opcodes.CODE["S"], OP] = opcodes.CODE["S_DAG"]
-    bad = dataclasses.replace(p, instructions=ins, derived={})
+    bad = dataclasses.replace(p, instructions=ins)
     with pytest.raises(AssertionError):
         assert_equal_up_to_phase(program_unitary(bad), cirq.unitary(circuit))
 
@@ -624,7 +624,7 @@ def _unrolled(p):
             i += 1
 
     run(0, len(ins))
-    return dataclasses.replace(p, instructions=np.array(rows, dtype=np.int32).reshape(-1, ins.shape[1]), derived={})
+    return dataclasses.replace(p, instructions=np.array(rows, dtype=np.int32).reshape(-1, ins.shape[1]))
 
 
 def test_nested_loops_and_conditions_inside_loops():
@@ -732,7 +732,7 @@ def test_template_resolves_without_rewalking(monkeypatch):
             np.testing.assert_array_equal(ins[:, STEP], base[:, STEP])
             resolved = cirq.resolve_parameters(circuit, r)
             unitary_part = cirq.Circuit(op for op in resolved.all_operations() if cirq.has_unitary(op))
-            q = dataclasses.replace(p, instructions=ins[KIND_ARR[ins[:, OP]] == 0], derived={})
+            q = dataclasses.replace(p, instructions=ins[KIND_ARR[ins[:, OP]] == 0])
             assert_equal_up_to_phase(program_unitary(q), unitary_part.unitary(qubit_order=[a, b]))
             (noise_row,) = [row for row in ins if KIND[row[OP]] == opcodes.Kind.NOISE]
             np.testing.assert_allclose(p.channels[noise_row[AUX]].probs, [pv])

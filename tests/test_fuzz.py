@@ -456,13 +456,13 @@ def engine_outputs(engine, circuit: cirq.AbstractCircuit, seed: int, repetition:
     plans: a fresh copy of the program; padding bits of the last word left out), one tableau-mode
     run, and simulate() through the API."""
     base = QuasarqSimulator(device="cpu").compile(circuit)
-    program = dataclasses.replace(base, derived={})
+    program = dataclasses.replace(base)
     sim = QuasarqSimulator(seed=seed, device="cpu")
     sim.engine = engine
     shots = FALLBACK_SHOTS if _tableau_fallback(base) else ENGINE_SHOTS
     bits = unpack_records(np.asarray(sim.sample_packed(program, shots)), shots)
     few = 1 + seed % 64  # a first call of one word of shots (the NumPy engine's riders, where they apply)
-    first = unpack_records(np.asarray(sim.sample_packed(dataclasses.replace(base, derived={}), few)), few)
+    first = unpack_records(np.asarray(sim.sample_packed(dataclasses.replace(base), few)), few)
     run = engine.run_tableau(program, schedule(program), _draw_key(_parse_seed(seed)), repetition=repetition)
     sim = QuasarqSimulator(seed=seed, device="cpu")
     sim.engine = engine

@@ -137,7 +137,7 @@ def test_pieces_make_compile_stims_program(name, pieces):
     assert np.array_equal(np.concatenate(rows), program.instructions)
     clear_stim_cache()
     assert_same_program(program, compile_stim(circuit))
-    want = schedule(dataclasses.replace(program, derived={}))  # the scheduler's own layers
+    want = schedule(dataclasses.replace(program))  # the scheduler's own layers
     # scheduled as they come, by the scheduler's layers, and by the compile's while it gives them
     for got in (pieces_schedule(program, rows), pieces_schedule(program, rows, layers), schedule(program)):
         for field in ("instructions", "runs", "loop_runs"):

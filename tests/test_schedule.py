@@ -295,7 +295,7 @@ def _tick_free_circuit(seed: int, n: int = 12, lines: int = 40):
 def _without_layers(program):
     import dataclasses
 
-    return dataclasses.replace(program, derived={})
+    return dataclasses.replace(program)
 
 
 @pytest.mark.parametrize("seed", range(24))
@@ -406,21 +406,30 @@ def test_the_compile_vouches_for_no_layers_past_a_barrier_or_a_closed_step(text)
     assert LAYERED_FROM not in compile_stim(stim.Circuit(text)).derived
 
 
-def test_a_copy_with_other_rows_does_not_take_the_layers_of_the_original():
-    """dataclasses.replace keeps the `derived` dict: the claim holds for its own instructions only."""
+def test_programs_with_other_rows_do_not_take_the_layers_of_the_original():
+    """The compile's word holds for its own rows only: a dataclasses.replace copy starts with an empty
+    `derived` (it cannot be given one), and rows set anew on the program itself, which keeps its
+    `derived`, are not the rows the word speaks of."""
     import dataclasses
 
     from cirq_quasarq.compiler import compile_stim
-    from cirq_quasarq.core.program import STEP
+    from cirq_quasarq.core.program import LAYERED_FROM, STEP
 
     from benchmarks.random_clifford import paper_random_circuit_stim
 
     from .schedule_oracle import schedule_reference
 
-    program = compile_stim(paper_random_circuit_stim(60, 8, seed=2))
+    program = compile_stim(paper_random_circuit_stim(60, 8, seed=2))  # the cache's: not changed here
+    first_step = program.derived[LAYERED_FROM][0]
     ins = program.instructions.copy()
     ins[:, STEP] = np.arange(len(ins)) // 7  # groups that reuse qubits: other layers
     restepped = dataclasses.replace(program, instructions=ins)
-    assert restepped.derived is program.derived
-    got, want = schedule(restepped), schedule_reference(restepped)
-    assert np.array_equal(got.instructions, want.instructions) and np.array_equal(got.runs, want.runs)
+    assert restepped.derived == {} and restepped.derived is not program.derived
+    with pytest.raises(ValueError):
+        dataclasses.replace(program, derived=program.derived)
+    in_place = dataclasses.replace(program)  # a program of its own, with the compile's word on its rows
+    in_place.derived[LAYERED_FROM] = (first_step, in_place.rows)
+    in_place.instructions = ins
+    for other in (restepped, in_place):
+        got, want = schedule(other), schedule_reference(other)
+        assert np.array_equal(got.instructions, want.instructions) and np.array_equal(got.runs, want.runs)

@@ -45,8 +45,8 @@ FLAG_INVERT = 1
 # them), all in one open step, and no barrier. Its value is (that step's STEP, the rows it speaks
 # of: `Program.rows`): a row's layer is STEP - STEP of the step + 1, what the scheduler would find
 # (tests/test_schedule.py holds the two equal), so `schedule` takes the layers from STEP, but only
-# while the Program's rows are that very object (a copy made with other rows may share the
-# `derived` dict: dataclasses.replace).
+# while the Program's rows are that very object (rows set anew on the same Program keep its
+# `derived` dict; a copy starts with an empty one).
 LAYERED_FROM = "layered_from_step"
 
 
@@ -335,14 +335,16 @@ class Program:
     # What is derived from the program alone (its schedule, its reference sample, its frame plan)
     # is kept here, so every simulator and seed shares it and it is freed with the program. It may
     # depend on the instructions, keys, conditions and confusions but never on the channels'
-    # probabilities: a template's resolutions that differ only in those share one dict.
-    derived: Dict[str, object] = dataclasses.field(default_factory=dict, repr=False)
+    # probabilities: a template's resolutions that differ only in those share one dict (assigned
+    # after construction). Not an argument: every new Program, a dataclasses.replace copy too,
+    # starts with an empty one, so a copy with other rows never inherits a schedule or a reference.
+    derived: Dict[str, object] = dataclasses.field(default_factory=dict, repr=False, init=False)
 
     def moment(self, m: int) -> "Program":
         """The rows of the user's moment m alone, with every table of the whole program (slots,
         records, loops and conditions keep their numbers)."""
         lo, hi = int(self.moment_rows[m]), int(self.moment_rows[m + 1])
-        return dataclasses.replace(self, instructions=self.instructions[lo:hi], derived={})
+        return dataclasses.replace(self, instructions=self.instructions[lo:hi])
 
     @property
     def num_instructions(self) -> int:
@@ -361,7 +363,7 @@ class Program:
         ins = self.instructions.copy()
         ins[rows, OP], ins[rows, A], ins[rows, B], ins[rows, AUX] = ops, a, b, aux
         all_phases = np.concatenate([self.phases, np.asarray(phases, dtype=np.complex128)])
-        return dataclasses.replace(self, instructions=ins, channels=channels, phases=all_phases, derived={})
+        return dataclasses.replace(self, instructions=ins, channels=channels, phases=all_phases)
 
     def with_pauli_readout(self) -> "Program":
         """What sampling detection events and observable flips runs: this program, then an M of
@@ -388,7 +390,7 @@ class Program:
             found = self.derived["pauli_readout"] = dataclasses.replace(
                 self, instructions=np.concatenate([self.instructions, rows]), num_records=self.num_records + k,
                 num_rand_slots=self.num_rand_slots + k, observables=observables, pauli_observables=(),
-                moment_rows=moment_rows, moment_records=moment_records, derived={})
+                moment_rows=moment_rows, moment_records=moment_records)
         return found
 
     @classmethod
