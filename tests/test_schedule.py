@@ -375,6 +375,42 @@ def test_stretches_sorted_from_blocks_are_the_tables(seed):
     assert not blocks.is_joined or len(blocks.blocks) == 1
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_layered_stretches_from_steps_are_the_keyed_sorts(seed):
+    """`_sorted_from_steps` (a layered program's stretches found from STEP and OP, a key made for each
+    stretch's first row only) moves the rows into the runs that `_sorted` of each row's key gives,
+    for rows in layer order given as blocks cut anywhere (inside a stretch too, blocks of one row,
+    groups of blocks past 64k rows), every opcode and collapses of one rank; None only where the
+    stretches are short."""
+    from cirq_quasarq.core.program import NUM_FIELDS, STEP, RowBlocks
+    from cirq_quasarq.schedule import windows
+
+    r = np.random.default_rng(seed)
+    stretches = int(r.integers(1, 60))
+    lengths = r.integers(1, 400 if seed % 5 else 9000, stretches)
+    table = r.integers(-5, 1000, (int(lengths.sum()), NUM_FIELDS)).astype(np.int32)
+    table[:, STEP] = np.repeat(np.cumsum(r.integers(0, 2, stretches)) + 7, lengths)  # layer order
+    table[:, OP] = np.repeat(r.integers(0, opcodes.NUM_OPCODES, stretches), lengths)
+    cuts = np.unique(r.integers(0, len(table) + 1, int(r.integers(0, 30))))
+    blocks = RowBlocks(np.split(table, cuts))
+    key = np.empty(len(table), dtype=np.int64)
+    op8 = np.empty(len(table), dtype=np.uint8)
+    windows._keys_from_steps(table, key, op8, 7)
+    want = windows._sorted(table, key, op8)
+    for stretch_rows in (1, 64):
+        old = windows._STRETCH_ROWS
+        windows._STRETCH_ROWS = stretch_rows
+        try:
+            got = windows._sorted_from_steps(blocks, 7)
+        finally:
+            windows._STRETCH_ROWS = old
+        if got is None:
+            assert stretch_rows > 1
+            continue
+        for mine, theirs in zip(got, want[:4]):
+            assert np.array_equal(mine, theirs)
+
+
 def test_every_instruction_the_compile_vouches_for_schedules_alike():
     """Each name of stim.gate_data() in differential circuits (flat): where the compile vouches
     for its layers, the scheduler agrees; where it does not, it had a reason (a TICK, a REPEAT, a

@@ -143,13 +143,12 @@ def _sorted(ins, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
     the first row of each run of one key and opcode in that order, the runs' keys and opcodes, and
     (rows, key, op8) of the rest in program order, or None). Where the rows come in long stretches
     of one key and opcode (a compiled circuit's instructions, a layer's gates of one kind together),
-    the stretches (cut where a block ends) move as slices from their blocks in a sort of their keys;
-    otherwise the rows move one by one (`_sorted_rows`, the oracle)."""
+    the stretches (cut where a block ends) move as slices from their blocks in a sort of their keys
+    (`_moved`); otherwise the rows move one by one (`_sorted_rows`, the oracle)."""
     n_ins = len(key)
     blocks = _blocks_of(ins)
+    block_first = _block_starts(blocks)
     change = (key[1:] != key[:-1]) | (op8[1:] != op8[:-1])
-    block_first = np.zeros(len(blocks), dtype=np.int64)
-    np.cumsum([len(b) for b in blocks[:-1]], out=block_first[1:])
     change[block_first[1:] - 1] = True  # a stretch lies in one block
     cut = np.flatnonzero(change) + 1
     if (len(cut) + 1) * _STRETCH_ROWS > n_ins:
@@ -157,25 +156,72 @@ def _sorted(ins, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
     first = np.append(0, cut)
     last = np.append(cut, n_ins)
     stretch_key, stretch_op = key[first], op8[first]
-
-    def slices(lo: np.ndarray, hi: np.ndarray):  # the stretches' rows, as views of their blocks
-        which = np.searchsorted(block_first, lo, side="right") - 1
-        base = block_first[which]
-        return [blocks[b][s:e] for b, s, e in zip(which.tolist(), (lo - base).tolist(), (hi - base).tolist())]
-
     rest = None
     if limit is not None:
         later = stretch_key >= limit
         if later.any():
             lo, hi = first[later], last[later]
-            rest = (np.concatenate(slices(lo, hi)),
+            rest = (np.concatenate(_slices(blocks, block_first, lo, hi)),
                     *(np.concatenate([a[s:e] for s, e in zip(lo.tolist(), hi.tolist())]) for a in (key, op8)))
             first, last, stretch_key, stretch_op = first[~later], last[~later], stretch_key[~later], stretch_op[~later]
+    return (*_moved(blocks, block_first, first, last, stretch_key, stretch_op), rest)
+
+
+def _sorted_from_steps(ins, first_step: int):
+    """`_sorted` of rows whose layer is their STEP - first_step + 1 (LAYERED_FROM), read from their
+    STEP and OP columns alone, or None where their stretches are short (then `_keys_from_steps` and
+    `_sorted` row by row). Such rows are in layer order already, so a stretch of one key and opcode
+    is one of one STEP and opcode, and only each stretch's first row gets a key (a key a row, and
+    its comparisons, cost more than the rest of the schedule at 10k qubits)."""
+    blocks = _blocks_of(ins)
+    firsts, steps, ops = [], [], []
+    at = 0
+    for group in _groups(ins):
+        step, op = _column(group, STEP), _column(group, OP)
+        change = np.empty(len(step), dtype=bool)
+        change[0] = True
+        np.not_equal(step[1:], step[:-1], out=change[1:])
+        change[1:] |= op[1:] != op[:-1]
+        change[np.cumsum([len(part) for part in group[:-1]], dtype=np.int64)] = True  # a stretch lies in one block
+        where = np.flatnonzero(change)
+        firsts.append(where + at)
+        steps.append(step[where])
+        ops.append(op[where])
+        at += len(step)
+    first = np.concatenate(firsts)
+    if len(first) * _STRETCH_ROWS > at:
+        return None
+    last = np.append(first[1:], at)
+    stretch_op = np.concatenate(ops).astype(np.uint8)
+    stretch_key = np.concatenate(steps).astype(np.int64)
+    stretch_key -= first_step - 1
+    stretch_key *= opcodes.NUM_OPCODES + 1
+    stretch_key += _RANK[stretch_op]
+    return _moved(blocks, _block_starts(blocks), first, last, stretch_key, stretch_op)
+
+
+def _block_starts(blocks: List[np.ndarray]) -> np.ndarray:
+    starts = np.zeros(len(blocks), dtype=np.int64)
+    np.cumsum([len(b) for b in blocks[:-1]], out=starts[1:])
+    return starts
+
+
+def _slices(blocks: List[np.ndarray], block_first: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> List[np.ndarray]:
+    """The rows [lo[i], hi[i]) of blocks (each range inside one), as views of their blocks."""
+    which = np.searchsorted(block_first, lo, side="right") - 1
+    base = block_first[which]
+    return [blocks[b][s:e] for b, s, e in zip(which.tolist(), (lo - base).tolist(), (hi - base).tolist())]
+
+
+def _moved(blocks: List[np.ndarray], block_first: np.ndarray, first: np.ndarray, last: np.ndarray,
+           stretch_key: np.ndarray, stretch_op: np.ndarray):
+    """(rows, the first row of each run, the runs' keys and opcodes) of stretches [first, last) of
+    the blocks' rows, in a stable sort of their keys, copied into one table."""
     order = np.argsort(stretch_key, kind="stable")  # a stretch's rows are in program order already
     first, last, stretch_key, stretch_op = first[order], last[order], stretch_key[order], stretch_op[order]
     scheduled = np.empty((int((last - first).sum()), NUM_FIELDS), dtype=np.int32)
     at = 0
-    for rows in slices(first, last):
+    for rows in _slices(blocks, block_first, first, last):
         scheduled[at:at + len(rows)] = rows
         at += len(rows)
     begins = np.zeros(len(order), dtype=np.int64)
@@ -183,7 +229,7 @@ def _sorted(ins, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
     # neighbouring stretches of one key and opcode are one run
     new_run = np.ones(len(order), dtype=bool)
     new_run[1:] = (stretch_key[1:] != stretch_key[:-1]) | (stretch_op[1:] != stretch_op[:-1])
-    return scheduled, begins[new_run], stretch_key[new_run], stretch_op[new_run], rest
+    return scheduled, begins[new_run], stretch_key[new_run], stretch_op[new_run]
 
 
 def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
@@ -248,6 +294,11 @@ class Scheduler:
         row's layer in the whole program is one past a row of the frontier's layer F or of a
         later row, and every qubit's latest row is at F or later, so the empty state gives every
         later row its layer less F, the same windows in the same order (and the same frontiers)."""
+        if layered_from is not None and self._layered and len(ins) and not self.pending:
+            moved = _sorted_from_steps(ins, layered_from)
+            if moved is not None:
+                self.rows += len(ins)
+                return self._piece(*moved)  # a layer's rows all came with it
         key = np.empty(len(ins), dtype=self.key_dtype)
         op8 = np.empty(len(ins), dtype=np.uint8)
         if layered_from is not None and self._layered:
