@@ -53,6 +53,11 @@ class Schedule:
         """len(instructions), without joining blocks."""
         return len(self._instructions)
 
+    @property
+    def nbytes(self) -> int:
+        """instructions.nbytes (int32 rows), without joining blocks."""
+        return 4 * NUM_FIELDS * self.num_rows
+
     def __repr__(self) -> str:
         return f"Schedule({self.num_rows} rows, {len(self.runs)} runs, {len(self.loop_runs)} loops)"
 
@@ -170,7 +175,7 @@ def _sorted(ins, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
 def _sorted_from_steps(ins, first_step: int):
     """`_sorted` of rows whose layer is their STEP - first_step + 1 (LAYERED_FROM), read from their
     STEP and OP columns alone, or None where their stretches are short (then `_keys_from_steps` and
-    `_sorted` row by row). Such rows are in layer order already, so a stretch of one key and opcode
+    `_sorted_rows`). Such rows are in layer order already, so a stretch of one key and opcode
     is one of one STEP and opcode, and only each stretch's first row gets a key (a key a row, and
     its comparisons, cost more than the rest of the schedule at 10k qubits)."""
     blocks = _blocks_of(ins)
@@ -294,21 +299,19 @@ class Scheduler:
         row's layer in the whole program is one past a row of the frontier's layer F or of a
         later row, and every qubit's latest row is at F or later, so the empty state gives every
         later row its layer less F, the same windows in the same order (and the same frontiers)."""
-        if layered_from is not None and self._layered and len(ins) and not self.pending:
-            moved = _sorted_from_steps(ins, layered_from)
-            if moved is not None:
-                self.rows += len(ins)
-                return self._piece(*moved)  # a layer's rows all came with it
-        key = np.empty(len(ins), dtype=self.key_dtype)
-        op8 = np.empty(len(ins), dtype=np.uint8)
-        if layered_from is not None and self._layered:
-            _keys_from_steps(ins, key, op8, layered_from)
+        if layered_from is not None and self._layered:  # nothing pending: each such call gave out every row
             self.rows += len(ins)
-            if len(ins):
-                self.pending.append((ins, key, op8))
-            return self._final(None)  # a layer's rows all came with it
+            moved = _sorted_from_steps(ins, layered_from) if len(ins) else None
+            if moved is None:  # short stretches (or no rows): a key for every row, sorted row by row
+                key = np.empty(len(ins), dtype=self.key_dtype)
+                op8 = np.empty(len(ins), dtype=np.uint8)
+                _keys_from_steps(ins, key, op8, layered_from)
+                moved = _sorted_rows(joined_rows(ins), key, op8)[:4]
+            return self._piece(*moved)  # a layer's rows all came with it
         self._layered = False  # from here on the scheduler layers every row
         ins = joined_rows(ins)
+        key = np.empty(len(ins), dtype=self.key_dtype)
+        op8 = np.empty(len(ins), dtype=np.uint8)
         self._layer(ins, key, op8)
         self.rows += len(ins)
         if len(ins):
@@ -381,7 +384,7 @@ class Scheduler:
         if len(self.pending) == 1:
             ins, key, op8 = self.pending[0]
         else:
-            ins, key, op8 = (np.concatenate([joined_rows(p) for p in part]) for part in zip(*self.pending))
+            ins, key, op8 = (np.concatenate(part) for part in zip(*self.pending))
         # Within a layer: non-collapse runs by opcode, then collapses in program order: by layer,
         # then rank, then program order, one stable sort of the combined key; the rows of later
         # layers wait, in program order, for the rows that may still join them

@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 
 from ...core import opcodes, rng
-from ...core.program import A, B, COND, NUM_FIELDS, OP, REC, Program
+from ...core.program import A, B, COND, OP, REC, Program
 from ...errors import UnsupportedOperationError
 from ...schedule import Schedule
 from ...schedule.walk import LoopBlock, walk
@@ -204,7 +204,7 @@ class DeviceProgram:
             table = self._send(instructions)
             self.nbytes += instructions.nbytes
         else:  # the pieces' tables joined on the device: the host's rows are not read (nor joined)
-            self.nbytes += 4 * NUM_FIELDS * schedule.num_rows or 4
+            self.nbytes += schedule.nbytes or 4
         self.table = table
         self._keep.append(self.table)
         ptrs = [int(self.table)] + [self._upload(a) for a in arrays]

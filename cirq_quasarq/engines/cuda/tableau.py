@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ...core.program import NUM_FIELDS, Program
+from ...core.program import Program
 from ...core.tableau import InverseTableau
 from ...errors import NotStreamable, OutOfMemoryError
 from ...schedule import Schedule
@@ -412,16 +412,15 @@ class TableauMode:
             raise NotStreamable("a program of no rows")
         if whole is not None:
             program, schedule = whole()
-        table_bytes = schedule.num_rows * NUM_FIELDS * 4 if whole is not None else 0  # int32 rows, not joined here
-        if whole is not None and _room(engine, table_bytes):
-            table = engine.cuda.mem_alloc(max(1, table_bytes))
-            at = 0
-            for dp in kept:
-                size = dp.schedule.instructions.nbytes
-                if size:
-                    engine.cuda.memcpy_dtod_async(int(table) + at, dp.table, size)
-                at += size
-            engine.keep_device_program(DeviceProgram(engine.cuda, program, schedule, uploads, table))
+            if _room(engine, schedule.nbytes):  # its host rows are not joined here
+                table = engine.cuda.mem_alloc(max(1, schedule.nbytes))
+                at = 0
+                for dp in kept:
+                    size = dp.schedule.nbytes
+                    if size:
+                        engine.cuda.memcpy_dtod_async(int(table) + at, dp.table, size)
+                    at += size
+                engine.keep_device_program(DeviceProgram(engine.cuda, program, schedule, uploads, table))
         self.folded_iterations = 0
         return self._finish(ws, num_records)
 
