@@ -2,14 +2,14 @@
 
 Stim's `TableauSimulator.postselect_z` answers this for one tool's outcomes by forcing each
 measurement in turn (`postselected`, which `bench_peers`' `validity` case runs), at a cost that
-grows as n^3 and ends a few thousand qubits in. Here any engine answers it at any size it runs, with no change to the engine:
-a random measurement's outcome is its coin, and a coin is a fixed function of (key, slot,
-repetition), so giving each measurement a coin slot whose coin is the outcome wanted makes every
-random measurement come out as wanted. A deterministic one comes out as the state makes it. So a
-run of `replaying(program, key, records)` with `key` gives the records a run could give on the way
-`records` went, and where the two differ, `records` holds an outcome no run could have given
-(`contradicted`). Up to the count, this is the postselection replay measurement by measurement:
-both go on from a contradicted outcome with the one the state makes.
+grows as n^3 and ends a few thousand qubits in. Here any engine answers it at any size it runs, with
+no change to the engine: a random measurement's outcome is its coin, and a coin is a fixed function
+of (key, slot, repetition), so giving each measurement a coin slot whose coin is the outcome wanted
+makes every random measurement come out as wanted. A deterministic one comes out as the state makes
+it. So a run of `replaying(program, key, records)` with `key` gives the records a run could give on
+the way `records` went, and where the two differ, `records` holds an outcome no run could have given
+(`contradicted`). Up to the count, this is the postselection replay measurement by measurement: both
+go on from a contradicted outcome with the one the state makes.
 """
 
 from __future__ import annotations
