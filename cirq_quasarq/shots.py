@@ -153,9 +153,9 @@ class StreamedCompile:
             self.close()
 
     def close(self) -> None:
-        """Stop the compile (it stops after the piece it is on) and wait for it."""
-        if isinstance(self._compiling, _Ahead):
-            self._compiling.close()
+        """Stop the compile (it stops after the piece it is on) and wait for it; its printers
+        (`stim_printing`) are reaped."""
+        self._compiling.close()
 
     def whole(self) -> Tuple[Program, Schedule]:
         """The Program and its schedule (kept with it, as `prepared` keeps one), after the pieces."""

@@ -10,6 +10,7 @@ GPU engine's piecewise run: tests/test_gpu_paths.py (test_reference_pieces_*, te
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -30,10 +31,10 @@ from benchmarks.random_clifford import paper_random_circuit_stim
 _NO_ROWS = np.zeros((0, NUM_FIELDS), dtype=np.int32)
 
 
-def compiled_in_pieces(circuit, pieces: int, with_layers: bool = False):
+def compiled_in_pieces(circuit, pieces: int, with_layers: bool = False, printers=None):
     """(the pieces' rows, the Program stim_pieces returns); `with_layers`: each piece as (rows, the
-    compile's LAYERED_FROM word or None)."""
-    compiling = stim_pieces(circuit, pieces)
+    compile's LAYERED_FROM word or None); `printers`: processes printing the pieces (None: the default)."""
+    compiling = stim_pieces(circuit, pieces, printers=printers)
     rows = []
     while True:
         try:
@@ -125,13 +126,20 @@ def pieces_schedule(program: Program, rows, layers=None) -> Schedule:
     return joined(parts, scheduler.loop_runs)
 
 
+@pytest.mark.parametrize("printers", [0, 3])
 @pytest.mark.parametrize("pieces", [1, 2, 3, 7, 50, 1000])
 @pytest.mark.parametrize("name", sorted(CIRCUITS))
-def test_pieces_make_compile_stims_program(name, pieces):
-    """Cut anywhere (TICKs or none), the pieces' rows are compile_stim's Program row for row;
+def test_pieces_make_compile_stims_program(monkeypatch, name, pieces, printers):
+    """Cut anywhere (TICKs or none), the pieces' rows are compile_stim's Program row for row, the
+    pieces printed and their targets read here or by processes of their own (three, where this
+    machine forks at all, whatever its processors);
     scheduled as they come (Scheduler), the windows joined are schedule()'s."""
+    from cirq_quasarq.compiler import stim_printing
+
+    if stim_printing.printers_available():
+        monkeypatch.setattr(stim_printing, "printers_available", lambda: 8)
     circuit = CIRCUITS[name]()
-    pieces_, program = compiled_in_pieces(circuit, pieces, with_layers=True)
+    pieces_, program = compiled_in_pieces(circuit, pieces, with_layers=True, printers=printers)
     rows, layers = [r for r, _ in pieces_], [k for _, k in pieces_]
     assert 1 <= len(rows) <= min(pieces, len(circuit)) + 1
     assert np.array_equal(np.concatenate(rows), program.instructions)
@@ -362,7 +370,16 @@ def test_an_interrupted_streamed_call_stops_its_compile_and_keeps_nothing(monkey
     a call never interrupted."""
     import threading
 
+    from cirq_quasarq.compiler import stim_printing
+
     monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 100)
+    fork, printers = stim_printing.PrintedPieces._fork, []
+
+    def recorded(self, j):
+        fork(self, j)
+        printers.append(self._children[-1][0])
+
+    monkeypatch.setattr(stim_printing.PrintedPieces, "_fork", recorded)
     clear_stim_cache()
     circuit = paper_random_circuit_stim(400, 30, seed=12)
     before = threading.active_count()
@@ -371,6 +388,9 @@ def test_an_interrupted_streamed_call_stops_its_compile_and_keeps_nothing(monkey
     with pytest.raises(KeyboardInterrupt):
         sim.sample_measurements(circuit, 100, bit_packed=True)
     assert threading.active_count() == before and cached_stim(circuit) is None
+    for pid in printers:  # and its printers reaped
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
     sim.engine = StreamingNumpy()
     again = sim.sample_measurements(circuit, 100, bit_packed=True)
     assert sim.engine.streamed == 1

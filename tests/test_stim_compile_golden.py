@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from cirq_quasarq.compiler import stim_circuit, stim_text
+from cirq_quasarq.compiler import stim_circuit, stim_printing, stim_text
 
 from .test_grouped_lowering import digest as tables_digest
 from .test_stim_circuit import random_circuit
@@ -142,6 +142,54 @@ def test_segments_of_any_length_give_the_same_programs(monkeypatch, name, chars,
 def test_a_segment_whose_text_does_not_parse_goes_per_target(monkeypatch, name, digests):
     monkeypatch.setattr(stim_circuit, "_parse_targets", lambda text: None)
     assert compute(name)[1] == digests[name][1]
+
+
+@pytest.mark.parametrize("chars", [1, 300, 1 << 17])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_targets_read_already_give_the_same_programs(monkeypatch, name, chars, digests):
+    """A text whose lines' targets were read already (as a printer of the streamed compile's pieces
+    reads them: `stim_text._parse_lines`) gives the Program of the compile that reads them segment by
+    segment, however the segments are cut (lines of other kinds between a segment's lines too)."""
+    walk = stim_circuit._StimCompiler._walk_text
+    monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_text",
+                        lambda self, circuit, text, read=None: walk(self, circuit, text, stim_text._parse_lines(text)))
+    monkeypatch.setattr(stim_circuit, "_SEGMENT_CHARS", chars)
+    assert compute(name)[1] == digests[name][1]
+
+
+@pytest.mark.skipif(not stim_printing.printers_available(), reason="no fork and memfd here (or one processor)")
+@pytest.mark.parametrize("pieces", [1, 2, 5])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_whole_compile_from_printed_pieces_gives_the_same_programs(monkeypatch, name, pieces, digests):
+    """A large circuit without detectors or observables is walked from its text printed in pieces by
+    printers, the lines' targets read there (`compile_new_stim`): the same Program (correlated
+    chains not cut between pieces); others are walked whole."""
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
+    made = []
+    monkeypatch.setattr(stim_circuit, "PrintedPieces",
+                        lambda *args: made.append(stim_printing.PrintedPieces(*args)) or made[-1])
+    circuit = CASES[name]()
+    assert program_digest(stim_circuit.compile_new_stim(circuit)) == digests[name][1]
+    assert bool(made) == (len(circuit) >= 2 * pieces and not (circuit.num_detectors or circuit.num_observables))
+
+
+@pytest.mark.skipif(not stim_printing.printers_available(), reason="no fork and memfd here (or one processor)")
+@pytest.mark.parametrize("bad", ["H 0 1\nX_ERROR(0.1) 0\nELSE_CORRELATED_ERROR(0.25) X1", "MPP X0*Z0",
+                                 "MXX 0 1\nSPP_DAG Z2*Y2", "CX rec[-400] 0"])
+def test_a_whole_compile_from_printed_pieces_fails_as_the_whole_walk(monkeypatch, bad):
+    """An instruction the compile refuses, in a later piece: the error of the walk of the whole
+    circuit, which names the instruction's index in it."""
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    circuit = CASES["paper n=300 depth=20"]() + stim.Circuit(bad) + CASES["paper n=20 depth=5"]()
+    errors = []
+    for walk in ("printed", "whole"):
+        if walk == "whole":
+            monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 1 << 62)
+        with pytest.raises(Exception) as raised:
+            stim_circuit.compile_new_stim(circuit)
+        errors.append((type(raised.value), str(raised.value), getattr(raised.value, "instruction_path", None)))
+    assert errors[0] == errors[1] and errors[0][2] is not None and errors[0][2][0] >= 240
 
 
 @pytest.mark.parametrize("text, want", [

@@ -96,10 +96,12 @@ import numpy as np
 from .. import errors
 from ..core import opcodes
 from ..core.program import A, AUX, B, FLAG_INVERT, FLAGS, LAYERED_FROM, NUM_FIELDS, OP, RAND, REC, Program
-from ..core.ranges import ragged_rows
+from ..core.ranges import expand_ranges, ragged_rows
 from . import cache
+from .stim_printing import PrintedPieces, printers_available
 from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
 from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
+                        _LineTargets, _parse_lines,
                         _parse_annotations, _parse_targets)
 
 __all__ = ["compile_stim", "compile_new_stim", "clear_stim_cache", "cached_stim", "remember_stim", "stim_pieces"]
@@ -107,6 +109,13 @@ __all__ = ["compile_stim", "compile_new_stim", "clear_stim_cache", "cached_stim"
 # A segment of whole instructions is written once its targets' text has this many characters: its
 # arrays then stay in the processor's caches (one array of a 30k-qubit circuit's targets did not).
 _SEGMENT_CHARS = 1 << 17
+# A whole compile of a circuit of at least this many qubits times top-level instructions (about its
+# text's size: 36M for the paper's circuit at 30k qubits) without detectors or observables has its
+# text printed in PRINTED_PIECES pieces by printers (`stim_printing`), their targets read there. On the
+# H100's host that took 0.40-0.46 -> 0.30-0.34 s off a 30k-qubit compile, nothing at 10k (12M), and
+# the forks cost more than they saved at 5k (docs/benchmarks-first-call.md, session 11).
+PRINTED_MIN = 20_000_000
+PRINTED_PIECES = 12
 _ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
 # A run of annotations this long or longer is read from its text at once; a shorter one, one by one
 # (a few NumPy calls cost more than a few annotations).
@@ -148,9 +157,38 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     the caller has it (Stim counts them in a pass over every target: 17 ms at 100k qubits)."""
     import stim
 
-    program = _StimCompiler(stim, circuit.num_qubits if num_qubits is None else num_qubits).run(circuit)
+    n = circuit.num_qubits if num_qubits is None else num_qubits
+    texts = None
+    if (n * len(circuit) >= PRINTED_MIN and printers_available() and len(circuit) >= 2 * PRINTED_PIECES
+            and not (circuit.num_detectors or circuit.num_observables)):
+        texts = PrintedPieces(circuit, _piece_bounds(circuit, PRINTED_PIECES), None, _parse_lines)
+    try:
+        program = _StimCompiler(stim, n).run(circuit, texts)
+    except Exception:
+        if texts is None:
+            raise
+        program = _StimCompiler(stim, n).run(circuit)  # the walk of the whole says what is wrong, and where
+    finally:
+        if texts is not None:
+            texts.close()
     remember_stim(circuit, program)
     return program
+
+
+def _piece_bounds(circuit, pieces: int) -> List[Tuple[int, int]]:
+    """About `pieces` runs of the circuit's top-level instructions, the first a quarter of the rest
+    (an engine fed the pieces starts sooner); none starts with ELSE_CORRELATED_ERROR (its chain is
+    walked as one)."""
+    count, lo = len(circuit), 0
+    step = -(-count // max(1, pieces))
+    bounds = []
+    while lo < count:
+        hi = min(count, lo + (step if lo else -(-step // 4)))
+        while hi < count and circuit[hi].name == "ELSE_CORRELATED_ERROR":
+            hi += 1
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
 
 
 def _fingerprint(circuit) -> tuple:
@@ -202,18 +240,21 @@ def _remember_object(circuit, kept, program: Program) -> None:
             _RECENT.popitem(last=False)
 
 
-def stim_pieces(circuit, pieces: int, num_qubits: Optional[int] = None) -> Generator[tuple, None, Program]:
+def stim_pieces(circuit, pieces: int, num_qubits: Optional[int] = None,
+                printers: Optional[int] = None) -> Generator[tuple, None, Program]:
     """`compile_stim` of a circuit of unitaries and collapses in about `pieces` runs of its
     instructions: yields, after each run, the rows no later instruction can come before, in their
     final order, so that an engine may run them while the rest compiles, and whether they are in
     their layers already (`_StimCompiler.run_pieces`); returns the Program, the
     one `compile_stim` makes (not cached here: `remember_stim`). Raises errors.NotStreamable (at any
-    piece) for a circuit of anything more. `num_qubits`: the circuit's, when the caller has it."""
+    piece) for a circuit of anything more. `num_qubits`: the circuit's, when the caller has it;
+    `printers`: the processes that print the pieces' text (`stim_printing`; None: its default)."""
     import stim
 
     if circuit.num_detectors or circuit.num_observables:
         raise errors.NotStreamable("the circuit has detectors or observables")
-    return _StimCompiler(stim, circuit.num_qubits if num_qubits is None else num_qubits).run_pieces(circuit, pieces)
+    return _StimCompiler(stim, circuit.num_qubits if num_qubits is None else num_qubits).run_pieces(
+        circuit, pieces, printers)
 
 
 class LineQubits(collections.abc.Sequence):
@@ -268,11 +309,22 @@ class _StimCompiler(_InstructionCompiler):
         self.last = np.full(max(1, num_qubits), -1, dtype=np.int64)
         self.tid = 0
         self.whole_annotations = whole_annotations
+        # While a text is walked: its lines, and their targets where a printer read them (`_walk_text`)
+        self.walked_lines: Optional[List[str]] = None
+        self.line_targets: Optional[_LineTargets] = None
 
     # -- the walk ------------------------------------------------------------------------------
-    def run(self, circuit) -> Program:
+    def run(self, circuit, texts: Optional[PrintedPieces] = None) -> Program:
+        """The Program of `circuit`; `texts`: its text in pieces, from printers (`compile_new_stim`)."""
         self._moment()
-        if self.plain and len(circuit) > 1:
+        if texts is not None:
+            for i, (lo, hi) in enumerate(texts.bounds):
+                piece = circuit[lo:hi]
+                if len(piece) > 1:
+                    self._walk_text(piece, *texts.piece(i))
+                else:
+                    self._walk(piece, top=True)
+        elif self.plain and len(circuit) > 1:
             self._walk_text(circuit, str(circuit))
         else:
             self._walk(circuit, top=True)
@@ -284,7 +336,7 @@ class _StimCompiler(_InstructionCompiler):
             program.derived[LAYERED_FROM] = (first_step, program.rows)
         return program
 
-    def run_pieces(self, circuit, pieces: int) -> Generator[tuple, None, Program]:
+    def run_pieces(self, circuit, pieces: int, printers: Optional[int] = None) -> Generator[tuple, None, Program]:
         """`run` in about `pieces` runs of the circuit's top-level instructions, each printed to text
         as a slice of its own (a short first one): after each, yields the rows no later instruction
         can come before, in their final order (those of ended steps, and those of the open step at
@@ -294,20 +346,28 @@ class _StimCompiler(_InstructionCompiler):
         for row. Only for circuits of unitaries and collapses: a run that writes
         anything else (noise, a loop, a condition, an annotation, an external target, a scratch
         qubit), and any error, raise errors.NotStreamable (the whole compile then says what is
-        wrong, and where)."""
+        wrong, and where). The pieces after the first are printed by `printers` processes of their
+        own (`stim_printing.PrintedPieces`; None: its default) while this one walks those before."""
         if not self.plain:
             raise errors.NotStreamable("the walk by whole instructions is off")
         self._moment()
-        count, mark, lo = len(circuit), 0, 0
+        texts = PrintedPieces(circuit, _piece_bounds(circuit, pieces), printers, _parse_lines)
+        try:
+            program = yield from self._walk_pieces(circuit, texts)
+        finally:
+            texts.close()
+        return program
+
+    def _walk_pieces(self, circuit, texts: PrintedPieces) -> Generator[tuple, None, Program]:
+        """`run_pieces`' walk, piece i's text from `texts`."""
+        count, mark = len(circuit), 0
         layered_from = None  # (a circuit of no instructions yields nothing)
-        step = -(-count // max(1, pieces))
         b = self.b
-        while lo < count:
-            hi = min(count, lo + (step if lo else -(-step // 4)))  # a short first run: the engine starts sooner
+        for i, (lo, hi) in enumerate(texts.bounds):
             piece = circuit[lo:hi]
             try:
                 if len(piece) > 1:
-                    self._walk_text(piece, str(piece))
+                    self._walk_text(piece, *texts.piece(i))
                 else:
                     self._walk(piece, top=True)
                 self._flush_segment()
@@ -324,7 +384,6 @@ class _StimCompiler(_InstructionCompiler):
                 raise errors.NotStreamable(f"instructions {lo} to {hi - 1} write more than unitaries and collapses")
             rows, mark = b.rows_since(mark)
             yield rows, layered_from
-            lo = hi
         program = self._program()
         if layered_from is not None:
             program.derived[LAYERED_FROM] = (layered_from, program.rows)
@@ -356,10 +415,17 @@ class _StimCompiler(_InstructionCompiler):
         if run:
             self._annotation_objects(circuit, len(circuit) - len(run), run)
 
-    def _walk_text(self, circuit, text: str) -> None:
-        """`_walk` of the whole circuit from its text (`text`), REPEAT bodies included (`_walk_lines`)."""
+    def _walk_text(self, circuit, text: str, line_targets: Optional[_LineTargets] = None) -> None:
+        """`_walk` of the whole circuit from its text (`text`), REPEAT bodies included (`_walk_lines`);
+        `line_targets`: the targets of its lines, read already (`stim_text._parse_lines`)."""
         layout = _line_layout(text)
-        self._walk_lines(circuit, layout, 0, len(layout.lines), 0, True)
+        self.line_targets, self.walked_lines = line_targets, layout.lines
+        try:
+            self._walk_lines(circuit, layout, 0, len(layout.lines), 0, True)
+            if line_targets is not None:
+                self._flush_segment()  # its entries name lines of this text
+        finally:
+            self.line_targets = self.walked_lines = None
 
     def _walk_lines(self, circuit, layout: _Layout, lo: int, hi: int, depth: int, top: bool) -> None:
         """`_walk` of `circuit` from its lines layout.lines[lo:hi] (nested `depth` REPEAT blocks deep): a
@@ -370,6 +436,7 @@ class _StimCompiler(_InstructionCompiler):
         instruction object for most lines of a large random circuit or of a QEC circuit (iterating
         a circuit copies every instruction's targets)."""
         plain, segment, lines = self.plain, self.segment, layout.lines
+        read_lines = self.line_targets.line.tolist() if self.line_targets is not None else None
         level = lo + np.flatnonzero(layout.depth[lo:hi] == depth)  # its instructions and REPEATs' closing braces
         if not len(level):
             return
@@ -389,7 +456,7 @@ class _StimCompiler(_InstructionCompiler):
                 continue
             if kind != _LINE_OTHER:
                 continue
-            for line in lines[at:at + count]:
+            for k, line in enumerate(lines[at:at + count], at):
                 if index < skip:
                     index += 1
                     continue
@@ -398,9 +465,10 @@ class _StimCompiler(_InstructionCompiler):
                 cut = line.find(" ")
                 entry = plain.get(line[:cut]) if cut > 0 else None
                 if entry is not None and entry[0] != _N and (entry[0] != _FB or "[" not in line):
-                    rest = line[cut + 1:]
-                    segment.append((circuit, index, entry, entry[1], -1, rest))
-                    self.pending += len(rest)
+                    # its targets' text, or the number of its line where they were read already
+                    read = read_lines is not None and read_lines[k] >= 0
+                    segment.append((circuit, index, entry, entry[1], -1, k if read else line[cut + 1:]))
+                    self.pending += len(line) - cut
                     if self.pending > _SEGMENT_CHARS:
                         self._flush_segment()
                     index += 1
@@ -490,7 +558,7 @@ class _StimCompiler(_InstructionCompiler):
         segment = self.segment.copy()
         self.segment.clear()  # the list `_walk` appends to
         self.pending = 0
-        parsed = _parse_targets("\n".join([entry[5] for entry in segment]))
+        parsed = self._segment_targets(segment)
         if parsed is not None and parsed[1] is not None:  # '!' only where Stim allows it: collapses
             inverted, starts = parsed[1], parsed[2]
             which = set((np.searchsorted(starts, np.flatnonzero(inverted), "right") - 1).tolist())
@@ -533,6 +601,31 @@ class _StimCompiler(_InstructionCompiler):
                 inst = inst[index] if isinstance(inst, self.stim.Circuit) else inst
                 self._one(None, inst, index, self.table[inst.name])
             lo = i + 1
+
+    def _segment_targets(self, segment):
+        """`_parse_targets` of the segment's targets: their text's, or where each entry names a line
+        whose targets were read already (`line_targets`), those lines' (a view where they follow one
+        another, as they do but for a line of another kind between them)."""
+        read = self.line_targets
+        if read is None or not all(type(entry[5]) is int for entry in segment):
+            return _parse_targets("\n".join([entry[5] if type(entry[5]) is str else self._line_rest(entry[5])
+                                             for entry in segment]))
+        which = read.line[[entry[5] for entry in segment]]
+        if which[-1] - which[0] == len(which) - 1:  # consecutive
+            lo, hi = read.starts[which[0]], read.starts[which[-1] + 1]
+            at = slice(lo, hi)
+            starts = read.starts[which[0]:which[-1] + 2] - lo
+        else:
+            counts = read.starts[which + 1] - read.starts[which]
+            at = expand_ranges(read.starts[which], counts)[1]
+            starts = np.concatenate([[0], np.cumsum(counts)])
+        inverted = None if read.inverted is None else read.inverted[at]
+        return read.qubits[at], (inverted if inverted is not None and inverted.any() else None), starts
+
+    def _line_rest(self, k: int) -> str:
+        """The targets' text of line k of the text walked (`_walk_lines`' `rest`)."""
+        line = self.walked_lines[k].lstrip(" ")
+        return line[line.find(" ") + 1:]
 
     def _place_segment(self, segment, lo: int, hi: int, qubits, inverted, starts, seen, base: int) -> None:
         """Rows, slots and positions of `segment[lo:hi]` (no instruction names a qubit twice; `seen`:

@@ -71,6 +71,38 @@ def _parse_targets(text: str):
     return qubits, inverted, starts
 
 
+class _LineTargets(NamedTuple):
+    """The plain targets of every line of a text that has them (`_parse_lines`)."""
+
+    qubits: np.ndarray  # int64: the targets of those lines, in order
+    inverted: Optional[np.ndarray]  # bool, per target: written with '!' (None: no '!' anywhere)
+    starts: np.ndarray  # int64 [parsed lines + 1]: each parsed line's first target
+    line: np.ndarray  # int64 [lines of the text]: the line's index among the parsed ones, -1 if not one
+
+
+def _parse_lines(text: str) -> Optional[_LineTargets]:
+    """`_parse_targets` of every line of `text` (indented or not) whose words after its first are
+    plain targets ('H 0 !3 5'), at once; None when no line is, or one is not in the form after all
+    (a number of more than nine digits, '!!'). `text.split("\n")` numbers the lines, as
+    `_line_layout` does. What a printer of a circuit's pieces does beside printing
+    (`stim_printing`), so that the compile finds the targets read."""
+    lines = text.split("\n")
+    line = np.full(len(lines), -1, dtype=np.int64)
+    rests = []
+    for k, body in enumerate(lines):
+        body = body.lstrip(" ")
+        cut = body.find(" ")
+        if cut > 0:
+            rest = body[cut + 1:]
+            if rest and not rest.encode().translate(None, b"0123456789 !"):
+                line[k] = len(rests)
+                rests.append(rest)
+    parsed = _parse_targets("\n".join(rests)) if rests else None
+    if parsed is None:
+        return None
+    return _LineTargets(*parsed, line)
+
+
 def _encoded(text: str) -> np.ndarray:
     """A circuit's text as uint8, with a newline after its last line too."""
     return np.frombuffer((text + "\n").encode(), dtype=np.uint8)

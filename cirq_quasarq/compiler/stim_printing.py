@@ -1,0 +1,237 @@
+"""Step 1 for Stim circuits, its first part: the text of a circuit's pieces, printed by processes of
+their own while this one compiles the pieces before.
+
+Stim prints a circuit (`str`) without letting go of the interpreter lock, and at 100k-180k qubits
+that printing was a third of a streamed compile (1.1-1.2 s at 180k on the H100's host). A thread
+cannot overlap it with anything; a forked process can, as it holds a copy of the circuit already.
+
+`PrintedPieces(circuit, bounds, printers, digest)` forks a child when it is made, and `printers - 1`
+more once piece 0 is out. Child j prints pieces 1 + j, 1 + j + printers, ... in order, each into an
+in-memory file of its own (`memfd`) with `digest(text)` (pickled) after it, and tells this process
+the sizes on a pipe; this process prints piece 0 itself (a short one: the engine starts sooner) and
+reads each later piece from its file. A child does nothing but print, digest, write and exit: no
+CUDA, no lock another thread could hold. What it cannot print, or a child that ended early, is
+printed here, with no digest: the caller then does that work itself, so nothing it makes depends on
+the printers. `printers=0`, and any system without `fork` and `memfd_create`, prints every piece
+here.
+"""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import os
+import pickle
+import signal
+import struct
+import sys
+import warnings
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+PRINTERS = 4  # the most forked: each costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
+_NOTE = struct.Struct("<qqq")  # (piece, bytes of its text or -1: print it yourself, bytes of its digest)
+
+
+def printers_available() -> int:
+    """How many printers this process may fork: none without fork and memfd (not Linux), one fewer
+    than the processors it may run on."""
+    if not (sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr(os, "memfd_create")):
+        return 0
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(0, cpus - 1)
+
+
+class PrintedPieces:
+    """The texts of `circuit[lo:hi]` for each (lo, hi) of `bounds`, in order, each with its digest
+    where a printer made it (`piece(i)`, asked for i = 0, 1, ... in turn); `close()` stops and reaps
+    the printers (also when not every piece was read)."""
+
+    def __init__(self, circuit, bounds: Sequence[Tuple[int, int]], printers: Optional[int] = None,
+                 digest: Optional[Callable[[str], Any]] = None):
+        self.circuit = circuit
+        self.bounds = list(bounds)
+        self.digest = digest
+        wanted = PRINTERS if printers is None else printers
+        self.printers = max(0, min(wanted, printers_available(), len(self.bounds) - 1))
+        self._children: List[Tuple[int, int]] = []  # (pid, read end of its pipe)
+        self._files: List[int] = []  # piece i's memfd at index i - 1
+        self._gone: set = set()  # printers whose pipe ended: their later pieces are printed here
+        if self.printers:
+            try:
+                self._files = [os.memfd_create(f"quasarq-piece-{i}", os.MFD_CLOEXEC)
+                               for i in range(1, len(self.bounds))]
+                self._fork(0)
+            except OSError:  # no fork or memfd here after all: print here
+                self.close()
+                self.printers = 0
+
+    def _fork(self, j: int) -> None:
+        """Printer j started (its pid and pipe at self._children[j])."""
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            # Python warns of fork in a process with threads (the compile's, CUDA's own): the child
+            # runs only Stim's printer, the digest and os.write, and takes no lock another thread may hold.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: never returns
+            try:
+                self._print(j, write)
+            finally:
+                os._exit(0)
+        os.close(write)
+        self._children.append((pid, read))
+
+    def _fork_the_rest(self) -> None:
+        """Printers 1 on, started once piece 0 is out (each fork is 5-20 ms of a large process, which
+        the engine's first piece need not wait for); one that cannot start leaves its pieces here."""
+        for j in range(len(self._children), self.printers):
+            try:
+                self._fork(j)
+            except OSError:
+                self._children.append((-1, -1))
+                self._gone.add(j)
+
+    def _print(self, j: int, pipe: int) -> None:
+        """Child j's work: its pieces printed into their files and digested, the sizes told. The
+        garbage collector stays off: a cycle it found could hold an object whose finalizer calls CUDA."""
+        gc.disable()
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
+        except ValueError:
+            pass
+        for i in range(1 + j, len(self.bounds), self.printers):
+            lo, hi = self.bounds[i]
+            size = digested = 0
+            try:
+                text = str(self.circuit[lo:hi])
+                fd, data = self._files[i - 1], text.encode()
+                size = len(data)
+                _write(fd, data)
+                if self.digest is not None:
+                    try:
+                        digested = _write_digest(fd, size, self.digest(text))
+                    except Exception:
+                        digested = 0
+            except Exception:
+                size = -1
+            os.write(pipe, _NOTE.pack(i, size, digested))
+
+    def piece(self, i: int) -> Tuple[str, Any]:
+        """Piece i's text, as `str(circuit[lo:hi])` gives it, and its digest (None where this process
+        printed it). Pieces before it that were not asked for are passed over."""
+        lo, hi = self.bounds[i]
+        if i == 0 or not self.printers:
+            return str(self.circuit[lo:hi]), None
+        if len(self._children) < self.printers:
+            self._fork_the_rest()
+        j = (i - 1) % self.printers
+        size = digested = -1
+        while j not in self._gone:
+            note = _read_exactly(self._children[j][1], _NOTE.size)
+            if len(note) < _NOTE.size:  # the child ended early
+                self._gone.add(j)
+                break
+            piece, size, digested = _NOTE.unpack(note)
+            if piece == i:
+                break
+            self._release(piece)
+            size = -1
+        digest = None
+        if size < 0:
+            text = str(self.circuit[lo:hi])
+        elif size + digested == 0:
+            text = ""
+        else:
+            # The digest's arrays are views of this mapping (none is copied): it lasts while they do
+            view = mmap.mmap(self._files[i - 1], size + digested, prot=mmap.PROT_READ)
+            with memoryview(view) as data:
+                text = str(data[:size], "ascii")
+            if digested:
+                digest = _read_digest(view, size)
+            else:
+                view.close()
+        self._release(i)
+        return text, digest
+
+    def _release(self, i: int) -> None:
+        """Piece i's file closed: its memory goes back."""
+        if self._files[i - 1] >= 0:
+            os.close(self._files[i - 1])
+            self._files[i - 1] = -1
+
+    def close(self) -> None:
+        for pid, read in self._children:
+            if pid < 0:
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)  # one that has ended is a zombie until reaped: no error
+            except OSError:
+                pass
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            os.close(read)
+        self._children = []
+        for fd in self._files:
+            if fd >= 0:
+                os.close(fd)
+        self._files = []
+
+
+_ALIGN = 64  # each of a digest's parts starts at a multiple of it
+
+
+def _write_digest(fd: int, at: int, digest) -> int:
+    """`digest` pickled into file `fd` from byte `at` on: a count of parts and their sizes, then the
+    pickle and the raw buffers of its arrays (pickle's out-of-band buffers), each at a multiple of
+    _ALIGN. Returns the bytes written."""
+    buffers: list = []
+    parts = [pickle.dumps(digest, protocol=5, buffer_callback=buffers.append)]
+    parts += [buffer.raw() for buffer in buffers]
+    head = struct.pack(f"<{len(parts) + 1}q", len(parts), *(len(part) for part in parts))
+    written = 0
+    for part in [head] + parts:
+        pad = -(at + written) % _ALIGN
+        _write(fd, bytes(pad))
+        _write(fd, part)
+        written += pad + len(part)
+    return written
+
+
+def _read_digest(view: mmap.mmap, at: int):
+    """The digest `_write_digest` wrote from byte `at` on, its arrays views of `view`; None where it
+    cannot be read (never from a printer's own writing: the caller then digests)."""
+    try:
+        at += -at % _ALIGN
+        (count,) = struct.unpack_from("<q", view, at)
+        sizes = struct.unpack_from(f"<{count}q", view, at + 8)
+        at += 8 * (count + 1)
+        parts = []
+        for size in sizes:
+            at += -at % _ALIGN
+            parts.append(memoryview(view)[at:at + size])
+            at += size
+        return pickle.loads(parts[0], buffers=parts[1:])
+    except Exception:
+        return None
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    """n bytes from a pipe, fewer where it ended."""
+    out = b""
+    while len(out) < n:
+        part = os.read(fd, n - len(out))
+        if not part:
+            break
+        out += part
+    return out

@@ -1,0 +1,194 @@
+"""The text of a circuit's pieces printed by processes of their own (`compiler.stim_printing`),
+each with its lines' targets read there (`stim_text._parse_lines`): the texts are Stim's, the
+targets those the compile reads from the text itself, whatever the printers do (fail, end early,
+are passed over); no printer outlives its pieces; and a compile that takes its targets read gives
+the Programs of one that reads them itself (the streamed compile: tests/test_pieces.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+stim = pytest.importorskip("stim")
+
+from cirq_quasarq.compiler import stim_circuit, stim_printing, stim_text
+from cirq_quasarq.compiler.stim_printing import PrintedPieces
+
+from benchmarks.random_clifford import paper_random_circuit_stim
+
+needs_printers = pytest.mark.skipif(not stim_printing.printers_available(),
+                                    reason="no fork and memfd here (or one processor): every piece prints here")
+
+
+def cut(count: int, pieces: int):
+    step = -(-count // pieces)
+    return [(lo, min(count, lo + step)) for lo in range(0, count, step)]
+
+
+def a_circuit():
+    circuit = paper_random_circuit_stim(200, 12, seed=3, ticks=True)
+    circuit.append("M", [0, 1, 2], 0)
+    circuit += stim.Circuit("MX !4 5\nQUBIT_COORDS(1, 2) 7\nCX 1 2 3 4\nM !0\nTICK\nH 9")
+    return circuit
+
+
+def same_lines(got, want) -> bool:
+    if got is None or want is None:
+        return got is None and want is None
+    return all(np.array_equal(getattr(got, f), getattr(want, f)) if getattr(want, f) is not None
+               else getattr(got, f) is None for f in want._fields)
+
+
+def assert_reaped(pids) -> None:
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.fixture
+def processors(monkeypatch):
+    """As if this machine had 9 processors where it forks at all (more printers than processors only
+    share them)."""
+    if stim_printing.printers_available():
+        monkeypatch.setattr(stim_printing, "printers_available", lambda: 8)
+
+
+@pytest.mark.parametrize("printers", [0, 1, 2, 3, 40])
+def test_printed_pieces_are_stims_text_with_their_lines_read(printers, processors):
+    circuit = a_circuit()
+    bounds = cut(len(circuit), 7)
+    texts = PrintedPieces(circuit, bounds, printers, stim_text._parse_lines)
+    assert texts.printers == min(printers, stim_printing.printers_available(), len(bounds) - 1)
+    assert len(texts._children) == min(texts.printers, 1)  # the others once piece 0 is out
+    try:
+        for i, (lo, hi) in enumerate(bounds):
+            text, lines = texts.piece(i)
+            assert text == str(circuit[lo:hi])
+            if i == 0 or not texts.printers:
+                assert lines is None  # printed here: the compile reads its targets itself
+            else:
+                assert same_lines(lines, stim_text._parse_lines(text))
+        pids = [pid for pid, _ in texts._children]
+        assert len(pids) == texts.printers
+    finally:
+        texts.close()
+    assert_reaped(pids)
+
+
+@needs_printers
+def test_pieces_passed_over_a_printer_that_fails_or_ends_early_leave_the_work_here(processors):
+    circuit = a_circuit()
+    bounds = cut(len(circuit), 9)
+
+    def failing(text):
+        if "QUBIT_COORDS" in text:
+            raise ValueError("no digest of this piece")
+        return stim_text._parse_lines(text)
+
+    texts = PrintedPieces(circuit, bounds, 2, failing)
+    texts._fork_the_rest()
+    pids = [pid for pid, _ in texts._children]
+    os.kill(pids[-1], signal.SIGKILL)  # the last printer ends before its first piece, or after some
+    try:
+        asked = [0, 3, 6, len(bounds) - 1]  # pieces 1, 2, 4, ... passed over; the last has the QUBIT_COORDS
+        assert "QUBIT_COORDS" in str(circuit[bounds[-1][0]:])
+        for i in asked:
+            lo, hi = bounds[i]
+            text, lines = texts.piece(i)
+            assert text == str(circuit[lo:hi])
+            if lines is not None:
+                assert same_lines(lines, stim_text._parse_lines(text))
+            if "QUBIT_COORDS" in text:
+                assert lines is None
+    finally:
+        texts.close()
+    assert_reaped(pids)
+
+
+@needs_printers
+def test_printers_closed_before_their_pieces_are_read_are_reaped(processors):
+    circuit = paper_random_circuit_stim(2000, 40, seed=1)
+    for read in (0, 1):  # closed before any piece is read (one printer), or after piece 1 (all)
+        texts = PrintedPieces(circuit, cut(len(circuit), 12), 3, stim_text._parse_lines)
+        if read:
+            texts.piece(1)
+        pids = [pid for pid, _ in texts._children]
+        assert len(pids) == (min(3, stim_printing.printers_available()) if read else 1)
+        texts.close()
+        assert_reaped(pids)
+        texts.close()  # twice: nothing left to do
+
+
+@pytest.mark.parametrize("text, read", [
+    ("H 0 1 2\nCX 3 4", {0: [0, 1, 2], 1: [3, 4]}),
+    ("M !0 1\nREPEAT 3 {\n    H 5 6\n    TICK\n}\nX_ERROR(0.1) 2 3", {0: [0, 1], 2: [5, 6], 5: [2, 3]}),
+    ("DETECTOR(1, 2) rec[-1]\nQUBIT_COORDS(0, 1) 4\nMPP X0*Z1\nCX rec[-1] 0\nS 12", {4: [12]}),
+    ("TICK\n\nH 7", {2: [7]}),
+    ("H 1234567890", None), ("M !!1", None), ("H 1  2", None), ("TICK", None),
+])
+def test_parse_lines_reads_the_lines_of_plain_targets(text, read):
+    got = stim_text._parse_lines(text)
+    if read is None:
+        assert got is None
+        return
+    lines = text.split("\n")
+    assert got.line.shape == (len(lines),)
+    for k in range(len(lines)):
+        if k not in read:
+            assert got.line[k] == -1
+            continue
+        g = got.line[k]
+        at = slice(got.starts[g], got.starts[g + 1])
+        assert got.qubits[at].tolist() == read[k]
+        want = stim_text._parse_targets(lines[k].lstrip(" ").split(" ", 1)[1])
+        assert got.qubits[at].tolist() == want[0].tolist()
+        inverted = np.zeros(len(read[k]), dtype=bool) if want[1] is None else want[1]
+        assert (got.inverted[at] if got.inverted is not None else np.zeros_like(inverted)).tolist() == inverted.tolist()
+
+
+class ReadingCompiler(stim_circuit._StimCompiler):
+    """The whole compile, its text's targets read first, as a printer reads a piece's."""
+
+    def _walk_text(self, circuit, text, line_targets=None):
+        super()._walk_text(circuit, text, stim_text._parse_lines(text))
+
+
+def interleaved(seed: int):
+    """Plain lines of distinct targets with QUBIT_COORDS, DETECTOR and SHIFT_COORDS lines between
+    them (lines a segment passes over), REPEAT blocks and '!' here and there."""
+    r = np.random.default_rng(seed)
+    out = []
+    for k in range(60):
+        roll = r.random()
+        qs = r.permutation(12)[: r.integers(1, 7)].tolist()
+        if roll < 0.3:
+            out.append(f"{r.choice(['H', 'S', 'X', 'SQRT_Y'])} " + " ".join(map(str, qs)))
+        elif roll < 0.5 and len(qs) >= 2:
+            out.append(f"{r.choice(['CX', 'CZ', 'SWAP'])} " + " ".join(map(str, qs[: len(qs) // 2 * 2])))
+        elif roll < 0.65:
+            out.append("M " + " ".join(("!" if r.random() < 0.3 else "") + str(q) for q in qs))
+        elif roll < 0.75:
+            out.append(f"QUBIT_COORDS({k}, 1) {qs[0]}")
+        elif roll < 0.82:
+            out.append("SHIFT_COORDS(0, 1)")
+        elif roll < 0.9:
+            out.append("DETECTOR(1, 2) rec[-1]" if any(line.startswith("M ") for line in out) else "TICK")
+        elif roll < 0.95:
+            out.append(f"REPEAT 2 {{\n  H {qs[0]}\n  QUBIT_COORDS(3) {qs[0]}\n  M {qs[0]}\n  CX {qs[0]} 12\n}}")
+        else:
+            out.append("TICK")
+    return stim.Circuit("\n".join(out))
+
+
+@pytest.mark.parametrize("chars", [1, 40, 1 << 17])
+@pytest.mark.parametrize("seed", range(8))
+def test_a_compile_given_its_lines_targets_makes_the_same_program(monkeypatch, seed, chars):
+    monkeypatch.setattr(stim_circuit, "_SEGMENT_CHARS", chars)
+    circuit = interleaved(seed)
+    got = ReadingCompiler(stim, circuit.num_qubits).run(circuit)
+    want = stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit)
+    assert np.array_equal(got.instructions, want.instructions)
+    assert got.num_records == want.num_records and len(got.detectors) == len(want.detectors)
