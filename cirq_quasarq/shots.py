@@ -80,8 +80,8 @@ def sample_frames(engine: Engine, program: Program, key, shots: int, *, shot_maj
 # ms whole; docs/benchmarks-first-call.md).
 STREAM_MIN_QUBITS = 50_000
 STREAM_PIECES = 12
-# Below this many qubits the host's work bounds a streamed call, and the compile runs in a thread of
-# its own (StreamedCompile's `ahead`). Above it the device's work does (it grows as n^2, the host's
+# Where the system does not fork (StreamedCompile's `forked`): below this many qubits the host's work
+# bounds a streamed call, and the compile runs in a thread of its own (StreamedCompile's `ahead`). Above it the device's work does (it grows as n^2, the host's
 # as n), and the thread's competition for the interpreter lock only delays the engine's enqueues:
 # H100, the paper's circuits, 100k qubits 1.77-1.96 -> 1.54-1.67 s, 180k 4.51-4.66 -> 4.58-4.83 s.
 AHEAD_MAX_QUBITS = 150_000
@@ -116,20 +116,34 @@ class StreamedCompile:
     can join): iterating gives (Program, Schedule) of each run of windows as soon as it is final;
     once the pieces are out, `whole()` is the Program and its schedule (joined from the pieces').
 
-    With `ahead`, the compile runs in a thread of its own, a piece or more ahead of the schedule and
-    the engine's work on the pieces before: both are mostly NumPy on large arrays, which lets go of
-    the interpreter lock, so they overlap (the paper's circuit at 100k qubits on a 2-core CPU: the
-    pieces compiled and scheduled in 1.0-1.1 s, against 1.6-1.8 s one after the other)."""
+    With `forked` (None: where the system forks, `stim_printing.forked_compile_available`), the
+    compile runs in a process of its own (`stim_printing.ForkedCompile`), ahead of the schedule and
+    the engine's work here, without sharing this process's interpreter lock. Otherwise, with
+    `ahead`, in a thread of its own: the compile and the schedule are mostly NumPy on large arrays,
+    which lets go of the lock, so they overlap (the paper's circuit at 100k qubits on a 2-core CPU:
+    the pieces compiled and scheduled in 1.0-1.1 s, against 1.6-1.8 s one after the other)."""
 
-    def __init__(self, circuit, pieces: Optional[int] = None, ahead: bool = True, num_qubits: Optional[int] = None):
+    def __init__(self, circuit, pieces: Optional[int] = None, ahead: bool = True, num_qubits: Optional[int] = None,
+                 forked: Optional[bool] = None):
         from .compiler.stim_circuit import stim_pieces
+        from .compiler.stim_printing import ForkedCompile, forked_compile_available
 
         self.num_qubits = circuit.num_qubits if num_qubits is None else num_qubits
         self.num_records = circuit.num_measurements
         self._circuit = circuit
         self.kept = None  # a copy of the circuit as compiled (for the compile cache), once the pieces are out
-        compiling = stim_pieces(circuit, STREAM_PIECES if pieces is None else pieces, self.num_qubits)
-        self._compiling = _Ahead(compiling) if ahead else compiling
+        pieces = STREAM_PIECES if pieces is None else pieces
+        if forked is None:
+            forked = forked_compile_available()
+        self._compiling = None
+        if forked:
+            try:
+                self._compiling = ForkedCompile(lambda: stim_pieces(circuit, pieces, self.num_qubits))
+            except OSError:  # no process to be had: a thread, or in line
+                pass
+        if self._compiling is None:
+            compiling = stim_pieces(circuit, pieces, self.num_qubits)
+            self._compiling = _Ahead(compiling) if ahead else compiling
         self._scheduler = Scheduler(self.num_qubits, np.zeros(0, dtype=np.int32), 0)
         self._schedules: list = []
         self.program: Optional[Program] = None  # the whole, once compiled
@@ -153,8 +167,8 @@ class StreamedCompile:
             self.close()
 
     def close(self) -> None:
-        """Stop the compile (it stops after the piece it is on) and wait for it; its printers
-        (`stim_printing`) are reaped."""
+        """Stop the compile and wait for it (a thread stops after the piece it is on, a process at
+        once); its processes are reaped."""
         self._compiling.close()
 
     def whole(self) -> Tuple[Program, Schedule]:

@@ -324,36 +324,54 @@ def test_a_window_with_an_identity_row_waits_for_the_rows_that_may_join_it(monke
         assert np.array_equal(getattr(got, field), getattr(want, field)), field
 
 
-def test_the_compile_ahead_in_its_thread_gives_the_pieces_of_the_compile_in_line():
-    """StreamedCompile(ahead=True) compiles in a thread of its own: the same pieces, schedules and
-    Program as in line; an error of the compile reaches the consumer as itself; a consumer that stops
-    early stops the compile (after its piece) and leaves no thread behind."""
+@pytest.mark.parametrize("where", ["thread", "process"])
+def test_the_compile_ahead_gives_the_pieces_of_the_compile_in_line(where):
+    """StreamedCompile(ahead=True) compiles in a thread of its own, StreamedCompile(forked=True) in a
+    process of its own (`stim_printing.ForkedCompile`): the same pieces, schedules and Program
+    (its layered word too) as in line; an error of the compile reaches the consumer as itself; a
+    consumer that stops early stops the compile and leaves no thread or process behind."""
     import threading
 
-    circuit = paper_random_circuit_stim(300, 40, seed=5)
-    runs = {}
-    for ahead in (False, True):
-        clear_stim_cache()
-        compiling = shots.StreamedCompile(circuit, 9, ahead=ahead)
-        runs[ahead] = [(p.instructions.copy(), s.runs.copy()) for p, s in compiling], compiling.whole()
-    (got, (prog_a, sched_a)), (want, (prog_b, sched_b)) = runs[True], runs[False]
-    assert len(got) == len(want) > 2
-    for (ga, gb), (wa, wb) in zip(got, want):
-        assert np.array_equal(ga, wa) and np.array_equal(gb, wb)
-    assert_same_program(prog_a, prog_b)
-    assert np.array_equal(sched_a.instructions, sched_b.instructions)
+    from cirq_quasarq.compiler import stim_printing
+    from cirq_quasarq.core.program import LAYERED_FROM
+
+    if where == "process" and not stim_printing.printers_available():
+        pytest.skip("this system does not fork (or has one processor)")
+    ahead = dict(ahead=True, forked=where == "process")
+    for circuit in (paper_random_circuit_stim(300, 40, seed=5), CIRCUITS["paper 300 x 12"](), CIRCUITS["random 2"]()):
+        runs = {}
+        for mode in ("in line", where):
+            clear_stim_cache()
+            compiling = shots.StreamedCompile(circuit, 9, **(ahead if mode == where else dict(ahead=False, forked=False)))
+            runs[mode] = [(p.instructions.copy(), s.runs.copy()) for p, s in compiling], compiling.whole()
+        (got, (prog_a, sched_a)), (want, (prog_b, sched_b)) = runs[where], runs["in line"]
+        assert len(got) == len(want) > 2
+        for (ga, gb), (wa, wb) in zip(got, want):
+            assert np.array_equal(ga, wa) and np.array_equal(gb, wb)
+        assert_same_program(prog_a, prog_b)
+        assert np.array_equal(sched_a.instructions, sched_b.instructions)
+        word_a, word_b = prog_a.derived.get(LAYERED_FROM), prog_b.derived.get(LAYERED_FROM)
+        assert (word_a is None) == (word_b is None)
+        if word_a is not None:
+            assert word_a[0] == word_b[0] and word_a[1] is prog_a.rows
 
     noisy = paper_random_circuit_stim(300, 40, seed=6)
     noisy.append("X_ERROR", [0], 0.1)
-    with pytest.raises(NotStreamable):
-        list(shots.StreamedCompile(noisy, 9))
+    with pytest.raises(NotStreamable, match="write more than unitaries and collapses"):
+        list(shots.StreamedCompile(noisy, 9, **ahead))
 
     before = threading.active_count()
-    compiling = shots.StreamedCompile(paper_random_circuit_stim(300, 40, seed=7), 9)
+    compiling = shots.StreamedCompile(paper_random_circuit_stim(300, 40, seed=7), 9, **ahead)
+    pid = getattr(compiling._compiling, "_pid", None)
     pieces = iter(compiling)
     next(pieces)
     pieces.close()  # the consumer gives up after one piece
-    assert not compiling._compiling._thread.is_alive() and threading.active_count() == before
+    assert threading.active_count() == before
+    if where == "thread":
+        assert not compiling._compiling._thread.is_alive()
+    else:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 class InterruptedAfterOnePiece(StreamingNumpy):
@@ -380,6 +398,13 @@ def test_an_interrupted_streamed_call_stops_its_compile_and_keeps_nothing(monkey
         printers.append(self._children[-1][0])
 
     monkeypatch.setattr(stim_printing.PrintedPieces, "_fork", recorded)
+    forked = stim_printing.ForkedCompile.__init__
+
+    def recorded_compile(self, *args):
+        forked(self, *args)
+        printers.append(self._pid)
+
+    monkeypatch.setattr(stim_printing.ForkedCompile, "__init__", recorded_compile)
     clear_stim_cache()
     circuit = paper_random_circuit_stim(400, 30, seed=12)
     before = threading.active_count()
@@ -388,7 +413,8 @@ def test_an_interrupted_streamed_call_stops_its_compile_and_keeps_nothing(monkey
     with pytest.raises(KeyboardInterrupt):
         sim.sample_measurements(circuit, 100, bit_packed=True)
     assert threading.active_count() == before and cached_stim(circuit) is None
-    for pid in printers:  # and its printers reaped
+    assert printers or not stim_printing.forked_compile_available()
+    for pid in printers:  # and its compile's process (or its printers) reaped
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
     sim.engine = StreamingNumpy()

@@ -1,5 +1,6 @@
-"""Step 1 for Stim circuits, its first part: the text of a circuit's pieces, printed by processes of
-their own while this one compiles the pieces before.
+"""Step 1 for Stim circuits in forked processes: the text of a circuit's pieces, printed by processes
+of their own while this one compiles the pieces before (`PrintedPieces`), and a streamed compile run
+whole in a process of its own (`ForkedCompile`).
 
 Stim prints a circuit (`str`) without letting go of the interpreter lock, and at 100k-180k qubits
 that printing was a third of a streamed compile (1.1-1.2 s at 180k on the H100's host). A thread
@@ -14,6 +15,10 @@ CUDA, no lock another thread could hold. What it cannot print, or a child that e
 printed here, with no digest: the caller then does that work itself, so nothing it makes depends on
 the printers. `printers=0`, and any system without `fork` and `memfd_create`, prints every piece
 here.
+
+`ForkedCompile` forks once, at a streamed first call's start: that process runs `stim_pieces` (with
+printers of its own) and hands each piece's rows over in an in-memory file, which this process maps.
+Only the schedule and the engine's launches then hold this process's interpreter lock.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ import struct
 import sys
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import errors
+from ..core.program import LAYERED_FROM, NUM_FIELDS, RowBlocks
 
 PRINTERS = 4  # the most forked: each costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
 _NOTE = struct.Struct("<qqq")  # (piece, bytes of its text or -1: print it yourself, bytes of its digest)
@@ -235,3 +245,152 @@ def _read_exactly(fd: int, n: int) -> bytes:
             break
         out += part
     return out
+
+
+# (the piece's first byte in the file, or -1: the Program, -2: an error; bytes; whether the piece has
+# a layered word, or the Program's or error's first byte; the word)
+_PIECE = struct.Struct("<qqqq")
+
+
+def forked_compile_available() -> bool:
+    """Whether a streamed compile may run in a process of its own (`ForkedCompile`): where this
+    process, that one and one printer each have a processor."""
+    return printers_available() >= 2
+
+
+class ForkedCompile:
+    """A streamed compile (`compiling()`: `stim_circuit.stim_pieces(...)`, a generator) run in a
+    forked process of its own: `next` gives its items in order, each piece's (rows, the compile's
+    layered word or None), then raises StopIteration with its Program, or the error it raised (an
+    error that cannot cross, or a process that ended early: errors.NotStreamable, and the caller
+    compiles whole).
+
+    In a thread the compile and the calling thread's schedule and launches shared the interpreter
+    lock (the 100k-qubit first call: 0.74 s of compile alone, 1.1 s beside them). The process appends
+    each piece's rows to an in-memory file, each at a multiple of the page size; here they are mapped,
+    copy on write, and never copied. The Program comes back pickled without its rows, which are the
+    pieces' here. The process prints its pieces by printers of its own (`PrintedPieces`); `close()`
+    ends it."""
+
+    def __init__(self, compiling: Callable[[], Any]):
+        self._file = os.memfd_create("quasarq-rows", os.MFD_CLOEXEC)
+        self._blocks: List[Any] = []
+        self._ended: Optional[BaseException] = None
+        try:
+            read, write = os.pipe()
+        except OSError:
+            os.close(self._file)
+            raise
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # as PrintedPieces._fork says
+                pid = os.fork()
+        except OSError:
+            for fd in (read, write, self._file):
+                os.close(fd)
+            raise
+        if pid == 0:  # the child: never returns
+            try:
+                self._compile(compiling, write)
+            finally:
+                os._exit(0)
+        os.close(write)
+        self._pid, self._pipe = pid, read
+
+    def _compile(self, compiling: Callable[[], Any], pipe: int) -> None:
+        """The child's work (the garbage collector off, as in a printer)."""
+        gc.disable()
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        except ValueError:
+            pass
+        at = 0  # bytes written to the file
+        try:
+            pieces = compiling()
+            while True:
+                try:
+                    rows, layered = next(pieces)
+                except StopIteration as done:
+                    program = done.value
+                    break
+                size = 0
+                for block in (rows.blocks if isinstance(rows, RowBlocks) else [rows]):
+                    block = np.ascontiguousarray(block, dtype=np.int32)
+                    _write(self._file, memoryview(block).cast("B"))
+                    size += block.nbytes
+                os.write(pipe, _PIECE.pack(at, size, layered is not None, layered or 0))
+                at = _pad(self._file, at + size)
+            word = program.derived.get(LAYERED_FROM)
+            program.instructions = np.zeros((0, NUM_FIELDS), dtype=np.int32)  # the pieces' rows, there
+            program.derived.clear()
+            data = pickle.dumps((program, None if word is None else word[0]), protocol=pickle.HIGHEST_PROTOCOL)
+            kind = -1
+        except BaseException as exc:  # handed over as itself where it pickles
+            try:
+                data = pickle.dumps(exc)
+            except Exception:
+                data = pickle.dumps(errors.NotStreamable(f"the compile's process: {exc!r}"))
+            kind = -2
+        _write(self._file, data)
+        os.write(pipe, _PIECE.pack(kind, len(data), at, 0))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._ended is not None:
+            raise self._ended
+        note = _read_exactly(self._pipe, _PIECE.size)
+        if len(note) < _PIECE.size:
+            self._ended = errors.NotStreamable("the compile's process ended early")
+            raise self._ended
+        kind, size, flag, word = _PIECE.unpack(note)
+        if kind >= 0:  # a piece's rows from byte `kind` on
+            rows = self._rows(kind, size)
+            self._blocks.append(rows)
+            return rows, (word if flag else None)
+        at = flag  # the Program (kind -1) or the error (-2), after the last piece
+        with mmap.mmap(self._file, at + size, prot=mmap.PROT_READ) as view, memoryview(view) as data:
+            made = pickle.loads(data[at:])
+        if kind == -2 or not isinstance(made, tuple):
+            self._ended = made if isinstance(made, BaseException) else errors.NotStreamable("the compile's process")
+            raise self._ended
+        program, word = made
+        blocks = [b for b in self._blocks if len(b)]
+        program.instructions = RowBlocks(blocks) if len(blocks) > 1 else (blocks[0] if blocks else program.instructions)
+        if word is not None:
+            program.derived[LAYERED_FROM] = (word, program.rows)
+        self._ended = StopIteration(program)
+        raise StopIteration(program)
+
+    def _rows(self, at: int, size: int) -> np.ndarray:
+        if not size:
+            return np.zeros((0, NUM_FIELDS), dtype=np.int32)
+        # private: a reader that writes into the rows changes its copy, not the file
+        view = mmap.mmap(self._file, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=at)
+        return np.frombuffer(view, dtype=np.int32).reshape(-1, NUM_FIELDS)
+
+    def close(self) -> None:
+        """End the process (after its work or not) and reap it; the rows given stay."""
+        pid = getattr(self, "_pid", None)
+        if pid is None:
+            return
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        os.close(self._pipe)
+        os.close(self._file)  # the mapped rows keep their pages
+        self._pid = None
+
+
+def _pad(fd: int, at: int) -> int:
+    """Zeros written up to the next multiple of the mapping granularity (a piece's rows start there)."""
+    pad = -at % mmap.ALLOCATIONGRANULARITY
+    if pad:
+        _write(fd, bytes(pad))
+    return at + pad
