@@ -31,7 +31,7 @@ def cut(count: int, pieces: int):
 def a_circuit():
     circuit = paper_random_circuit_stim(200, 12, seed=3, ticks=True)
     circuit.append("M", [0, 1, 2], 0)
-    circuit += stim.Circuit("MX !4 5\nQUBIT_COORDS(1, 2) 7\nCX 1 2 3 4\nM !0\nTICK\nH 9")
+    circuit += stim.Circuit("MX !4 5\nS[é] 3\nQUBIT_COORDS(1, 2) 7\nCX 1 2 3 4\nM !0\nTICK\nH 9")  # a tag not ASCII
     return circuit
 
 

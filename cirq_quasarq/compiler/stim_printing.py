@@ -80,19 +80,7 @@ class PrintedPieces:
 
     def _fork(self, j: int) -> None:
         """Printer j started (its pid and pipe at self._children[j])."""
-        read, write = os.pipe()
-        with warnings.catch_warnings():
-            # Python warns of fork in a process with threads (the compile's, CUDA's own): the child
-            # runs only Stim's printer, the digest and os.write, and takes no lock another thread may hold.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # the child: never returns
-            try:
-                self._print(j, write)
-            finally:
-                os._exit(0)
-        os.close(write)
-        self._children.append((pid, read))
+        self._children.append(_forked(lambda pipe: self._print(j, pipe)))
 
     def _fork_the_rest(self) -> None:
         """Printers 1 on, started once piece 0 is out (each fork is 5-20 ms of a large process, which
@@ -105,13 +93,7 @@ class PrintedPieces:
                 self._gone.add(j)
 
     def _print(self, j: int, pipe: int) -> None:
-        """Child j's work: its pieces printed into their files and digested, the sizes told. The
-        garbage collector stays off: a cycle it found could hold an object whose finalizer calls CUDA."""
-        gc.disable()
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
-        except ValueError:
-            pass
+        """Child j's work: its pieces printed into their files and digested, the sizes told."""
         for i in range(1 + j, len(self.bounds), self.printers):
             lo, hi = self.bounds[i]
             size = digested = 0
@@ -158,7 +140,7 @@ class PrintedPieces:
             # The digest's arrays are views of this mapping (none is copied): it lasts while they do
             view = mmap.mmap(self._files[i - 1], size + digested, prot=mmap.PROT_READ)
             with memoryview(view) as data:
-                text = str(data[:size], "ascii")
+                text = str(data[:size], "utf-8")
             if digested:
                 digest = _read_digest(view, size)
             else:
@@ -174,17 +156,8 @@ class PrintedPieces:
 
     def close(self) -> None:
         for pid, read in self._children:
-            if pid < 0:
-                continue
-            try:
-                os.kill(pid, signal.SIGKILL)  # one that has ended is a zombie until reaped: no error
-            except OSError:
-                pass
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-            os.close(read)
+            if pid >= 0:
+                _reap(pid, read)
         self._children = []
         for fd in self._files:
             if fd >= 0:
@@ -277,33 +250,13 @@ class ForkedCompile:
         self._blocks: List[Any] = []
         self._ended: Optional[BaseException] = None
         try:
-            read, write = os.pipe()
+            self._pid, self._pipe = _forked(lambda pipe: self._compile(compiling, pipe))
         except OSError:
             os.close(self._file)
             raise
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # as PrintedPieces._fork says
-                pid = os.fork()
-        except OSError:
-            for fd in (read, write, self._file):
-                os.close(fd)
-            raise
-        if pid == 0:  # the child: never returns
-            try:
-                self._compile(compiling, write)
-            finally:
-                os._exit(0)
-        os.close(write)
-        self._pid, self._pipe = pid, read
 
     def _compile(self, compiling: Callable[[], Any], pipe: int) -> None:
-        """The child's work (the garbage collector off, as in a printer)."""
-        gc.disable()
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-        except ValueError:
-            pass
+        """The child's work."""
         at = 0  # bytes written to the file
         try:
             pieces = compiling()
@@ -372,20 +325,52 @@ class ForkedCompile:
 
     def close(self) -> None:
         """End the process (after its work or not) and reap it; the rows given stay."""
-        pid = getattr(self, "_pid", None)
-        if pid is None:
+        if getattr(self, "_pid", None) is None:
             return
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-        os.close(self._pipe)
+        _reap(self._pid, self._pipe)
         os.close(self._file)  # the mapped rows keep their pages
         self._pid = None
+
+
+def _forked(work: Callable[[int], None]) -> Tuple[int, int]:
+    """(pid, the read end of its pipe) of a forked child that runs `work(the pipe's write end)`, then
+    exits. The child's garbage collector stays off (a cycle it found could hold an object whose
+    finalizer calls CUDA) and Ctrl-C ends it at once."""
+    read, write = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            # Python warns of fork in a process with threads (the compile's, CUDA's own): the child
+            # runs only Stim, NumPy and os.write, and takes no lock another thread may hold.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:
+        os.close(read), os.close(write)
+        raise
+    if pid == 0:  # the child: never returns
+        try:
+            gc.disable()
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+            except ValueError:
+                pass
+            work(write)
+        finally:
+            os._exit(0)
+    os.close(write)
+    return pid, read
+
+
+def _reap(pid: int, pipe: int) -> None:
+    """A child killed (one that has ended is a zombie until reaped: no error) and reaped; its pipe closed."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    os.close(pipe)
 
 
 def _pad(fd: int, at: int) -> int:
