@@ -75,26 +75,33 @@ def sample_frames(engine: Engine, program: Program, key, shots: int, *, shot_maj
 # A stim.Circuit of at least this many qubits, new to the process, of unitaries and collapses only,
 # compiles in pieces whose windows an engine streaming them (`Engine.streams_pieces`) runs while the
 # next compiles: the compile and the device's reference run overlap. Below it the pieces cost the
-# host at least what they hide (H100, the paper's circuits: 0.56 s of 2.7 s saved at 100k; level at
-# 30k; with the compile in its own thread, 5k and 10k in pieces took 150 / 219 ms against 100 / 186
-# ms whole; docs/benchmarks-first-call.md).
-STREAM_MIN_QUBITS = 50_000
+# host at least what they hide. With the compile in a process of its own (where the system forks:
+# `stim_printing.forked_compile_available`), H100, the paper's circuits, first calls: 10k 0.11-0.15
+# against 0.23-0.29 s whole, 30k 0.33-0.36 against 0.48-0.49 s, 5k level (0.078-0.099 against
+# 0.084-0.124 s). With the compile in a thread (STREAM_MIN_QUBITS_UNFORKED): 0.56 s of 2.7 s saved
+# at 100k, level at 30k, 5k and 10k in pieces 150 / 219 ms against 100 / 186 ms whole
+# (docs/benchmarks-first-call.md).
+STREAM_MIN_QUBITS = 10_000
+STREAM_MIN_QUBITS_UNFORKED = 50_000
 STREAM_PIECES = 12
 # Where the system does not fork (StreamedCompile's `forked`): below this many qubits the host's work
-# bounds a streamed call, and the compile runs in a thread of its own (StreamedCompile's `ahead`). Above it the device's work does (it grows as n^2, the host's
-# as n), and the thread's competition for the interpreter lock only delays the engine's enqueues:
-# H100, the paper's circuits, 100k qubits 1.77-1.96 -> 1.54-1.67 s, 180k 4.51-4.66 -> 4.58-4.83 s.
+# bounds a streamed call, and the compile runs in a thread of its own (StreamedCompile's `ahead`).
+# Above it the device's work does (it grows as n^2, the host's as n), and the thread's competition
+# for the interpreter lock only delays the engine's enqueues: H100, the paper's circuits, 100k qubits
+# 1.77-1.96 -> 1.54-1.67 s, 180k 4.51-4.66 -> 4.58-4.83 s.
 AHEAD_MAX_QUBITS = 150_000
 
 
 def compiled_with_reference(engine: Engine, circuit) -> Program:
     """`compile_stim(circuit)` for a call that needs the reference sample: a large circuit new to
-    the process (STREAM_MIN_QUBITS) compiles in pieces while the engine runs them, and comes back
+    the process (STREAM_MIN_QUBITS, or STREAM_MIN_QUBITS_UNFORKED where the compile cannot run in a
+    process of its own) compiles in pieces while the engine runs them, and comes back
     with its schedule (`prepared`) and reference sample (`reference`) already made. Other circuits,
     engines, and circuits the pieces do not take (noise, loops, annotations: errors.NotStreamable)
     compile whole, their reference made by `reference` when asked. The same
     Program, schedule and reference either way."""
     from .compiler.stim_circuit import cached_stim, compile_new_stim
+    from .compiler.stim_printing import forked_compile_available
 
     program = cached_stim(circuit)
     if program is not None:
@@ -103,7 +110,7 @@ def compiled_with_reference(engine: Engine, circuit) -> Program:
     if engine.streams_pieces and len(circuit) >= 2 * STREAM_PIECES and not (circuit.num_detectors
                                                                             or circuit.num_observables):
         num_qubits = circuit.num_qubits
-        if num_qubits >= STREAM_MIN_QUBITS:
+        if num_qubits >= (STREAM_MIN_QUBITS if forked_compile_available() else STREAM_MIN_QUBITS_UNFORKED):
             try:
                 return _streamed(engine, circuit, num_qubits)
             except NotStreamable:

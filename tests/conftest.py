@@ -51,3 +51,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu_long" in item.keywords:
             item.add_marker(skip)
+
+
+def stream_from(monkeypatch, qubits: int) -> None:
+    """A first call streams its compile from `qubits` qubits on, whether or not the compile can run in
+    a process of its own (`shots.STREAM_MIN_QUBITS` and `STREAM_MIN_QUBITS_UNFORKED`)."""
+    from cirq_quasarq import shots
+
+    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", qubits)
+    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS_UNFORKED", qubits)

@@ -32,6 +32,7 @@ from cirq_quasarq.core.program import ProgramBuilder
 from cirq_quasarq.engines import NumpyEngine, cuda_available
 from cirq_quasarq.schedule import schedule
 
+from .conftest import stream_from
 from .programs import window_widths
 
 pytestmark = pytest.mark.gpu
@@ -737,12 +738,12 @@ def test_streamed_first_calls_sample_the_bits_of_a_whole_compile(monkeypatch):
     monkeypatch.setattr(shots, "_streamed", spy)
     for circuit, way in ((paper_random_circuit_stim(3000, 40, seed=7, ticks=True), "streamed"),
                          (paper_random_circuit_stim(3000, 40, seed=5), "streamed"), (wide, "whole")):
-        monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 1)
+        stream_from(monkeypatch, 1)
         clear_stim_cache()
         calls.clear()
         streamed = QuasarqSimulator(seed=3, device="gpu").sample_measurements(circuit, 500, bit_packed=True)
         assert calls == [way]
-        monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 10**9)
+        stream_from(monkeypatch, 10**9)
         clear_stim_cache()
         whole = QuasarqSimulator(seed=3, device="gpu").sample_measurements(circuit, 500, bit_packed=True)
         clear_stim_cache()
@@ -777,6 +778,6 @@ def test_streamed_first_calls_short_of_device_memory(monkeypatch, short):
         return room(engine, nbytes)
 
     monkeypatch.setattr(tableau, "_room", short_room)
-    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 1)
+    stream_from(monkeypatch, 1)
     got = QuasarqSimulator(seed=4, device="gpu").sample_measurements(circuit, 300, bit_packed=True)
     assert refused and np.array_equal(got, want)

@@ -27,6 +27,8 @@ from cirq_quasarq.schedule import Schedule, Scheduler, joined, schedule
 
 from benchmarks.random_clifford import paper_random_circuit_stim
 
+from .conftest import stream_from
+
 
 _NO_ROWS = np.zeros((0, NUM_FIELDS), dtype=np.int32)
 
@@ -254,7 +256,7 @@ class StreamingNumpy(NumpyEngine):
 
 
 def test_a_large_new_circuit_streams_and_comes_back_with_its_schedule_and_reference(monkeypatch):
-    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 100)
+    stream_from(monkeypatch, 100)
     clear_stim_cache()
     circuit = paper_random_circuit_stim(400, 30, seed=11, ticks=True)
     engine = StreamingNumpy()
@@ -290,7 +292,7 @@ def test_small_noisy_or_annotated_circuits_compile_whole(monkeypatch):
     clear_stim_cache()
     engine = StreamingNumpy()
     shots.compiled_with_reference(engine, paper_random_circuit_stim(300, 30, seed=2, ticks=True))  # too small
-    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 1)
+    stream_from(monkeypatch, 1)
     noisy = paper_random_circuit_stim(300, 30, seed=3, ticks=True)
     noisy.append("X_ERROR", [0, 1], 0.1)
     noisy.append("M", [0, 1])
@@ -390,7 +392,7 @@ def test_an_interrupted_streamed_call_stops_its_compile_and_keeps_nothing(monkey
 
     from cirq_quasarq.compiler import stim_printing
 
-    monkeypatch.setattr(shots, "STREAM_MIN_QUBITS", 100)
+    stream_from(monkeypatch, 100)
     fork, printers = stim_printing.PrintedPieces._fork, []
 
     def recorded(self, j):
