@@ -159,6 +159,35 @@ def test_pieces_make_compile_stims_program(monkeypatch, name, pieces, printers):
         assert all(given)
 
 
+@pytest.mark.parametrize("pieces", [1, 3, 1000])
+@pytest.mark.parametrize("name", sorted(CIRCUITS))
+def test_a_forked_compile_gives_the_pieces_of_the_compile_in_line(name, pieces):
+    """The compile in a process of its own (`stim_printing.ForkedCompile`, what a streamed first call
+    uses where the system forks): the same pieces (empty ones too), layered words and Program."""
+    from cirq_quasarq.compiler import stim_printing
+    from cirq_quasarq.core.program import LAYERED_FROM
+
+    if not stim_printing.printers_available():
+        pytest.skip("this system does not fork (or has one processor)")
+    circuit = CIRCUITS[name]()
+    want, program = compiled_in_pieces(circuit, pieces, with_layers=True)
+    forked = stim_printing.ForkedCompile(lambda: stim_pieces(circuit, pieces))
+    got = []
+    try:
+        while True:
+            got.append(next(forked))
+    except StopIteration as done:
+        made = done.value
+    finally:
+        forked.close()
+    assert len(got) == len(want)
+    for (rows, word), (rows_want, word_want) in zip(got, want):
+        assert np.array_equal(rows, np.asarray(rows_want).reshape(-1, NUM_FIELDS)) and word == word_want
+    assert_same_program(made, program)
+    word, word_want = made.derived.get(LAYERED_FROM), program.derived.get(LAYERED_FROM)
+    assert (word is None) == (word_want is None) and (word is None or word[0] == word_want[0])
+
+
 def test_a_circuit_of_no_instructions_gives_no_pieces_and_the_empty_program():
     rows, program = compiled_in_pieces(stim.Circuit(), 3)
     assert rows == [] and len(program.instructions) == 0 and program.num_records == 0

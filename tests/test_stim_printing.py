@@ -192,3 +192,47 @@ def test_a_compile_given_its_lines_targets_makes_the_same_program(monkeypatch, s
     want = stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit)
     assert np.array_equal(got.instructions, want.instructions)
     assert got.num_records == want.num_records and len(got.detectors) == len(want.detectors)
+
+
+@pytest.mark.skipif(not stim_printing.printers_available(), reason="no fork and memfd here (or one processor)")
+def test_a_forked_compile_hands_over_errors_and_a_process_that_ended():
+    """What the compile's process raises arrives as itself, or as NotStreamable where it does not
+    pickle; a process that ends before its Program is NotStreamable (the call then compiles whole);
+    every later `next` ends the same way, and the process is reaped."""
+    import time
+
+    from cirq_quasarq.core.program import NUM_FIELDS
+    from cirq_quasarq.errors import NotStreamable
+
+    class Unpicklable(Exception):
+        def __reduce__(self):
+            raise TypeError("not here")
+
+    def raising(error):
+        def pieces():
+            yield np.arange(2 * NUM_FIELDS, dtype=np.int32).reshape(2, NUM_FIELDS), 3
+            raise error
+        return pieces
+
+    def stalling():
+        yield np.zeros((0, NUM_FIELDS), dtype=np.int32), None
+        time.sleep(60)
+        yield np.zeros((0, NUM_FIELDS), dtype=np.int32), None
+
+    for pieces, raised, match in ((raising(ValueError("bad piece")), ValueError, "bad piece"),
+                                  (raising(Unpicklable("x")), NotStreamable, "the compile's process"),
+                                  (stalling, NotStreamable, "ended early")):
+        forked = stim_printing.ForkedCompile(pieces)
+        pid = forked._pid
+        rows, word = next(forked)
+        if pieces is stalling:
+            assert rows.shape == (0, NUM_FIELDS) and word is None
+            os.kill(pid, signal.SIGKILL)
+        else:
+            assert rows.tolist() == np.arange(2 * NUM_FIELDS).reshape(2, NUM_FIELDS).tolist() and word == 3
+            rows[0, 0] = 7  # the rows are this process's to change
+        for _ in range(2):
+            with pytest.raises(raised, match=match):
+                next(forked)
+        forked.close()
+        assert_reaped([pid])

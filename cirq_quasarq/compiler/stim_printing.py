@@ -268,9 +268,10 @@ class ForkedCompile:
                     break
                 size = 0
                 for block in (rows.blocks if isinstance(rows, RowBlocks) else [rows]):
-                    block = np.ascontiguousarray(block, dtype=np.int32)
-                    _write(self._file, memoryview(block).cast("B"))
-                    size += block.nbytes
+                    if len(block):  # (a view of no rows cannot be cast to bytes)
+                        block = np.ascontiguousarray(block, dtype=np.int32)
+                        _write(self._file, memoryview(block).cast("B"))
+                        size += block.nbytes
                 os.write(pipe, _PIECE.pack(at, size, layered is not None, layered or 0))
                 at = _pad(self._file, at + size)
             word = program.derived.get(LAYERED_FROM)
