@@ -236,3 +236,23 @@ def test_a_forked_compile_hands_over_errors_and_a_process_that_ended():
                 next(forked)
         forked.close()
         assert_reaped([pid])
+
+
+def test_no_fork_where_the_environment_says_so(monkeypatch):
+    """$CIRQ_QUASARQ_FORK=0: no printer and no compile in a process of its own (the same texts and
+    Programs, made here); a value other than 0 or 1 is refused, naming the variable."""
+    from cirq_quasarq import shots
+    from cirq_quasarq.errors import InvalidInputError
+
+    monkeypatch.setenv("CIRQ_QUASARQ_FORK", "0")
+    assert stim_printing.printers_available() == 0 and not stim_printing.forked_compile_available()
+    circuit = a_circuit()
+    texts = PrintedPieces(circuit, cut(len(circuit), 5), 3, stim_text._parse_lines)
+    assert texts.printers == 0 and not texts._children
+    assert texts.piece(2) == (str(circuit[slice(*cut(len(circuit), 5)[2])]), None)
+    compiling = shots.StreamedCompile(paper_random_circuit_stim(300, 20, seed=2), 5)
+    assert not isinstance(compiling._compiling, stim_printing.ForkedCompile)
+    list(compiling)
+    monkeypatch.setenv("CIRQ_QUASARQ_FORK", "yes")
+    with pytest.raises(InvalidInputError, match="CIRQ_QUASARQ_FORK"):
+        stim_printing.printers_available()

@@ -14,7 +14,7 @@ reads each later piece from its file. A child does nothing but print, digest, wr
 CUDA, no lock another thread could hold. What it cannot print, or a child that ended early, is
 printed here, with no digest: the caller then does that work itself, so nothing it makes depends on
 the printers. `printers=0`, and any system without `fork` and `memfd_create`, prints every piece
-here.
+here. `$CIRQ_QUASARQ_FORK=0` keeps all of this in this process.
 
 `ForkedCompile` forks once, at a streamed first call's start: that process runs `stim_pieces` (with
 printers of its own) and hands each piece's rows over in an in-memory file, which this process maps.
@@ -43,9 +43,15 @@ _NOTE = struct.Struct("<qqq")  # (piece, bytes of its text or -1: print it yours
 
 
 def printers_available() -> int:
-    """How many printers this process may fork: none without fork and memfd (not Linux), one fewer
-    than the processors it may run on."""
-    if not (sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr(os, "memfd_create")):
+    """How many printers this process may fork: none without fork and memfd (not Linux) or where
+    `$CIRQ_QUASARQ_FORK` is 0, else one fewer than the processors it may run on."""
+    allowed = os.environ.get("CIRQ_QUASARQ_FORK", "1").strip()
+    if allowed not in ("0", "1"):
+        raise errors.InvalidInputError(
+            f"CIRQ_QUASARQ_FORK={allowed!r}: 1 (the default) lets a large compile fork processes of its own, "
+            f"0 keeps it in this process")
+    if allowed == "0" or not (sys.platform.startswith("linux") and hasattr(os, "fork")
+                              and hasattr(os, "memfd_create")):
         return 0
     try:
         cpus = len(os.sched_getaffinity(0))
