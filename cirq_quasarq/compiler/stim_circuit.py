@@ -101,7 +101,7 @@ from . import cache
 from .stim_printing import PrintedPieces, printers_available
 from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
 from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
-                        _LineTargets, _parse_lines,
+                        _LineTargets, _parse_lines, _targets_text,
                         _parse_annotations, _parse_targets)
 
 __all__ = ["compile_stim", "compile_new_stim", "clear_stim_cache", "cached_stim", "remember_stim", "stim_pieces"]
@@ -318,12 +318,8 @@ class _StimCompiler(_InstructionCompiler):
         """The Program of `circuit`; `texts`: its text in pieces, from printers (`compile_new_stim`)."""
         self._moment()
         if texts is not None:
-            for i, (lo, hi) in enumerate(texts.bounds):
-                piece = circuit[lo:hi]
-                if len(piece) > 1:
-                    self._walk_text(piece, *texts.piece(i))
-                else:
-                    self._walk(piece, top=True)
+            for i in range(len(texts.bounds)):
+                self._walk_piece(circuit, texts, i)
         elif self.plain and len(circuit) > 1:
             self._walk_text(circuit, str(circuit))
         else:
@@ -364,12 +360,8 @@ class _StimCompiler(_InstructionCompiler):
         layered_from = None  # (a circuit of no instructions yields nothing)
         b = self.b
         for i, (lo, hi) in enumerate(texts.bounds):
-            piece = circuit[lo:hi]
             try:
-                if len(piece) > 1:
-                    self._walk_text(piece, *texts.piece(i))
-                else:
-                    self._walk(piece, top=True)
+                self._walk_piece(circuit, texts, i)
                 self._flush_segment()
                 layered_from = b.step if self.layered else None  # the one step open so far
                 if hi == count:
@@ -388,6 +380,15 @@ class _StimCompiler(_InstructionCompiler):
         if layered_from is not None:
             program.derived[LAYERED_FROM] = (layered_from, program.rows)
         return program
+
+    def _walk_piece(self, circuit, texts: PrintedPieces, i: int) -> None:
+        """`_walk` of piece i of `texts`, from its printed text and read targets."""
+        lo, hi = texts.bounds[i]
+        piece = circuit[lo:hi]
+        if len(piece) > 1:
+            self._walk_text(piece, *texts.piece(i))
+        else:
+            self._walk(piece, top=True)
 
     def _program(self) -> Program:
         rows, recs = self.moment_rows, self.moment_records
@@ -624,8 +625,7 @@ class _StimCompiler(_InstructionCompiler):
 
     def _line_rest(self, k: int) -> str:
         """The targets' text of line k of the text walked (`_walk_lines`' `rest`)."""
-        line = self.walked_lines[k].lstrip(" ")
-        return line[line.find(" ") + 1:]
+        return _targets_text(self.walked_lines[k])
 
     def _place_segment(self, segment, lo: int, hi: int, qubits, inverted, starts, seen, base: int) -> None:
         """Rows, slots and positions of `segment[lo:hi]` (no instruction names a qubit twice; `seen`:

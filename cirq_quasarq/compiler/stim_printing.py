@@ -36,7 +36,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import errors
-from ..core.program import LAYERED_FROM, NUM_FIELDS, RowBlocks
+from ..core.program import LAYERED_FROM, NUM_FIELDS, RowBlocks, row_blocks
 
 PRINTERS = 4  # the most forked: each costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
 _NOTE = struct.Struct("<qqq")  # (piece, bytes of its text or -1: print it yourself, bytes of its digest)
@@ -273,7 +273,7 @@ class ForkedCompile:
                     program = done.value
                     break
                 size = 0
-                for block in (rows.blocks if isinstance(rows, RowBlocks) else [rows]):
+                for block in row_blocks(rows):
                     if len(block):  # (a view of no rows cannot be cast to bytes)
                         block = np.ascontiguousarray(block, dtype=np.int32)
                         _write(self._file, memoryview(block).cast("B"))
@@ -316,8 +316,7 @@ class ForkedCompile:
             self._ended = made if isinstance(made, BaseException) else errors.NotStreamable("the compile's process")
             raise self._ended
         program, word = made
-        blocks = [b for b in self._blocks if len(b)]
-        program.instructions = RowBlocks(blocks) if len(blocks) > 1 else (blocks[0] if blocks else program.instructions)
+        program.instructions = RowBlocks(self._blocks)
         if word is not None:
             program.derived[LAYERED_FROM] = (word, program.rows)
         self._ended = StopIteration(program)

@@ -80,6 +80,13 @@ class _LineTargets(NamedTuple):
     line: np.ndarray  # int64 [lines of the text]: the line's index among the parsed ones, -1 if not one
 
 
+def _targets_text(line: str) -> Optional[str]:
+    """What follows a line's first word (its instruction), indent aside; None for a line of one word."""
+    body = line.lstrip(" ")
+    cut = body.find(" ")
+    return body[cut + 1:] if cut > 0 else None
+
+
 def _parse_lines(text: str) -> Optional[_LineTargets]:
     """`_parse_targets` of every line of `text` (indented or not) whose words after its first are
     plain targets ('H 0 !3 5'), at once; None when no line is, or one is not in the form after all
@@ -90,13 +97,10 @@ def _parse_lines(text: str) -> Optional[_LineTargets]:
     line = np.full(len(lines), -1, dtype=np.int64)
     rests = []
     for k, body in enumerate(lines):
-        body = body.lstrip(" ")
-        cut = body.find(" ")
-        if cut > 0:
-            rest = body[cut + 1:]
-            if rest and not rest.encode().translate(None, b"0123456789 !"):
-                line[k] = len(rests)
-                rests.append(rest)
+        rest = _targets_text(body)
+        if rest and not rest.encode().translate(None, b"0123456789 !"):
+            line[k] = len(rests)
+            rests.append(rest)
     parsed = _parse_targets("\n".join(rests)) if rests else None
     if parsed is None:
         return None

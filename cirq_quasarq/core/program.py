@@ -103,6 +103,11 @@ def joined_rows(rows) -> np.ndarray:
     return rows.joined() if isinstance(rows, RowBlocks) else rows
 
 
+def row_blocks(rows) -> List[np.ndarray]:
+    """`rows` (an int32 table or a RowBlocks) as its blocks, without joining them."""
+    return rows.blocks if isinstance(rows, RowBlocks) else [rows]
+
+
 def take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
     """int32 [k, NUM_FIELDS] rows in `order`: gathered as one element a row (a faster gather
     than of [k, NUM_FIELDS] ints)."""

@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..core import opcodes
-from ..core.program import COND, LAYERED_FROM, NUM_FIELDS, OP, STEP, A, B, Program, RowBlocks, joined_rows, take_rows
+from ..core.program import COND, LAYERED_FROM, NUM_FIELDS, OP, STEP, A, B, Program, RowBlocks, joined_rows, row_blocks, take_rows
 
 Kind = opcodes.Kind
 
@@ -101,10 +101,6 @@ def _scan(ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
     return bars, np.concatenate(cuts) if cuts else np.zeros(0, dtype=np.int64), ranged
 
 
-def _blocks_of(ins) -> List[np.ndarray]:
-    return ins.blocks if isinstance(ins, RowBlocks) else [ins]
-
-
 def _keys_from_steps(ins, key: np.ndarray, op8: np.ndarray, first_step: int) -> None:
     """Fills `key` (layer * (NUM_OPCODES + 1) + rank) and `op8` of rows (a table or a RowBlocks)
     whose layer is their STEP - first_step + 1 (LAYERED_FROM), a block of rows at a time (as
@@ -127,7 +123,7 @@ def _groups(ins):
     """The rows (a table or a RowBlocks) as consecutive lists of blocks of about _BLOCK rows each
     (a builder's blocks are often a few hundred rows: one NumPy call a block cost more than its rows)."""
     group, rows = [], 0
-    for block in _blocks_of(ins):
+    for block in row_blocks(ins):
         for lo in range(0, len(block), _BLOCK):
             part = block[lo : lo + _BLOCK]
             group.append(part)
@@ -151,7 +147,7 @@ def _sorted(ins, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
     the stretches (cut where a block ends) move as slices from their blocks in a sort of their keys
     (`_moved`); otherwise the rows move one by one (`_sorted_rows`, the oracle)."""
     n_ins = len(key)
-    blocks = _blocks_of(ins)
+    blocks = row_blocks(ins)
     block_first = _block_starts(blocks)
     change = (key[1:] != key[:-1]) | (op8[1:] != op8[:-1])
     change[block_first[1:] - 1] = True  # a stretch lies in one block
@@ -178,7 +174,7 @@ def _sorted_from_steps(ins, first_step: int):
     `_sorted_rows`). Such rows are in layer order already, so a stretch of one key and opcode
     is one of one STEP and opcode, and only each stretch's first row gets a key (a key a row, and
     its comparisons, cost more than the rest of the schedule at 10k qubits)."""
-    blocks = _blocks_of(ins)
+    blocks = row_blocks(ins)
     firsts, steps, ops = [], [], []
     at = 0
     for group in _groups(ins):
