@@ -1,8 +1,9 @@
 """The text of a circuit's pieces printed by processes of their own (`compiler.stim_printing`),
-each with its lines' targets read there (`stim_text._parse_lines`): the texts are Stim's, the
-targets those the compile reads from the text itself, whatever the printers do (fail, end early,
-are passed over); no printer outlives its pieces; and a compile that takes its targets read gives
-the Programs of one that reads them itself (the streamed compile: tests/test_pieces.py)."""
+each with its lines' targets read there and the lines cut that they stand for
+(`stim_text._read_lines`): the texts and targets give Stim's text back, the targets are those the
+compile reads from the text itself, whatever the printers do (fail, end early, are passed over); no
+printer outlives its pieces; and a compile that takes its targets read, from the whole text or the
+cut one, gives the Programs of one that reads them itself (the streamed compile: tests/test_pieces.py)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,21 @@ def same_lines(got, want) -> bool:
                else getattr(got, f) is None for f in want._fields)
 
 
+def restored(text: str, lines) -> str:
+    """The text `_read_lines` cut (`text`), its lines' targets (`lines`) written back."""
+    if lines is None:
+        return text
+    out = []
+    for k, line in enumerate(text.split("\n")):
+        g = lines.line[k]
+        if g >= 0 and not stim_text._targets_text(line):
+            at = slice(lines.starts[g], lines.starts[g + 1])
+            bangs = lines.inverted[at] if lines.inverted is not None else np.zeros(at.stop - at.start, dtype=bool)
+            line += " ".join(("!" if bang else "") + str(q) for q, bang in zip(lines.qubits[at].tolist(), bangs.tolist()))
+        out.append(line)
+    return "\n".join(out)
+
+
 def assert_reaped(pids) -> None:
     for pid in pids:
         with pytest.raises(ChildProcessError):
@@ -60,17 +76,25 @@ def processors(monkeypatch):
 def test_printed_pieces_are_stims_text_with_their_lines_read(printers, processors):
     circuit = a_circuit()
     bounds = cut(len(circuit), 7)
-    texts = PrintedPieces(circuit, bounds, printers, stim_text._parse_lines)
+    texts = PrintedPieces(circuit, bounds, printers, stim_text._read_lines)
     assert texts.printers == min(printers, stim_printing.printers_available(), len(bounds) - 1)
     assert len(texts._children) == min(texts.printers, 1)  # the others once piece 0 is out
+    cut_lines = 0
     try:
         for i, (lo, hi) in enumerate(bounds):
             text, lines = texts.piece(i)
-            assert text == str(circuit[lo:hi])
+            stims = str(circuit[lo:hi])
+            assert restored(text, lines) == stims
             if i == 0 or not texts.printers:
-                assert lines is None  # printed here: the compile reads its targets itself
+                assert text == stims and lines is None  # printed here: the compile reads its targets itself
             else:
-                assert same_lines(lines, stim_text._parse_lines(text))
+                short, want = stim_text._read_lines(stims)
+                assert text == short and same_lines(lines, want)
+                assert same_lines(lines, stim_text._parse_lines(stims))
+                cut_lines += sum(1 for line in text.split("\n") if line.endswith(" "))
+        if texts.printers:
+            assert cut_lines > 20
+
         pids = [pid for pid, _ in texts._children]
         assert len(pids) == texts.printers
     finally:
@@ -86,7 +110,7 @@ def test_pieces_passed_over_a_printer_that_fails_or_ends_early_leave_the_work_he
     def failing(text):
         if "QUBIT_COORDS" in text:
             raise ValueError("no digest of this piece")
-        return stim_text._parse_lines(text)
+        return stim_text._read_lines(text)
 
     texts = PrintedPieces(circuit, bounds, 2, failing)
     texts._fork_the_rest()
@@ -98,9 +122,11 @@ def test_pieces_passed_over_a_printer_that_fails_or_ends_early_leave_the_work_he
         for i in asked:
             lo, hi = bounds[i]
             text, lines = texts.piece(i)
-            assert text == str(circuit[lo:hi])
+            assert restored(text, lines) == str(circuit[lo:hi])
             if lines is not None:
-                assert same_lines(lines, stim_text._parse_lines(text))
+                assert same_lines(lines, stim_text._parse_lines(str(circuit[lo:hi])))
+            else:
+                assert text == str(circuit[lo:hi])
             if "QUBIT_COORDS" in text:
                 assert lines is None
     finally:
@@ -112,7 +138,7 @@ def test_pieces_passed_over_a_printer_that_fails_or_ends_early_leave_the_work_he
 def test_printers_closed_before_their_pieces_are_read_are_reaped(processors):
     circuit = paper_random_circuit_stim(2000, 40, seed=1)
     for read in (0, 1):  # closed before any piece is read (one printer), or after piece 1 (all)
-        texts = PrintedPieces(circuit, cut(len(circuit), 12), 3, stim_text._parse_lines)
+        texts = PrintedPieces(circuit, cut(len(circuit), 12), 3, stim_text._read_lines)
         if read:
             texts.piece(1)
         pids = [pid for pid, _ in texts._children]
@@ -127,19 +153,29 @@ def test_printers_closed_before_their_pieces_are_read_are_reaped(processors):
     ("M !0 1\nREPEAT 3 {\n    H 5 6\n    TICK\n}\nX_ERROR(0.1) 2 3", {0: [0, 1], 2: [5, 6], 5: [2, 3]}),
     ("DETECTOR(1, 2) rec[-1]\nQUBIT_COORDS(0, 1) 4\nMPP X0*Z1\nCX rec[-1] 0\nS 12", {4: [12]}),
     ("TICK\n\nH 7", {2: [7]}),
+    ("S[t] 1 2\nM(0.01) 3\nH 5", {0: [1, 2], 1: [3], 2: [5]}),  # read, but only a bare name's line cut
     ("H 1234567890", None), ("M !!1", None), ("H 1  2", None), ("TICK", None),
 ])
 def test_parse_lines_reads_the_lines_of_plain_targets(text, read):
+    """`_parse_lines` reads the lines of plain targets; `_read_lines` reads the same and cuts those
+    lines whose instruction is a bare name (no arguments, no tag) after the name."""
     got = stim_text._parse_lines(text)
+    short, also = stim_text._read_lines(text)
     if read is None:
-        assert got is None
+        assert got is None and also is None and short == text
         return
+    assert same_lines(also, got)
     lines = text.split("\n")
     assert got.line.shape == (len(lines),)
-    for k in range(len(lines)):
+    assert len(short.split("\n")) == len(lines)
+    for k, cut_line in enumerate(short.split("\n")):
         if k not in read:
-            assert got.line[k] == -1
+            assert got.line[k] == -1 and cut_line == lines[k]
             continue
+        rest = stim_text._targets_text(lines[k])
+        head = lines[k][:len(lines[k]) - len(rest)]
+        assert got.chars[got.line[k]] == len(rest)
+        assert cut_line == (lines[k] if "(" in head or "[" in head else head)
         g = got.line[k]
         at = slice(got.starts[g], got.starts[g + 1])
         assert got.qubits[at].tolist() == read[k]
@@ -150,20 +186,36 @@ def test_parse_lines_reads_the_lines_of_plain_targets(text, read):
 
 
 class ReadingCompiler(stim_circuit._StimCompiler):
-    """The whole compile, its text's targets read first, as a printer reads a piece's."""
+    """The whole compile, its text's targets read first, as a printer reads a piece's (`short`: the
+    text then cut where they were read, as a printer hands it over)."""
+
+    short = False
 
     def _walk_text(self, circuit, text, line_targets=None):
-        super()._walk_text(circuit, text, stim_text._parse_lines(text))
+        if self.short:
+            super()._walk_text(circuit, *stim_text._read_lines(text))
+        else:
+            super()._walk_text(circuit, text, stim_text._parse_lines(text))
+
+
+class CuttingCompiler(ReadingCompiler):
+    short = True
 
 
 def interleaved(seed: int):
     """Plain lines of distinct targets with QUBIT_COORDS, DETECTOR and SHIFT_COORDS lines between
-    them (lines a segment passes over), REPEAT blocks and '!' here and there."""
+    them (lines a segment passes over), REPEAT blocks and '!' here and there, and lines of plain
+    targets the walk takes from their instruction objects (arguments, a tag: a segment of targets
+    read and targets in text)."""
     r = np.random.default_rng(seed)
     out = []
     for k in range(60):
         roll = r.random()
         qs = r.permutation(12)[: r.integers(1, 7)].tolist()
+        if k % 9 == 4:
+            out.append(f"M(0) {qs[0]} {(qs[0] + 1) % 12}")
+        if k % 13 == 6:
+            out.append(f"S[t] {qs[-1]}")
         if roll < 0.3:
             out.append(f"{r.choice(['H', 'S', 'X', 'SQRT_Y'])} " + " ".join(map(str, qs)))
         elif roll < 0.5 and len(qs) >= 2:
@@ -183,12 +235,13 @@ def interleaved(seed: int):
     return stim.Circuit("\n".join(out))
 
 
+@pytest.mark.parametrize("compiler", [ReadingCompiler, CuttingCompiler])
 @pytest.mark.parametrize("chars", [1, 40, 1 << 17])
 @pytest.mark.parametrize("seed", range(8))
-def test_a_compile_given_its_lines_targets_makes_the_same_program(monkeypatch, seed, chars):
+def test_a_compile_given_its_lines_targets_makes_the_same_program(monkeypatch, seed, chars, compiler):
     monkeypatch.setattr(stim_circuit, "_SEGMENT_CHARS", chars)
     circuit = interleaved(seed)
-    got = ReadingCompiler(stim, circuit.num_qubits).run(circuit)
+    got = compiler(stim, circuit.num_qubits).run(circuit)
     want = stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit)
     assert np.array_equal(got.instructions, want.instructions)
     assert got.num_records == want.num_records and len(got.detectors) == len(want.detectors)
@@ -247,7 +300,7 @@ def test_no_fork_where_the_environment_says_so(monkeypatch):
     monkeypatch.setenv("CIRQ_QUASARQ_FORK", "0")
     assert stim_printing.printers_available() == 0 and not stim_printing.forked_compile_available()
     circuit = a_circuit()
-    texts = PrintedPieces(circuit, cut(len(circuit), 5), 3, stim_text._parse_lines)
+    texts = PrintedPieces(circuit, cut(len(circuit), 5), 3, stim_text._read_lines)
     assert texts.printers == 0 and not texts._children
     assert texts.piece(2) == (str(circuit[slice(*cut(len(circuit), 5)[2])]), None)
     compiling = shots.StreamedCompile(paper_random_circuit_stim(300, 20, seed=2), 5)

@@ -101,8 +101,7 @@ from . import cache
 from .stim_printing import PrintedPieces, printers_available
 from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
 from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
-                        _LineTargets, _parse_lines, _targets_text,
-                        _parse_annotations, _parse_targets)
+                        _LineTargets, _parse_annotations, _parse_targets, _read_lines)
 
 __all__ = ["compile_stim", "compile_new_stim", "clear_stim_cache", "cached_stim", "remember_stim", "stim_pieces"]
 
@@ -161,7 +160,7 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     texts = None
     if (n * len(circuit) >= PRINTED_MIN and printers_available() and len(circuit) >= 2 * PRINTED_PIECES
             and not (circuit.num_detectors or circuit.num_observables)):
-        texts = PrintedPieces(circuit, _piece_bounds(circuit, PRINTED_PIECES), None, _parse_lines)
+        texts = PrintedPieces(circuit, _piece_bounds(circuit, PRINTED_PIECES), None, _read_lines)
     try:
         program = _StimCompiler(stim, n).run(circuit, texts)
     except Exception:
@@ -309,8 +308,7 @@ class _StimCompiler(_InstructionCompiler):
         self.last = np.full(max(1, num_qubits), -1, dtype=np.int64)
         self.tid = 0
         self.whole_annotations = whole_annotations
-        # While a text is walked: its lines, and their targets where a printer read them (`_walk_text`)
-        self.walked_lines: Optional[List[str]] = None
+        # While a text is walked: its lines' targets where a printer read them (`_walk_text`)
         self.line_targets: Optional[_LineTargets] = None
 
     # -- the walk ------------------------------------------------------------------------------
@@ -347,7 +345,7 @@ class _StimCompiler(_InstructionCompiler):
         if not self.plain:
             raise errors.NotStreamable("the walk by whole instructions is off")
         self._moment()
-        texts = PrintedPieces(circuit, _piece_bounds(circuit, pieces), printers, _parse_lines)
+        texts = PrintedPieces(circuit, _piece_bounds(circuit, pieces), printers, _read_lines)
         try:
             program = yield from self._walk_pieces(circuit, texts)
         finally:
@@ -418,15 +416,16 @@ class _StimCompiler(_InstructionCompiler):
 
     def _walk_text(self, circuit, text: str, line_targets: Optional[_LineTargets] = None) -> None:
         """`_walk` of the whole circuit from its text (`text`), REPEAT bodies included (`_walk_lines`);
-        `line_targets`: the targets of its lines, read already (`stim_text._parse_lines`)."""
+        `line_targets`: the targets of its lines, read already, `text` then the text that stands for
+        the circuit's (`stim_text._read_lines`: such lines may be cut after their instruction's name)."""
         layout = _line_layout(text)
-        self.line_targets, self.walked_lines = line_targets, layout.lines
+        self.line_targets = line_targets
         try:
             self._walk_lines(circuit, layout, 0, len(layout.lines), 0, True)
             if line_targets is not None:
                 self._flush_segment()  # its entries name lines of this text
         finally:
-            self.line_targets = self.walked_lines = None
+            self.line_targets = None
 
     def _walk_lines(self, circuit, layout: _Layout, lo: int, hi: int, depth: int, top: bool) -> None:
         """`_walk` of `circuit` from its lines layout.lines[lo:hi] (nested `depth` REPEAT blocks deep): a
@@ -438,6 +437,7 @@ class _StimCompiler(_InstructionCompiler):
         a circuit copies every instruction's targets)."""
         plain, segment, lines = self.plain, self.segment, layout.lines
         read_lines = self.line_targets.line.tolist() if self.line_targets is not None else None
+        read_chars = self.line_targets.chars.tolist() if self.line_targets is not None else None
         level = lo + np.flatnonzero(layout.depth[lo:hi] == depth)  # its instructions and REPEATs' closing braces
         if not len(level):
             return
@@ -469,7 +469,7 @@ class _StimCompiler(_InstructionCompiler):
                     # its targets' text, or the number of its line where they were read already
                     read = read_lines is not None and read_lines[k] >= 0
                     segment.append((circuit, index, entry, entry[1], -1, k if read else line[cut + 1:]))
-                    self.pending += len(line) - cut
+                    self.pending += read_chars[read_lines[k]] + 1 if read else len(line) - cut
                     if self.pending > _SEGMENT_CHARS:
                         self._flush_segment()
                     index += 1
@@ -604,28 +604,44 @@ class _StimCompiler(_InstructionCompiler):
             lo = i + 1
 
     def _segment_targets(self, segment):
-        """`_parse_targets` of the segment's targets: their text's, or where each entry names a line
-        whose targets were read already (`line_targets`), those lines' (a view where they follow one
-        another, as they do but for a line of another kind between them)."""
+        """`_parse_targets` of the segment's targets: their text's, or where an entry names a line
+        whose targets were read already (`line_targets`), that line's (a view where all entries name
+        lines that follow one another, as they do but for a line of another kind between them)."""
         read = self.line_targets
-        if read is None or not all(type(entry[5]) is int for entry in segment):
-            return _parse_targets("\n".join([entry[5] if type(entry[5]) is str else self._line_rest(entry[5])
-                                             for entry in segment]))
-        which = read.line[[entry[5] for entry in segment]]
-        if which[-1] - which[0] == len(which) - 1:  # consecutive
-            lo, hi = read.starts[which[0]], read.starts[which[-1] + 1]
-            at = slice(lo, hi)
-            starts = read.starts[which[0]:which[-1] + 2] - lo
-        else:
-            counts = read.starts[which + 1] - read.starts[which]
-            at = expand_ranges(read.starts[which], counts)[1]
-            starts = np.concatenate([[0], np.cumsum(counts)])
-        inverted = None if read.inverted is None else read.inverted[at]
-        return read.qubits[at], (inverted if inverted is not None and inverted.any() else None), starts
-
-    def _line_rest(self, k: int) -> str:
-        """The targets' text of line k of the text walked (`_walk_lines`' `rest`)."""
-        return _targets_text(self.walked_lines[k])
+        texts = [entry[5] for entry in segment if type(entry[5]) is str]
+        if len(texts) == len(segment):
+            return _parse_targets("\n".join(texts))
+        which = read.line[[entry[5] for entry in segment if type(entry[5]) is int]]
+        if not texts:
+            if which[-1] - which[0] == len(which) - 1:  # consecutive
+                lo, hi = read.starts[which[0]], read.starts[which[-1] + 1]
+                at = slice(lo, hi)
+                starts = read.starts[which[0]:which[-1] + 2] - lo
+            else:
+                counts = read.starts[which + 1] - read.starts[which]
+                at = expand_ranges(read.starts[which], counts)[1]
+                starts = np.concatenate([[0], np.cumsum(counts)])
+            inverted = None if read.inverted is None else read.inverted[at]
+            return read.qubits[at], (inverted if inverted is not None and inverted.any() else None), starts
+        # targets read and targets in text, in the entries' order
+        parsed = _parse_targets("\n".join(texts))
+        if parsed is None:
+            return None
+        qubits, inverted, counts = [], [], []
+        lines, texts_seen = iter(which.tolist()), 0
+        for entry in segment:
+            if type(entry[5]) is int:
+                source, g = read, next(lines)
+            else:
+                source, g = parsed, texts_seen
+                texts_seen += 1
+            lo, hi = int(source[2][g]), int(source[2][g + 1])
+            qubits.append(source[0][lo:hi])
+            inverted.append(source[1][lo:hi] if source[1] is not None else np.zeros(hi - lo, dtype=bool))
+            counts.append(hi - lo)
+        inverted = np.concatenate(inverted)
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return np.concatenate(qubits), (inverted if inverted.any() else None), starts
 
     def _place_segment(self, segment, lo: int, hi: int, qubits, inverted, starts, seen, base: int) -> None:
         """Rows, slots and positions of `segment[lo:hi]` (no instruction names a qubit twice; `seen`:

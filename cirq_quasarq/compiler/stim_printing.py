@@ -8,12 +8,13 @@ cannot overlap it with anything; a forked process can, as it holds a copy of the
 
 `PrintedPieces(circuit, bounds, printers, digest)` forks a child when it is made, and `printers - 1`
 more once piece 0 is out. Child j prints pieces 1 + j, 1 + j + printers, ... in order, each into an
-in-memory file of its own (`memfd`) with `digest(text)` (pickled) after it, and tells this process
-the sizes on a pipe; this process prints piece 0 itself (a short one: the engine starts sooner) and
-reads each later piece from its file. A child does nothing but print, digest, write and exit: no
-CUDA, no lock another thread could hold. What it cannot print, or a child that ended early, is
-printed here, with no digest: the caller then does that work itself, so nothing it makes depends on
-the printers. `printers=0`, and any system without `fork` and `memfd_create`, prints every piece
+in-memory file of its own (`memfd`): `digest(text)` gives a text that stands for the piece's (a
+shorter one: the compile's `stim_text._read_lines` cuts the lines whose targets it read) and the
+digest, written after it (pickled). The child tells this process the sizes on a pipe; this process
+prints piece 0 itself (a short one: the engine starts sooner) and reads each later piece from its
+file. A child does nothing but print, digest, write and exit: no CUDA, no lock another thread could
+hold. What it cannot print or digest, or a child that ended early, is printed here, whole and with no
+digest: the caller then does that work itself, so nothing it makes depends on the printers. `printers=0`, and any system without `fork` and `memfd_create`, prints every piece
 here. `$CIRQ_QUASARQ_FORK=0` keeps all of this in this process.
 
 `ForkedCompile` forks once, at a streamed first call's start: that process runs `stim_pieces` (with
@@ -63,10 +64,11 @@ def printers_available() -> int:
 class PrintedPieces:
     """The texts of `circuit[lo:hi]` for each (lo, hi) of `bounds`, in order, each with its digest
     where a printer made it (`piece(i)`, asked for i = 0, 1, ... in turn); `close()` stops and reaps
-    the printers (also when not every piece was read)."""
+    the printers (also when not every piece was read). `digest(text)`: (the text that stands for
+    it with its digest, the digest or None)."""
 
     def __init__(self, circuit, bounds: Sequence[Tuple[int, int]], printers: Optional[int] = None,
-                 digest: Optional[Callable[[str], Any]] = None):
+                 digest: Optional[Callable[[str], Tuple[str, Any]]] = None):
         self.circuit = circuit
         self.bounds = list(bounds)
         self.digest = digest
@@ -99,27 +101,33 @@ class PrintedPieces:
                 self._gone.add(j)
 
     def _print(self, j: int, pipe: int) -> None:
-        """Child j's work: its pieces printed into their files and digested, the sizes told."""
+        """Child j's work: its pieces printed and digested, each into its file as the text that stands
+        for it and the digest, the sizes told."""
         for i in range(1 + j, len(self.bounds), self.printers):
             lo, hi = self.bounds[i]
             size = digested = 0
             try:
-                text = str(self.circuit[lo:hi])
+                text, parts = str(self.circuit[lo:hi]), None
+                if self.digest is not None:
+                    try:
+                        shorter, digest = self.digest(text)
+                        if digest is not None:
+                            text, parts = shorter, _digest_parts(digest)
+                    except Exception:
+                        parts = None  # the text whole, no digest: the caller digests it
                 fd, data = self._files[i - 1], text.encode()
                 size = len(data)
                 _write(fd, data)
-                if self.digest is not None:
-                    try:
-                        digested = _write_digest(fd, size, self.digest(text))
-                    except Exception:
-                        digested = 0
+                if parts is not None:
+                    digested = _write_parts(fd, size, parts)
             except Exception:
                 size = -1
             os.write(pipe, _NOTE.pack(i, size, digested))
 
     def piece(self, i: int) -> Tuple[str, Any]:
-        """Piece i's text, as `str(circuit[lo:hi])` gives it, and its digest (None where this process
-        printed it). Pieces before it that were not asked for are passed over."""
+        """Piece i's text and its digest: the text `digest` gave for it and the digest, or where this
+        process printed it, `str(circuit[lo:hi])` and None. Pieces before it that were not asked for
+        are passed over."""
         lo, hi = self.bounds[i]
         if i == 0 or not self.printers:
             return str(self.circuit[lo:hi]), None
@@ -137,20 +145,21 @@ class PrintedPieces:
                 break
             self._release(piece)
             size = -1
-        digest = None
-        if size < 0:
-            text = str(self.circuit[lo:hi])
-        elif size + digested == 0:
+        text, digest = None, None
+        if size == 0 and digested == 0:
             text = ""
-        else:
+        elif size >= 0:
             # The digest's arrays are views of this mapping (none is copied): it lasts while they do
             view = mmap.mmap(self._files[i - 1], size + digested, prot=mmap.PROT_READ)
-            with memoryview(view) as data:
-                text = str(data[:size], "utf-8")
             if digested:
                 digest = _read_digest(view, size)
-            else:
+            if digest is not None or not digested:  # (a text that stands for one needs its digest)
+                with memoryview(view) as data:
+                    text = str(data[:size], "utf-8")
+            if digest is None:
                 view.close()
+        if text is None:
+            text = str(self.circuit[lo:hi])
         self._release(i)
         return text, digest
 
@@ -174,13 +183,16 @@ class PrintedPieces:
 _ALIGN = 64  # each of a digest's parts starts at a multiple of it
 
 
-def _write_digest(fd: int, at: int, digest) -> int:
-    """`digest` pickled into file `fd` from byte `at` on: a count of parts and their sizes, then the
-    pickle and the raw buffers of its arrays (pickle's out-of-band buffers), each at a multiple of
-    _ALIGN. Returns the bytes written."""
+def _digest_parts(digest) -> List[Any]:
+    """`digest` pickled with its arrays' raw buffers apart (pickle's out-of-band buffers)."""
     buffers: list = []
     parts = [pickle.dumps(digest, protocol=5, buffer_callback=buffers.append)]
-    parts += [buffer.raw() for buffer in buffers]
+    return parts + [buffer.raw() for buffer in buffers]
+
+
+def _write_parts(fd: int, at: int, parts: List[Any]) -> int:
+    """A digest's parts (`_digest_parts`) written into file `fd` from byte `at` on: a count of parts
+    and their sizes, then each part at a multiple of _ALIGN. Returns the bytes written."""
     head = struct.pack(f"<{len(parts) + 1}q", len(parts), *(len(part) for part in parts))
     written = 0
     for part in [head] + parts:

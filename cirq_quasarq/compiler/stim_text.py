@@ -20,7 +20,7 @@ instructions from their objects, which gives the same Program.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -78,6 +78,7 @@ class _LineTargets(NamedTuple):
     inverted: Optional[np.ndarray]  # bool, per target: written with '!' (None: no '!' anywhere)
     starts: np.ndarray  # int64 [parsed lines + 1]: each parsed line's first target
     line: np.ndarray  # int64 [lines of the text]: the line's index among the parsed ones, -1 if not one
+    chars: np.ndarray  # int64 [parsed lines]: the characters of each parsed line's targets
 
 
 def _targets_text(line: str) -> Optional[str]:
@@ -91,20 +92,33 @@ def _parse_lines(text: str) -> Optional[_LineTargets]:
     """`_parse_targets` of every line of `text` (indented or not) whose words after its first are
     plain targets ('H 0 !3 5'), at once; None when no line is, or one is not in the form after all
     (a number of more than nine digits, '!!'). `text.split("\n")` numbers the lines, as
-    `_line_layout` does. What a printer of a circuit's pieces does beside printing
-    (`stim_printing`), so that the compile finds the targets read."""
+    `_line_layout` does."""
+    return _read_lines(text)[1]
+
+
+def _read_lines(text: str) -> Tuple[str, Optional[_LineTargets]]:
+    """What a printer of a circuit's pieces does beside printing (`stim_printing`): `_parse_lines`
+    of the text, and the text that stands for it once they are read: each such line whose first word
+    is a bare name (no arguments, no tag) cut after that word ('H 0 !3 5' -> 'H '), line for line the
+    same otherwise. The compile walks that short text with the targets read (`chars` says how long
+    each line's were) and never copies the long one; (text, None) where no line is read."""
     lines = text.split("\n")
     line = np.full(len(lines), -1, dtype=np.int64)
-    rests = []
+    rests, chars, short = [], [], []
     for k, body in enumerate(lines):
         rest = _targets_text(body)
         if rest and not rest.encode().translate(None, b"0123456789 !"):
             line[k] = len(rests)
             rests.append(rest)
+            chars.append(len(rest))
+            head = body[:len(body) - len(rest)]
+            short.append(head if "(" not in head and "[" not in head else body)
+        else:
+            short.append(body)
     parsed = _parse_targets("\n".join(rests)) if rests else None
     if parsed is None:
-        return None
-    return _LineTargets(*parsed, line)
+        return text, None
+    return "\n".join(short), _LineTargets(*parsed, line, np.array(chars, dtype=np.int64))
 
 
 def _encoded(text: str) -> np.ndarray:
