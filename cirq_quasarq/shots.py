@@ -84,6 +84,11 @@ def sample_frames(engine: Engine, program: Program, key, shots: int, *, shot_maj
 STREAM_MIN_QUBITS = 10_000
 STREAM_MIN_QUBITS_UNFORKED = 50_000
 STREAM_PIECES = 12
+# From this many qubits a streamed compile comes in twice as many pieces: the engine's work on the
+# last one, which nothing overlaps, halves, while each piece's fixed cost on the host stays small
+# beside its rows. H100, the paper's circuit, first calls: 100k 0.94-1.04 s in 24 pieces against
+# 1.01-1.08 s in 12; 10k 0.16-0.20 against 0.13-0.17 s, 30k level (docs/benchmarks-first-call.md).
+STREAM_FINER_QUBITS = 50_000
 # Where the system does not fork (StreamedCompile's `forked`): below this many qubits the host's work
 # bounds a streamed call, and the compile runs in a thread of its own (StreamedCompile's `ahead`).
 # Above it the device's work does (it grows as n^2, the host's as n), and the thread's competition
@@ -139,7 +144,8 @@ class StreamedCompile:
         self.num_records = circuit.num_measurements
         self._circuit = circuit
         self.kept = None  # a copy of the circuit as compiled (for the compile cache), once the pieces are out
-        pieces = STREAM_PIECES if pieces is None else pieces
+        if pieces is None:
+            pieces = 2 * STREAM_PIECES if self.num_qubits >= STREAM_FINER_QUBITS else STREAM_PIECES
         if forked is None:
             forked = forked_compile_available()
         self._compiling = None
