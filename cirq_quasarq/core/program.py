@@ -108,18 +108,29 @@ def row_blocks(rows) -> List[np.ndarray]:
     return rows.blocks if isinstance(rows, RowBlocks) else [rows]
 
 
-def take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """int32 [k, NUM_FIELDS] rows in `order`: gathered as one element a row (a faster gather
-    than of [k, NUM_FIELDS] ints)."""
+def take_rows(rows: np.ndarray, order: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """int32 [k, NUM_FIELDS] rows in `order` (into `out` when given, a contiguous [k, NUM_FIELDS]):
+    gathered as one element a row (a faster gather than of [k, NUM_FIELDS] ints)."""
     whole = np.ascontiguousarray(rows, dtype=np.int32).view(_ROW).ravel()
-    return np.take(whole, order).view(np.int32).reshape(-1, NUM_FIELDS)
+    if out is None:
+        return np.take(whole, order).view(np.int32).reshape(-1, NUM_FIELDS)
+    np.take(whole, order, out=out.view(_ROW).ravel())
+    return out
 
 
-def _by_position(rows: np.ndarray, pos: np.ndarray, top: int):
+def _by_position(rows: np.ndarray, pos: np.ndarray, top: int, out: Optional[np.ndarray] = None):
     """(rows, pos) ordered by position, each position's rows in the order given (a stable sort;
-    int16 keys where the positions fit)."""
+    int16 keys where the positions fit); the rows into `out` when given."""
     order = np.argsort(pos.astype(np.int16) if top < 1 << 15 else pos, kind="stable")
-    return take_rows(rows, order), pos[order]
+    return take_rows(rows, order, out), pos[order]
+
+
+# The builder's sorted rows are views of blocks of rows that grow from _POOL_FIRST rows to _POOL_MOST
+# (`ProgramBuilder._kept`): NumPy asks the kernel for huge pages for an array of 4 MiB or more, so the
+# rows of a large compile fault in one 2 MiB page at a time, not 512 small ones; a small compile's
+# few rows stay on small pages.
+_POOL_FIRST = 1 << 16  # rows (2.25 MiB)
+_POOL_MOST = 1 << 20  # rows (36 MiB)
 
 
 @dataclasses.dataclass
@@ -468,6 +479,8 @@ class ProgramBuilder:
         self._top = 0  # the highest position written in the open moment, while it keeps blocks
         self._blocks: List[np.ndarray] = []  # finished [k, NUM_FIELDS] blocks, in order
         self._block_rows = 0  # rows in `_blocks`
+        self._pool: Optional[np.ndarray] = None  # the block `_kept` hands out rows of, and its rows handed out
+        self._pool_used = 0
         self.step = 0  # STEP of the open moment's position 0
         self.cond = -1
         self.phases: List[complex] = []
@@ -526,11 +539,21 @@ class ProgramBuilder:
             self._pending = []
             self._add_piece(rows, rows[:, STEP] - self.step)
 
+    def _kept(self, k: int) -> np.ndarray:
+        """Room for k rows that the builder keeps: a view of its current block of rows (see _POOL_FIRST)."""
+        pool = self._pool
+        if pool is None or len(pool) - self._pool_used < k:
+            grown = min(_POOL_MOST, 2 * len(pool)) if pool is not None else _POOL_FIRST
+            pool = self._pool = np.empty((max(k, grown), NUM_FIELDS), dtype=np.int32)
+            self._pool_used = 0
+        self._pool_used += k
+        return pool[self._pool_used - k:self._pool_used]
+
     def _add_piece(self, rows: np.ndarray, pos: np.ndarray) -> None:
         """Keep rows of the open moment (STEP set), sorted by position `pos` while they are in the
         processor's caches (sorting a moment's rows at its end took longer than building them)."""
         if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
-            rows, pos = _by_position(rows, pos, self._top)
+            rows, pos = _by_position(rows, pos, self._top, self._kept(len(rows)))
         lo = int(pos[0])
         self._pieces.append((rows, lo, np.bincount(pos - lo) if pos[-1] > lo else np.array([len(rows)])))
 
@@ -559,7 +582,7 @@ class ProgramBuilder:
             whole = np.concatenate([p for p, _, _ in pieces])
             pos = whole[:, STEP] - step
             if not (pos[1:] >= pos[:-1]).all():
-                whole = _by_position(whole, pos, top)[0]
+                whole = _by_position(whole, pos, top, self._kept(len(whole)))[0]
             self._append_block(whole)
             return
         by_pos: List[List[np.ndarray]] = [[] for _ in range(top + 1)]
