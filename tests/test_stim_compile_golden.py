@@ -149,11 +149,11 @@ def test_a_segment_whose_text_does_not_parse_goes_per_target(monkeypatch, name, 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_targets_read_already_give_the_same_programs(monkeypatch, name, chars, short, digests):
     """A text whose lines' targets were read already (as a printer of the streamed compile's pieces
-    reads them: `stim_text._parse_lines`), the text whole or cut where they were read (as the printer
-    hands it over: `_read_lines`), gives the Program of the compile that reads them segment by
-    segment, however the segments are cut (lines of other kinds between a segment's lines too)."""
+    reads them: `stim_text._read_lines`), the text whole or cut where they were read (as the printer
+    hands it over), gives the Program of the compile that reads them segment by segment, however the
+    segments are cut (lines of other kinds between a segment's lines too)."""
     walk = stim_circuit._StimCompiler._walk_text
-    read = (lambda text: stim_text._read_lines(text)) if short else (lambda text: (text, stim_text._parse_lines(text)))
+    read = stim_text._read_lines if short else (lambda text: (text, stim_text._read_lines(text)[1]))
     monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_text",
                         lambda self, circuit, text, targets=None: walk(self, circuit, *read(text)))
     monkeypatch.setattr(stim_circuit, "_SEGMENT_CHARS", chars)

@@ -14,8 +14,9 @@ digest, written after it (pickled). The child tells this process the sizes on a 
 prints piece 0 itself (a short one: the engine starts sooner) and reads each later piece from its
 file. A child does nothing but print, digest, write and exit: no CUDA, no lock another thread could
 hold. What it cannot print or digest, or a child that ended early, is printed here, whole and with no
-digest: the caller then does that work itself, so nothing it makes depends on the printers. `printers=0`, and any system without `fork` and `memfd_create`, prints every piece
-here. `$CIRQ_QUASARQ_FORK=0` keeps all of this in this process.
+digest: the caller then does that work itself, so nothing it makes depends on the printers.
+`printers=0`, and any system without `fork` and `memfd_create`, prints every piece here.
+`$CIRQ_QUASARQ_FORK=0` keeps all of this in this process.
 
 `ForkedCompile` forks once, at a streamed first call's start: that process runs `stim_pieces` (with
 printers of its own) and hands each piece's rows over in an in-memory file, which this process maps.

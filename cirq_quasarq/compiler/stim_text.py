@@ -72,7 +72,7 @@ def _parse_targets(text: str):
 
 
 class _LineTargets(NamedTuple):
-    """The plain targets of every line of a text that has them (`_parse_lines`)."""
+    """The plain targets of every line of a text that has them (`_read_lines`)."""
 
     qubits: np.ndarray  # int64: the targets of those lines, in order
     inverted: Optional[np.ndarray]  # bool, per target: written with '!' (None: no '!' anywhere)
@@ -88,20 +88,15 @@ def _targets_text(line: str) -> Optional[str]:
     return body[cut + 1:] if cut > 0 else None
 
 
-def _parse_lines(text: str) -> Optional[_LineTargets]:
-    """`_parse_targets` of every line of `text` (indented or not) whose words after its first are
-    plain targets ('H 0 !3 5'), at once; None when no line is, or one is not in the form after all
-    (a number of more than nine digits, '!!'). `text.split("\n")` numbers the lines, as
-    `_line_layout` does."""
-    return _read_lines(text)[1]
-
-
 def _read_lines(text: str) -> Tuple[str, Optional[_LineTargets]]:
-    """What a printer of a circuit's pieces does beside printing (`stim_printing`): `_parse_lines`
-    of the text, and the text that stands for it once they are read: each such line whose first word
-    is a bare name (no arguments, no tag) cut after that word ('H 0 !3 5' -> 'H '), line for line the
-    same otherwise. The compile walks that short text with the targets read (`chars` says how long
-    each line's were) and never copies the long one; (text, None) where no line is read."""
+    """What a printer of a circuit's pieces does beside printing (`stim_printing`): `_parse_targets`
+    of every line of `text` (indented or not) whose words after its first are plain targets
+    ('H 0 !3 5'), at once, and the text that stands for `text` once they are read: each such line
+    whose first word is a bare name (no arguments, no tag) cut after that word ('H '), line for line
+    the same otherwise (`text.split("\n")` numbers the lines, as `_line_layout` does). The compile
+    walks that short text with the targets read (`chars` says how long each line's were) and never
+    copies the long one. (text, None) where no line is read, or one is not in the form after all (a
+    number of more than nine digits, '!!')."""
     lines = text.split("\n")
     line = np.full(len(lines), -1, dtype=np.int64)
     rests, chars, short = [], [], []
