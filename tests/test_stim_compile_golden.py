@@ -144,6 +144,25 @@ def test_a_segment_whose_text_does_not_parse_goes_per_target(monkeypatch, name, 
     assert compute(name)[1] == digests[name][1]
 
 
+@pytest.mark.parametrize("first, most", [(1, 1), (7, 20)])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rows_kept_in_blocks_of_any_size_give_the_same_programs(monkeypatch, name, first, most, digests):
+    """The builder keeps its sorted rows as views of blocks of rows (`ProgramBuilder._kept`): blocks
+    that run out at every row or every few rows, and rows of one sort larger than a block (which get
+    a block of their own), give the same Programs."""
+    from cirq_quasarq.core import program as core_program
+
+    monkeypatch.setattr(core_program, "_POOL_FIRST", first)
+    monkeypatch.setattr(core_program, "_POOL_MOST", most)
+    kept, real = [], core_program.ProgramBuilder._kept
+    monkeypatch.setattr(core_program.ProgramBuilder, "_kept", lambda self, k: kept.append(k) or real(self, k))
+    assert compute(name)[1] == digests[name][1]
+    if name == "random 11":  # ten sorts of up to 15 rows: blocks of 7 to 20 rows run out
+        assert len(kept) >= 8 and sum(kept) > 2 * most
+    if name == "surface_code:unrotated_memory_z d=7":  # one sort larger than any block
+        assert max(kept) > most
+
+
 @pytest.mark.parametrize("short", [False, True])
 @pytest.mark.parametrize("chars", [1, 300, 1 << 17])
 @pytest.mark.parametrize("name", sorted(CASES))
