@@ -86,8 +86,9 @@ STREAM_MIN_QUBITS_UNFORKED = 50_000
 STREAM_PIECES = 12
 # From this many qubits a streamed compile comes in twice as many pieces: the engine's work on the
 # last one, which nothing overlaps, halves, while each piece's fixed cost on the host stays small
-# beside its rows. H100, the paper's circuit, first calls: 100k 0.94-1.04 s in 24 pieces against
-# 1.01-1.08 s in 12; 10k 0.16-0.20 against 0.13-0.17 s, 30k level (docs/benchmarks-first-call.md).
+# beside its rows. H100, the paper's circuit, first calls: 100k 0.94-1.04 s in 24 pieces (the first
+# ones smaller; those alone gained nothing) against 1.01-1.08 s in 12, then 0.99-1.04 against
+# 1.08-1.34 s; 10k 0.16-0.20 against 0.13-0.17 s, 30k level (docs/benchmarks-first-call.md).
 STREAM_FINER_QUBITS = 50_000
 # Where the system does not fork (StreamedCompile's `forked`): below this many qubits the host's work
 # bounds a streamed call, and the compile runs in a thread of its own (StreamedCompile's `ahead`).

@@ -758,7 +758,7 @@ def test_streamed_first_calls_short_of_device_memory(monkeypatch, short):
     frames upload the table: the same bits either way."""
     pytest.importorskip("stim")
     from benchmarks.random_clifford import paper_random_circuit_stim
-    from cirq_quasarq import QuasarqSimulator, shots
+    from cirq_quasarq import QuasarqSimulator
     from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
     from cirq_quasarq.engines.cuda import tableau
 
