@@ -257,3 +257,39 @@ def test_the_text_walk_equals_the_object_walk_and_the_per_target_path(text):
     from_objects = compiler.run(circuit)
     per_target = stim_circuit._StimCompiler(stim, circuit.num_qubits, whole_instructions=False).run(circuit)
     assert program_digest(from_text) == program_digest(from_objects) == program_digest(per_target)
+
+
+class DigestedHere(stim_printing.PrintedPieces):
+    """Printed pieces digested in this process, as a printer digests them (no fork needed)."""
+
+    def __init__(self, circuit, bounds, printers=None, digest=None):
+        super().__init__(circuit, bounds, 0, digest)
+
+    def piece(self, i):
+        lo, hi = self.bounds[i]
+        text = str(self.circuit[lo:hi])
+        return self.digest(text) if i else (text, None)
+
+
+@pytest.mark.parametrize("sorted_rows", [1, 7, 1 << 14])
+@pytest.mark.parametrize("pieces", [1, 2, 5])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, name, pieces, sorted_rows, digests):
+    """A piece of whole instructions and TICKs has its rows made by its printer (`stim_rows.digest_piece`),
+    the compile placing and sorting them: the same Program, however many rows are sorted at once;
+    pieces of anything else are walked from their text as before. Every case whose pieces can be
+    made ahead is (the paper's circuits, the collapses in every basis, the unitaries)."""
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
+    monkeypatch.setattr(stim_circuit, "PrintedPieces", DigestedHere)
+    monkeypatch.setattr(stim_circuit, "_SORTED_ROWS", sorted_rows)
+    made = []
+    walk = stim_circuit._StimCompiler._walk_prepared
+    monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_prepared", lambda self, piece: made.append(piece) or walk(self, piece))
+    circuit = CASES[name]()
+    assert program_digest(stim_circuit.compile_new_stim(circuit)) == digests[name][1]
+    printed = len(circuit) >= 2 * pieces and not (circuit.num_detectors or circuit.num_observables)
+    if printed and (name.startswith("paper") or name in ("bases and inverted", "wide and sparse qubits")):
+        assert len(made) == len(stim_circuit._piece_bounds(circuit, pieces)) - 1  # all but the first, printed here
+    if name in ("repeated qubit", "ticks and repeat", "tags and feedback", "correlated chains", "empty"):
+        assert not made  # a qubit named twice, a REPEAT, a tag, a channel

@@ -95,13 +95,14 @@ import numpy as np
 
 from .. import errors
 from ..core import opcodes
-from ..core.program import A, AUX, B, FLAG_INVERT, FLAGS, LAYERED_FROM, NUM_FIELDS, OP, RAND, REC, Program
+from ..core.program import LAYERED_FROM, RAND, REC, Program
 from ..core.ranges import expand_ranges, ragged_rows
 from . import cache
 from .stim_printing import PrintedPieces, printers_available
+from .stim_rows import PAIRS, TRIPLES, PreparedPiece, SegmentRows, digest_piece, previous_targets, segment_rows
 from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
 from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
-                        _LineTargets, _parse_annotations, _parse_targets, _read_lines)
+                        _LineTargets, _parse_annotations, _parse_targets)
 
 __all__ = ["compile_stim", "compile_new_stim", "clear_stim_cache", "cached_stim", "remember_stim", "stim_pieces"]
 
@@ -119,6 +120,12 @@ _ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
 # A run of annotations this long or longer is read from its text at once; a shorter one, one by one
 # (a few NumPy calls cost more than a few annotations).
 _ANNOTATION_RUN_MIN = 8
+_THREE = np.arange(3)
+# Rows are sorted by position this many at a time (the builder keeps each sort's rows as views, by
+# position, in the order written: the same Program however they are cut): a sort in the processor's
+# caches. A piece's rows sorted at once (6 MB at 30k qubits) took 3-5 times as long on the 2-core
+# machine, each position's rows gathered from all over them.
+_SORTED_ROWS = 1 << 14
 
 
 _PROGRAMS = cache._Cache(32, 1 << 24)
@@ -160,7 +167,7 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     texts = None
     if (n * len(circuit) >= PRINTED_MIN and printers_available() and len(circuit) >= 2 * PRINTED_PIECES
             and not (circuit.num_detectors or circuit.num_observables)):
-        texts = PrintedPieces(circuit, _piece_bounds(circuit, PRINTED_PIECES), None, _read_lines)
+        texts = PrintedPieces(circuit, _piece_bounds(circuit, PRINTED_PIECES), None, digest_piece)
     try:
         program = _StimCompiler(stim, n).run(circuit, texts)
     except Exception:
@@ -298,8 +305,6 @@ class _StimCompiler(_InstructionCompiler):
 
     def __init__(self, stim, num_qubits: int, whole_instructions: bool = True, whole_annotations: bool = True):
         super().__init__(stim, num_qubits)
-        self.counting = np.arange(1024, dtype=np.int64)  # `_count`
-        self._minus = np.full(1024, -1, dtype=np.int64)  # column B of one-qubit rows (views of it)
         self.plain = _plain(stim) if whole_instructions else {}
         # Whole instructions waiting for their rows (`_flush_segment` says the entries' fields). `last` holds
         # per qubit the id of the last target naming it (ids grow over the compile, `tid` the next).
@@ -345,7 +350,7 @@ class _StimCompiler(_InstructionCompiler):
         if not self.plain:
             raise errors.NotStreamable("the walk by whole instructions is off")
         self._moment()
-        texts = PrintedPieces(circuit, _piece_bounds(circuit, pieces), printers, _read_lines)
+        texts = PrintedPieces(circuit, _piece_bounds(circuit, pieces), printers, digest_piece)
         try:
             program = yield from self._walk_pieces(circuit, texts)
         finally:
@@ -382,9 +387,13 @@ class _StimCompiler(_InstructionCompiler):
     def _walk_piece(self, circuit, texts: PrintedPieces, i: int) -> None:
         """`_walk` of piece i of `texts`, from its printed text and read targets."""
         lo, hi = texts.bounds[i]
+        text, digest = texts.piece(i)
+        if isinstance(digest, PreparedPiece):
+            self._walk_prepared(digest)
+            return
         piece = circuit[lo:hi]
         if len(piece) > 1:
-            self._walk_text(piece, *texts.piece(i))
+            self._walk_text(piece, text, digest)
         else:
             self._walk(piece, top=True)
 
@@ -529,22 +538,6 @@ class _StimCompiler(_InstructionCompiler):
         return self._one(circuit, inst, index, entry, top)
 
     # -- whole instructions ----------------------------------------------------------------------
-    def _count(self, k: int) -> np.ndarray:
-        """0, 1, ..., k - 1 (a view of one array that grows)."""
-        if len(self.counting) < k:
-            self.counting = np.arange(2 * k, dtype=np.int64)
-        return self.counting[:k]
-
-    def _block(self, k: int, op, a: np.ndarray, rec=-1, rand=-1, flags=0) -> np.ndarray:
-        """k one-qubit rows of one opcode on qubits `a`, STEP left for the builder (`rec`, `rand`,
-        `flags`: a value for all rows, or an array of k)."""
-        rows = np.empty((k, NUM_FIELDS), dtype=np.int32)
-        rows[:] = (op, -1, -1, -1, -1, -1, self.b.cond, 0, 0)
-        rows[:, A] = a
-        for field, value in ((REC, rec), (RAND, rand), (FLAGS, flags)):
-            rows[:, field] = value
-        return rows
-
     def _flush_segment(self) -> None:
         """Write the segment: consecutive whole instructions, entries (instruction, index, `_plain`
         entry, opcode of its rows, channel id or -1, its targets' text), with the rows, positions,
@@ -571,24 +564,10 @@ class _StimCompiler(_InstructionCompiler):
                 self._one(None, inst, index, self.table[inst.name])
             return
         qubits, inverted, starts = parsed
-        total = len(qubits)
         # the target before each on its qubit, as an id (< base: before the segment)
         base = self.tid
-        self.tid += total
-        ids = np.arange(base, base + total, dtype=np.int64)
-        last = self.last
-        seen = np.empty(total, dtype=np.int64)
-        bounds = starts.tolist()
-        for i in range(len(segment)):
-            s, e = bounds[i], bounds[i + 1]
-            q = qubits[s:e]
-            last.take(q, out=seen[s:e], mode="clip")  # "clip": no buffered copy
-            last[q] = ids[s:e]
-        # A target that no later one sees and that is not its qubit's last lost its place in `last`
-        # to a repeat of its qubit in its own instruction.
-        named = last[qubits] == ids
-        later = seen[seen >= base] - base
-        named[later] = True
+        self.tid += len(qubits)
+        seen, named = previous_targets(qubits, starts.tolist(), self.last, base)
         if named.all():
             self._place_segment(segment, 0, len(segment), qubits, inverted, starts, seen, base)
             return
@@ -645,114 +624,35 @@ class _StimCompiler(_InstructionCompiler):
 
     def _place_segment(self, segment, lo: int, hi: int, qubits, inverted, starts, seen, base: int) -> None:
         """Rows, slots and positions of `segment[lo:hi]` (no instruction names a qubit twice; `seen`:
-        per target the id of the target before it on its qubit, `base`: the id of target 0).
-
-        Greedily, instructions on disjoint qubits form a batch whose rows take their positions with
-        a few NumPy calls; an X or Y basis collapse is a batch of its own (three rows a target)."""
+        per target the id of the target before it on its qubit, `base`: the id of target 0): the rows
+        (`stim_rows.segment_rows`), then their positions batch by batch (`_place_rows`)."""
         b = self.b
-        entries = segment[lo:hi]
         bounds = starts[lo:hi + 1].tolist()
-        m = hi - lo
-        # Per instruction (in Python: a segment holds a few hundred at most): its rows (none here for
-        # an X / Y collapse), its record and random slots (one a row, or a target of an X / Y
-        # collapse), in instruction order.
-        rec0 = rec = b.num_records
-        rand = b.num_rand
-        codes, auxes, repeats, pairs, slots, collapses = [], [], [], [], [], []
-        firsts, seconds, columns = [], [], []  # per instruction: its rows' qubits, column B
-        row_at = [0]  # per instruction: its first row
-        at = 0  # rows so far
-        minus = self._minus
-        for i in range(m):
-            entry = entries[i]
-            kind, _, pair, measures, _ = entry[2]
-            s, e = bounds[i], bounds[i + 1]
-            k = e - s
-            if kind == _XY:
-                collapses.append((i, at, rec if measures else -1, rand))
-                rand += k
-                if measures:
-                    rec += k
-                pairs.append(False)
-                row_at.append(at)
-                continue
-            q = qubits[s:e]
-            if pair:
-                r = k >> 1
-                firsts.append(q[0::2])
-                seconds.append(q[1::2])
-                columns.append(q[1::2])
-            else:
-                r = k
-                firsts.append(q)
-                seconds.append(q)
-                if len(minus) < r:
-                    minus = self._minus = np.full(2 * r, -1, dtype=np.int64)
-                columns.append(minus[:r])
-            codes.append(entry[3])
-            auxes.append(entry[4])
-            repeats.append(r)
-            pairs.append(pair)
-            if kind >= _Z:
-                slots.append((at, at + r, RAND, rand))
-                rand += r
-                if measures:
-                    slots.append((at, at + r, REC, rec))
-                    rec += r
-            at += r
-            row_at.append(at)
-        total = at
-        b.take_records(rec - rec0)
-        b.take_rand(rand - b.num_rand)
-        span = qubits[bounds[0]:bounds[-1]]
-        any_pair = any(pairs)
-        if not any_pair and not collapses:  # the rows' qubits, the second's (the first for one row)
-            qa = qb = span
-        elif all(pairs) and not collapses:
-            qa, qb = span[0::2], span[1::2]
-        else:
-            qa = np.concatenate(firsts) if firsts else span[:0]
-            qb = np.concatenate(seconds) if seconds else span[:0]
-        template = np.empty((len(codes), NUM_FIELDS), dtype=np.int32)
-        template[:] = (0, 0, -1, -1, -1, -1, b.cond, 0, 0)
-        template[:, OP] = codes
-        template[:, AUX] = auxes
-        rows = template.repeat(repeats, axis=0)
-        rows[:, A] = qa
-        if any_pair:
-            rows[:, B] = qb if all(pairs) and not collapses else np.concatenate(columns)
-        for r0, r1, field, first in slots:
-            rows[r0:r1, field] = self._count(r1 - r0) + first
-        if inverted is not None:
-            for i in range(m):
-                if entries[i][2][0] == _Z:
-                    rows[row_at[i]:row_at[i + 1], FLAGS] = inverted[bounds[i]:bounds[i + 1]] * FLAG_INVERT
-        # positions: batch by batch, in order
+        made = segment_rows([entry[2:5] for entry in segment[lo:hi]], qubits, inverted, bounds, seen, base,
+                            b.num_records, b.num_rand, b.cond)
+        self._place_rows(made, qubits[bounds[0]:bounds[-1]])
+
+    def _place_rows(self, made: SegmentRows, span, shared: bool = False) -> None:
+        """Give rows made ahead (slots final) their positions, batch by batch from each qubit's next
+        free position, and write them (`shared`: rows the builder copies, a mapped file's); `span`:
+        their qubits (the open step's, cleared when it closes)."""
+        b = self.b
+        rec0 = b.num_records
+        b.take_records(made.records)
+        b.take_rand(made.rand)
         free = self.free
-        pos = np.empty(total, dtype=np.int64)
-        wrote = -1  # the highest position of a record-writing row
-        done = 0  # rows written to the builder
-        lengths = np.diff(starts[lo:hi + 1])
-        prev = np.maximum.reduceat(seen[bounds[0]:bounds[-1]], lengths.cumsum() - lengths).tolist()
-        collapse_at = {i: c for i, *c in collapses}
-        i = 0
-        while i < m:
-            if i in collapse_at:
-                r, rec_first, rand_first = collapse_at[i]
-                b.emit_rows(rows[done:r], pos[done:r])
-                done = r
-                wrote = max(wrote, self._collapse(entries[i], qubits[bounds[i]:bounds[i + 1]], inverted, bounds[i],
-                                                   rec_first, rand_first))
-                i += 1
-                continue
-            first_id = base + bounds[i]
-            j = i + 1  # the batch: instructions i .. j - 1
-            while j < m and prev[j] < first_id and j not in collapse_at:
-                j += 1
-            r0, r1 = row_at[i], row_at[j]
+        qa, qb = made.qa, made.qb
+        pos = np.empty(len(qa), dtype=np.int64)
+        for r0, r1, kind in made.batches.tolist():
             a, p = qa[r0:r1], pos[r0:r1]
+            if kind == TRIPLES:  # an X / Y collapse: its target's next three positions
+                q = a[0::3]
+                first = free.take(q, mode="clip")
+                free[q] = first + 3
+                p.reshape(-1, 3)[:] = first[:, None] + _THREE
+                continue
             free.take(a, out=p, mode="clip")
-            if any_pair and any(pairs[i:j]):
+            if kind == PAIRS:
                 other = qb[r0:r1]
                 np.maximum(p, free.take(other, mode="clip"), out=p)
                 p1 = p + 1
@@ -760,33 +660,34 @@ class _StimCompiler(_InstructionCompiler):
                 free[other] = p1
             else:
                 free[a] = p + 1
-            i = j
-        b.emit_rows(rows[done:], pos[done:])
-        for r0, r1, field, _ in slots:
-            if field == REC:
-                wrote = max(wrote, int(pos[r0:r1].max()))
+        rows = made.rows
+        for r0 in range(0, len(rows), _SORTED_ROWS):
+            b.emit_rows(rows[r0:r0 + _SORTED_ROWS], pos[r0:r0 + _SORTED_ROWS], shared=shared)
         self.touched.append(span)
-        if wrote >= 0:
-            self._wrote_record(wrote)
-        if rec > rec0:
-            b.add_record_keys(rec0, rec - rec0)
+        if len(made.rec_rows):
+            self._wrote_record(int(pos[made.rec_rows].max()))
+        if made.records:
+            b.add_record_keys(rec0, made.records)
 
-    def _collapse(self, entry, qubits: np.ndarray, inverted, at: int, rec: int, rand: int) -> int:
-        """M / MR / R in the X or Y basis on distinct qubits: per target the basis change, the
-        collapse and the change back, each on the next position of its qubit, interleaved as the
-        per-target path writes them. Returns the highest position of a record row (-1: none)."""
-        k = len(qubits)
-        _, op, _, measures, (before, _, after) = entry[2]
-        pos = self.free[qubits]
-        self.free[qubits] = pos + 3
-        count = self._count(k)
-        flags = 0 if inverted is None else inverted[at:at + k] * FLAG_INVERT
-        block = np.empty((k, 3, NUM_FIELDS), dtype=np.int32)
-        block[:, 0] = self._block(k, before, qubits)
-        block[:, 1] = self._block(k, op, qubits, rec=rec + count if measures else -1, rand=rand + count, flags=flags)
-        block[:, 2] = self._block(k, after, qubits)
-        self.b.emit_rows(block.reshape(3 * k, NUM_FIELDS), (pos[:, None] + np.arange(3)[None, :]).reshape(-1))
-        return int(pos.max()) + 1 if measures else -1
+    def _walk_prepared(self, piece: PreparedPiece) -> None:
+        """A piece whose rows a printer made (`stim_rows.digest_piece`), at the top level: its slots
+        moved on by the records and random slots so far (the rows are a private mapping of the
+        printer's file: only the pages of rows with slots are copied), each run placed, each TICK a
+        moment's end, as the walk of its text would."""
+        self._flush_segment()
+        b = self.b
+        rec, rand = b.num_records, b.num_rand
+        for made in piece.runs:
+            if made is None:
+                self._moment()
+                continue
+            if rec and len(made.rec_rows):
+                made.rows[made.rec_rows, REC] += rec
+            if rand and len(made.rand_rows):
+                made.rows[made.rand_rows, RAND] += rand
+            self._place_rows(made, made.qa, shared=True)
+            if made.qb is not made.qa:
+                self.touched.append(made.qb)
 
     def _repeat(self, block, index: int, top: bool, walk_body=None) -> None:
         """A REPEAT block: its body compiled once by `walk_body(top)` (by default from its instruction

@@ -150,8 +150,10 @@ class PrintedPieces:
         if size == 0 and digested == 0:
             text = ""
         elif size >= 0:
-            # The digest's arrays are views of this mapping (none is copied): it lasts while they do
-            view = mmap.mmap(self._files[i - 1], size + digested, prot=mmap.PROT_READ)
+            # The digest's arrays are views of this mapping (none is copied): it lasts while they do.
+            # Private and writable: a reader that writes into them copies the pages it writes.
+            view = mmap.mmap(self._files[i - 1], size + digested, flags=mmap.MAP_PRIVATE,
+                             prot=mmap.PROT_READ | mmap.PROT_WRITE)
             if digested:
                 digest = _read_digest(view, size)
             if digest is not None or not digested:  # (a text that stands for one needs its digest)

@@ -549,11 +549,18 @@ class ProgramBuilder:
         self._pool_used += k
         return pool[self._pool_used - k:self._pool_used]
 
-    def _add_piece(self, rows: np.ndarray, pos: np.ndarray) -> None:
-        """Keep rows of the open moment (STEP set), sorted by position `pos` while they are in the
-        processor's caches (sorting a moment's rows at its end took longer than building them)."""
+    def _add_piece(self, rows: np.ndarray, pos: np.ndarray, shared: bool = False) -> None:
+        """Keep rows of the open moment, sorted by position `pos` while they are in the processor's
+        caches (sorting a moment's rows at its end took longer than building them): STEP set, or
+        with `shared` (rows not to be written into) set here on the sorted copy the builder keeps."""
         if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
             rows, pos = _by_position(rows, pos, self._top, self._kept(len(rows)))
+        elif shared:
+            kept = self._kept(len(rows))
+            kept[...] = rows
+            rows = kept
+        if shared:
+            rows[:, STEP] = self.step + pos
         lo = int(pos[0])
         self._pieces.append((rows, lo, np.bincount(pos - lo) if pos[-1] > lo else np.array([len(rows)])))
 
@@ -646,17 +653,19 @@ class ProgramBuilder:
             else:
                 flat.extend(row)
 
-    def emit_rows(self, rows: np.ndarray, pos: np.ndarray) -> None:
+    def emit_rows(self, rows: np.ndarray, pos: np.ndarray, shared: bool = False) -> None:
         """Write a block of rows (int32 [k, NUM_FIELDS]; its STEP column is set here) at positions
-        `pos` of the open moment: the same rows, in the same order, as k calls of `emit`."""
+        `pos` of the open moment: the same rows, in the same order, as k calls of `emit`. `shared`:
+        rows the builder must not write into (a mapped file's): it keeps a copy."""
         if not len(rows):
             return
         if self._pieces is None:
             self._open_blocks()
         self._pending_block()
-        rows[:, STEP] = self.step + pos
+        if not shared:
+            rows[:, STEP] = self.step + pos
         self._top = max(self._top, int(pos.max()))
-        self._add_piece(rows, pos)
+        self._add_piece(rows, pos, shared)
 
     def gate_layer(self, codes: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         """A whole layer of unitary opcodes on disjoint qubits at position 0 of a new step, in one

@@ -1,0 +1,268 @@
+"""Step 1 for Stim circuits: the rows of whole instructions, everything of them but their positions.
+
+A run of whole instructions (`stim_circuit._StimCompiler`'s segments: unitaries, M / MR / R in any
+basis, Pauli channels, each on distinct qubits) makes rows whose fields follow from the run alone,
+given the first record and random slot: `segment_rows` builds them, with each row's qubits and the
+run's batches (consecutive instructions on disjoint qubits, and each X / Y basis collapse), which
+the compile then places batch by batch from each qubit's next free position (`_StimCompiler._place_rows`).
+Only that placing needs the state of the compile so far.
+
+So a printer of a streamed compile's pieces (`stim_printing`) can do the rest ahead, in its own
+process: `digest_piece(text)` reads the piece's lines (`stim_text._read_lines`) and, where the piece
+is nothing but whole instructions with their targets read and TICKs at the top level (the paper's
+random circuits, with or without TICKs), makes its rows run by run with slots counted from the
+piece's start (`PreparedPiece`). The compile adds its first record and random slot to the rows that
+have one, places the batches and sorts the rows (`_StimCompiler._walk_prepared`): the same Program,
+row for row (tests/test_stim_compile_golden.py). A piece of anything else keeps its read targets and
+is walked as before.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..core.program import A, AUX, B, FLAG_INVERT, FLAGS, NUM_FIELDS, OP, RAND, REC
+from .stim_instructions import _N, _XY, _Z, _plain
+from .stim_text import _LineTargets, _read_lines
+
+# Kinds of a batch (`SegmentRows.batches`): one-qubit rows only; rows of which some are on pairs;
+# an X / Y basis collapse (three rows a target: the basis change, the collapse, the change back,
+# at the target's next three positions).
+ONE_QUBIT, PAIRS, TRIPLES = range(3)
+
+
+class SegmentRows(NamedTuple):
+    """The rows of a run of whole instructions, before their positions (`segment_rows`)."""
+
+    rows: np.ndarray  # int32 [R, NUM_FIELDS], in the order the per-target path writes them; STEP 0
+    qa: np.ndarray  # int64 [R]: each row's qubit (the first of a pair)
+    qb: np.ndarray  # int64 [R]: the second of a pair, else qa's
+    batches: np.ndarray  # int64 [K, 3]: first row, end row, kind
+    records: int  # records written
+    rand: int  # random slots taken
+    rec_rows: np.ndarray  # int64: the rows that write a record
+    rand_rows: np.ndarray  # int64: the rows that take a random slot
+
+
+def previous_targets(qubits: np.ndarray, bounds: Sequence[int], last: np.ndarray, base: int) -> Tuple[np.ndarray, np.ndarray]:
+    """For instructions whose targets are qubits[bounds[i]:bounds[i + 1]], target t's id being base + t:
+    (per target the id of the target before it on its qubit, from `last` (per qubit the id of the last
+    target naming it, updated here) where it is before these; whether each target is named once in
+    its instruction). Two NumPy calls an instruction."""
+    total = len(qubits)
+    ids = np.arange(base, base + total, dtype=np.int64)
+    seen = np.empty(total, dtype=np.int64)
+    for i in range(len(bounds) - 1):
+        s, e = bounds[i], bounds[i + 1]
+        q = qubits[s:e]
+        last.take(q, out=seen[s:e], mode="clip")  # "clip": no buffered copy
+        last[q] = ids[s:e]
+    # A target that no later one sees and that is not its qubit's last lost its place in `last`
+    # to a repeat of its qubit in its own instruction.
+    named = last[qubits] == ids
+    later = seen[seen >= base] - base
+    named[later] = True
+    return seen, named
+
+
+def segment_rows(entries: Sequence[tuple], qubits: np.ndarray, inverted: Optional[np.ndarray],
+                 bounds: Sequence[int], seen: np.ndarray, base: int, rec: int, rand: int,
+                 cond: int = -1) -> SegmentRows:
+    """The rows of whole instructions `entries` ((`_plain` entry, opcode of its rows, channel id or
+    -1) each; none names a qubit twice), instruction i's targets qubits[bounds[i]:bounds[i + 1]]
+    (`inverted`: per target of `qubits`, or None), their first record and random slots `rec` and
+    `rand`, condition `cond`; `seen` and `base` as `previous_targets` gave them (for the batches).
+    The per-target path's rows, field for field, but STEP; slots counted in instruction order."""
+    m = len(entries)
+    parts, qas, qbs, rec_rows, rand_rows = [], [], [], [], []
+    row_at = [0] * (m + 1)  # per instruction: its first row
+    at = 0
+    rec0, rand0 = rec, rand
+    i = 0
+    while i < m:
+        if entries[i][0][0] == _XY:  # three rows a target, interleaved
+            s, e = bounds[i], bounds[i + 1]
+            k, q = e - s, qubits[s:e]
+            _, op, _, measures, (before, _, after) = entries[i][0]
+            count = np.arange(k, dtype=np.int64)
+            block = np.empty((k, 3, NUM_FIELDS), dtype=np.int32)
+            block[:] = (0, 0, -1, -1, -1, -1, cond, 0, 0)
+            block[:, :, OP] = (before, op, after)
+            block[:, :, A] = q[:, None]
+            block[:, 1, RAND] = rand + count
+            middle = at + 1 + 3 * count
+            rand_rows.append(middle)
+            rand += k
+            if measures:
+                block[:, 1, REC] = rec + count
+                rec_rows.append(middle)
+                rec += k
+            if inverted is not None:
+                block[:, 1, FLAGS] = inverted[s:e] * FLAG_INVERT
+            parts.append(block.reshape(3 * k, NUM_FIELDS))
+            three = np.repeat(q, 3)
+            qas.append(three)
+            qbs.append(three)
+            at += 3 * k
+            row_at[i + 1] = at
+            i += 1
+            continue
+        # instructions i .. j - 1, none an X / Y collapse: a template row each, repeated
+        j = i
+        while j < m and entries[j][0][0] != _XY:
+            j += 1
+        first_row = at
+        codes, auxes, repeats, firsts, seconds, columns, slots = [], [], [], [], [], [], []
+        for g in range(i, j):
+            entry, code, aux = entries[g]
+            kind, _, pair, measures, _ = entry
+            s, e = bounds[g], bounds[g + 1]
+            q = qubits[s:e]
+            if pair:
+                r = (e - s) >> 1
+                firsts.append(q[0::2])
+                seconds.append(q[1::2])
+                columns.append(q[1::2])
+            else:
+                r = e - s
+                firsts.append(q)
+                seconds.append(q)
+                columns.append(np.full(r, -1, dtype=np.int64))
+            codes.append(code)
+            auxes.append(aux)
+            repeats.append(r)
+            if kind >= _Z:
+                slots.append((at, at + r, RAND, rand))
+                rand_rows.append(np.arange(at, at + r, dtype=np.int64))
+                rand += r
+                if measures:
+                    slots.append((at, at + r, REC, rec))
+                    rec_rows.append(rand_rows[-1])
+                    rec += r
+            at += r
+            row_at[g + 1] = at
+        pairs = [entries[g][0][2] for g in range(i, j)]
+        span = qubits[bounds[i]:bounds[j]]
+        if not any(pairs):  # the rows' qubits, the second's (the first for one row)
+            qa = qb = span
+        elif all(pairs):
+            qa, qb = span[0::2], span[1::2]
+        else:
+            qa, qb = np.concatenate(firsts), np.concatenate(seconds)
+        template = np.empty((j - i, NUM_FIELDS), dtype=np.int32)
+        template[:] = (0, 0, -1, -1, -1, -1, cond, 0, 0)
+        template[:, OP] = codes
+        template[:, AUX] = auxes
+        rows = template.repeat(repeats, axis=0)
+        rows[:, A] = qa
+        if any(pairs):
+            rows[:, B] = qb if all(pairs) else np.concatenate(columns)
+        for r0, r1, field, first in slots:
+            rows[r0 - first_row:r1 - first_row, field] = np.arange(first, first + r1 - r0)
+        if inverted is not None:
+            for g in range(i, j):
+                if entries[g][0][0] == _Z:
+                    rows[row_at[g] - first_row:row_at[g + 1] - first_row, FLAGS] = \
+                        inverted[bounds[g]:bounds[g + 1]] * FLAG_INVERT
+        parts.append(rows)
+        qas.append(qa)
+        qbs.append(qb)
+        i = j
+    empty = np.zeros(0, dtype=np.int64)
+    return SegmentRows(parts[0] if len(parts) == 1 else np.concatenate(parts),
+                       qas[0] if len(qas) == 1 else np.concatenate(qas),
+                       qbs[0] if len(qbs) == 1 else np.concatenate(qbs),
+                       _batches(entries, bounds, seen, base, row_at), rec - rec0, rand - rand0,
+                       np.concatenate(rec_rows) if rec_rows else empty,
+                       np.concatenate(rand_rows) if rand_rows else empty)
+
+
+def _batches(entries, bounds: Sequence[int], seen: np.ndarray, base: int, row_at: List[int]) -> np.ndarray:
+    """The batches of `segment_rows`: greedily, instructions whose targets were all named last before
+    the batch's first (so on qubits disjoint from the batch's so far), and each X / Y collapse alone."""
+    m = len(entries)
+    lengths = np.diff(np.asarray(bounds, dtype=np.int64))
+    prev = np.maximum.reduceat(seen[bounds[0]:bounds[-1]], lengths.cumsum() - lengths).tolist() if m else []
+    batches = []
+    i = 0
+    while i < m:
+        if entries[i][0][0] == _XY:
+            batches.append((row_at[i], row_at[i + 1], TRIPLES))
+            i += 1
+            continue
+        first_id = base + bounds[i]
+        j = i + 1
+        while j < m and prev[j] < first_id and entries[j][0][0] != _XY:
+            j += 1
+        batches.append((row_at[i], row_at[j], PAIRS if any(entries[g][0][2] for g in range(i, j)) else ONE_QUBIT))
+        i = j
+    return np.array(batches, dtype=np.int64).reshape(-1, 3)
+
+
+class PreparedPiece(NamedTuple):
+    """A piece of whole instructions and top-level TICKs, its rows made ahead (`digest_piece`):
+    per run of instructions between TICKs its `SegmentRows` (slots counted from the piece's start),
+    None for a TICK."""
+
+    runs: List[Optional[SegmentRows]]
+
+
+def digest_piece(text: str) -> Tuple[str, object]:
+    """A printer's digest of a piece's text (`stim_printing.PrintedPieces`): (the text that stands for
+    it, the digest). A piece of nothing but whole instructions with plain targets (unitaries, M / MR
+    / R in any basis, with no arguments or tag, none naming a qubit twice) and TICKs: its rows made
+    ahead (`PreparedPiece`); else the lines' targets read (`stim_text._read_lines`), or None."""
+    short, targets = _read_lines(text)
+    if targets is None:
+        return short, None
+    prepared = _prepared(text.split("\n"), targets)
+    return (short, targets) if prepared is None else ("", prepared)
+
+
+def _prepared(lines: List[str], targets: _LineTargets) -> Optional[PreparedPiece]:
+    import stim
+
+    plain = _plain(stim)
+    read = targets.line.tolist()
+    entries: List[tuple] = []  # per instruction line, in order (all read, so parsed line g is entry g)
+    plan: List[Optional[int]] = []  # per line: its entry's index, None for a TICK
+    for k, line in enumerate(lines):
+        if line == "TICK":
+            plan.append(None)
+            continue
+        if read[k] < 0:
+            return None
+        cut = line.find(" ")
+        entry = plain.get(line[:cut]) if cut > 0 else None
+        if entry is None or entry[0] == _N or read[k] != len(entries):  # (a channel's rows take its spec)
+            return None
+        plan.append(len(entries))
+        entries.append((entry, entry[1], -1))
+    qubits, inverted, starts = targets.qubits, targets.inverted, targets.starts
+    bounds = starts.tolist()
+    if inverted is not None and any(entries[g][0][0] not in (_Z, _XY) for g in
+                                    set((np.searchsorted(starts, np.flatnonzero(inverted), "right") - 1).tolist())):
+        return None  # ('!' only where Stim allows it: never for Stim's own text)
+    if not len(qubits):
+        return None
+    seen, named = previous_targets(qubits, bounds, np.full(int(qubits.max()) + 1, -1, dtype=np.int64), 0)
+    if not named.all():  # an instruction names a qubit twice: walked as before
+        return None
+    runs: List[Optional[SegmentRows]] = []
+    rec = rand = 0
+    lo = 0
+    for k in range(len(plan) + 1):
+        if k < len(plan) and plan[k] is not None:
+            continue
+        hi = plan[k - 1] + 1 if k and plan[k - 1] is not None else lo
+        if hi > lo:  # the run of entries lo .. hi - 1
+            made = segment_rows(entries[lo:hi], qubits, inverted, bounds[lo:hi + 1], seen, 0, rec, rand)
+            rec += made.records
+            rand += made.rand
+            runs.append(made)
+            lo = hi
+        if k < len(plan):
+            runs.append(None)
+    return PreparedPiece(runs)
