@@ -90,6 +90,12 @@ STREAM_PIECES = 12
 # ones smaller; those alone gained nothing) against 1.01-1.08 s in 12, then 0.99-1.04 against
 # 1.08-1.34 s; 10k 0.16-0.20 against 0.13-0.17 s, 30k level (docs/benchmarks-first-call.md).
 STREAM_FINER_QUBITS = 50_000
+# From STREAM_FINER_QUBITS on, the first pieces after the first are halves, one a printer of the
+# compile's process (`stim_circuit._piece_bounds`' ramp): the device's work bounds those calls, and it
+# waited for the second piece. H100, 100k qubits: the second piece came 73-81 ms into the compile,
+# where it had come at 140-150 ms. Below, the host's work a piece bounds the call (10k: 0.15-0.23
+# against 0.12-0.18 s with the ramp), so none.
+STREAM_RAMP = 4
 # Where the system does not fork (StreamedCompile's `forked`): below this many qubits the host's work
 # bounds a streamed call, and the compile runs in a thread of its own (StreamedCompile's `ahead`).
 # Above it the device's work does (it grows as n^2, the host's as n), and the thread's competition
@@ -145,18 +151,20 @@ class StreamedCompile:
         self.num_records = circuit.num_measurements
         self._circuit = circuit
         self.kept = None  # a copy of the circuit as compiled (for the compile cache), once the pieces are out
+        finer = self.num_qubits >= STREAM_FINER_QUBITS
         if pieces is None:
-            pieces = 2 * STREAM_PIECES if self.num_qubits >= STREAM_FINER_QUBITS else STREAM_PIECES
+            pieces = 2 * STREAM_PIECES if finer else STREAM_PIECES
+        ramp = STREAM_RAMP if finer else 0
         if forked is None:
             forked = forked_compile_available()
         self._compiling = None
         if forked:
             try:
-                self._compiling = ForkedCompile(lambda: stim_pieces(circuit, pieces, self.num_qubits))
+                self._compiling = ForkedCompile(lambda: stim_pieces(circuit, pieces, self.num_qubits, ramp=ramp))
             except OSError:  # no process to be had: a thread, or in line
                 pass
         if self._compiling is None:
-            compiling = stim_pieces(circuit, pieces, self.num_qubits)
+            compiling = stim_pieces(circuit, pieces, self.num_qubits, ramp=ramp)
             self._compiling = _Ahead(compiling) if ahead else compiling
         self._scheduler = Scheduler(self.num_qubits, np.zeros(0, dtype=np.int32), 0)
         self._schedules: list = []

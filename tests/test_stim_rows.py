@@ -53,7 +53,8 @@ def mixed(seed: int) -> "stim.Circuit":
 
 
 def compiled(circuit, pieces: int, made: list, monkeypatch):
-    """The Program of the whole compile from printed pieces digested here, and of the streamed compile."""
+    """The Program of the whole compile from printed pieces digested here, and of the streamed compile
+    (with a ramp of half pieces)."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     monkeypatch.setattr(stim_circuit, "PrintedPieces", DigestedHere)
@@ -61,7 +62,7 @@ def compiled(circuit, pieces: int, made: list, monkeypatch):
     monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_prepared",
                         lambda self, piece: made.append(piece) or walk(self, piece))
     whole = stim_circuit.compile_new_stim(circuit)
-    streamed = stim_circuit.stim_pieces(circuit, pieces, printers=0)
+    streamed = stim_circuit.stim_pieces(circuit, pieces, printers=0, ramp=2)  # (half pieces after the first)
     while True:
         try:
             next(streamed)
@@ -87,7 +88,7 @@ def test_pieces_made_ahead_give_the_walks_program(monkeypatch, case, pieces, sor
     whole, streamed = compiled(circuit, pieces, made, monkeypatch)
     assert program_digest(whole) == program_digest(streamed) == want
     # every piece but the first (printed here, as the engine's first) was made ahead, in both compiles
-    assert len(made) == 2 * (len(stim_circuit._piece_bounds(circuit, pieces)) - 1)
+    assert len(made) == len(stim_circuit._piece_bounds(circuit, pieces)) - 1 + len(stim_circuit._piece_bounds(circuit, pieces, 2)) - 1
     if "ticks" in case or case.startswith("mixed"):
         assert any(run is None for piece in made for run in piece.runs)
 
@@ -140,7 +141,7 @@ def test_a_streamed_compile_from_printers_takes_their_rows(monkeypatch, ticks):
     walk = stim_circuit._StimCompiler._walk_prepared
     monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_prepared",
                         lambda self, piece: made.append(piece) or walk(self, piece))
-    streamed = stim_circuit.stim_pieces(circuit, 6, printers=3)
+    streamed = stim_circuit.stim_pieces(circuit, 6, printers=3, ramp=3)
     while True:
         try:
             next(streamed)
@@ -148,7 +149,7 @@ def test_a_streamed_compile_from_printers_takes_their_rows(monkeypatch, ticks):
             program = finished.value
             break
     assert program_digest(program) == program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
-    assert len(made) == len(stim_circuit._piece_bounds(circuit, 6)) - 1
+    assert len(made) == len(stim_circuit._piece_bounds(circuit, 6, 3)) - 1
     for piece in made:  # views of the printer's file, mapped here (not copies)
         for run in piece.runs:
             if run is not None:
@@ -156,3 +157,17 @@ def test_a_streamed_compile_from_printers_takes_their_rows(monkeypatch, ticks):
                 while isinstance(owner, np.ndarray):
                     owner = owner.base
                 assert isinstance(owner, memoryview) and isinstance(owner.obj, mmap.mmap)
+
+
+@pytest.mark.parametrize("count", [1, 2, 5, 30, 97, 400])
+@pytest.mark.parametrize("pieces", [1, 3, 24])
+@pytest.mark.parametrize("ramp", [0, 1, 4])
+def test_piece_bounds_cover_the_circuit_a_quarter_then_halves(count, pieces, ramp):
+    circuit = stim.Circuit("\n".join(f"H {k}" if k % 2 else f"S {k}" for k in range(count)))
+    bounds = stim_circuit._piece_bounds(circuit, pieces, ramp)
+    assert bounds[0][0] == 0 and bounds[-1][1] == count
+    assert all(hi == lo for (_, hi), (lo, _) in zip(bounds, bounds[1:])) and all(lo < hi for lo, hi in bounds)
+    step = -(-count // pieces)
+    sizes = [hi - lo for lo, hi in bounds]
+    want = [-(-step // 4)] + [-(-step // 2)] * ramp + [step] * len(bounds)
+    assert sizes[:-1] == want[:len(sizes) - 1] and sizes[-1] <= want[len(sizes) - 1]

@@ -121,10 +121,11 @@ _ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
 # (a few NumPy calls cost more than a few annotations).
 _ANNOTATION_RUN_MIN = 8
 _THREE = np.arange(3)
-# Rows are sorted by position this many at a time (the builder keeps each sort's rows as views, by
-# position, in the order written: the same Program however they are cut): a sort in the processor's
-# caches. A piece's rows sorted at once (6 MB at 30k qubits) took 3-5 times as long on the 2-core
-# machine, each position's rows gathered from all over them.
+# Rows made ahead are sorted by position this many at a time (`ProgramBuilder.emit_shared_rows`: the
+# builder keeps each sort's rows as views, by position, in the order written, so the Program is the
+# same however they are cut): a sort in a processor's caches. A piece's rows sorted at once (6 MB at
+# 30k qubits) took 3-5 times as long on the 2-core machine, each position's rows gathered from all
+# over them.
 _SORTED_ROWS = 1 << 14
 
 
@@ -181,15 +182,17 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     return program
 
 
-def _piece_bounds(circuit, pieces: int) -> List[Tuple[int, int]]:
+def _piece_bounds(circuit, pieces: int, ramp: int = 0) -> List[Tuple[int, int]]:
     """About `pieces` runs of the circuit's top-level instructions, the first a quarter of the rest
-    (an engine fed the pieces starts sooner); none starts with ELSE_CORRELATED_ERROR (its chain is
-    walked as one)."""
+    and the `ramp` after it halves (an engine fed the pieces starts sooner: the first is walked
+    here, the ramp's are printed and made at once, one a printer); none starts with
+    ELSE_CORRELATED_ERROR (its chain is walked as one)."""
     count, lo = len(circuit), 0
     step = -(-count // max(1, pieces))
     bounds = []
     while lo < count:
-        hi = min(count, lo + (step if lo else -(-step // 4)))
+        size = -(-step // 4) if not lo else -(-step // 2) if len(bounds) <= ramp else step
+        hi = min(count, lo + size)
         while hi < count and circuit[hi].name == "ELSE_CORRELATED_ERROR":
             hi += 1
         bounds.append((lo, hi))
@@ -247,20 +250,21 @@ def _remember_object(circuit, kept, program: Program) -> None:
 
 
 def stim_pieces(circuit, pieces: int, num_qubits: Optional[int] = None,
-                printers: Optional[int] = None) -> Generator[tuple, None, Program]:
+                printers: Optional[int] = None, ramp: int = 0) -> Generator[tuple, None, Program]:
     """`compile_stim` of a circuit of unitaries and collapses in about `pieces` runs of its
     instructions: yields, after each run, the rows no later instruction can come before, in their
     final order, so that an engine may run them while the rest compiles, and whether they are in
     their layers already (`_StimCompiler.run_pieces`); returns the Program, the
     one `compile_stim` makes (not cached here: `remember_stim`). Raises errors.NotStreamable (at any
     piece) for a circuit of anything more. `num_qubits`: the circuit's, when the caller has it;
-    `printers`: the processes that print the pieces' text (`stim_printing`; None: its default)."""
+    `printers`: the processes that print the pieces' text (`stim_printing`; None: its default);
+    `ramp`: half pieces after the first (`_piece_bounds`)."""
     import stim
 
     if circuit.num_detectors or circuit.num_observables:
         raise errors.NotStreamable("the circuit has detectors or observables")
     return _StimCompiler(stim, circuit.num_qubits if num_qubits is None else num_qubits).run_pieces(
-        circuit, pieces, printers)
+        circuit, pieces, printers, ramp)
 
 
 class LineQubits(collections.abc.Sequence):
@@ -335,7 +339,8 @@ class _StimCompiler(_InstructionCompiler):
             program.derived[LAYERED_FROM] = (first_step, program.rows)
         return program
 
-    def run_pieces(self, circuit, pieces: int, printers: Optional[int] = None) -> Generator[tuple, None, Program]:
+    def run_pieces(self, circuit, pieces: int, printers: Optional[int] = None,
+                   ramp: int = 0) -> Generator[tuple, None, Program]:
         """`run` in about `pieces` runs of the circuit's top-level instructions, each printed to text
         as a slice of its own (a short first one): after each, yields the rows no later instruction
         can come before, in their final order (those of ended steps, and those of the open step at
@@ -346,11 +351,13 @@ class _StimCompiler(_InstructionCompiler):
         anything else (noise, a loop, a condition, an annotation, an external target, a scratch
         qubit), and any error, raise errors.NotStreamable (the whole compile then says what is
         wrong, and where). The pieces after the first are printed by `printers` processes of their
-        own (`stim_printing.PrintedPieces`; None: its default) while this one walks those before."""
+        own (`stim_printing.PrintedPieces`; None: its default) while this one walks those before,
+        their rows made there where they are whole instructions (`stim_rows`); `ramp`: half pieces
+        after the first (`_piece_bounds`)."""
         if not self.plain:
             raise errors.NotStreamable("the walk by whole instructions is off")
         self._moment()
-        texts = PrintedPieces(circuit, _piece_bounds(circuit, pieces), printers, digest_piece)
+        texts = PrintedPieces(circuit, _piece_bounds(circuit, pieces, ramp), printers, digest_piece)
         try:
             program = yield from self._walk_pieces(circuit, texts)
         finally:
@@ -660,9 +667,10 @@ class _StimCompiler(_InstructionCompiler):
                 free[other] = p1
             else:
                 free[a] = p + 1
-        rows = made.rows
-        for r0 in range(0, len(rows), _SORTED_ROWS):
-            b.emit_rows(rows[r0:r0 + _SORTED_ROWS], pos[r0:r0 + _SORTED_ROWS], shared=shared)
+        if shared:
+            b.emit_shared_rows(made.rows, pos, _SORTED_ROWS)
+        else:
+            b.emit_rows(made.rows, pos)
         self.touched.append(span)
         if len(made.rec_rows):
             self._wrote_record(int(pos[made.rec_rows].max()))

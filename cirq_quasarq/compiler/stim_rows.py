@@ -259,6 +259,8 @@ def _prepared(lines: List[str], targets: _LineTargets) -> Optional[PreparedPiece
         hi = plan[k - 1] + 1 if k and plan[k - 1] is not None else lo
         if hi > lo:  # the run of entries lo .. hi - 1
             made = segment_rows(entries[lo:hi], qubits, inverted, bounds[lo:hi + 1], seen, 0, rec, rand)
+            qa = made.qa.astype(np.int32)  # (half the bytes handed over)
+            made = made._replace(qa=qa, qb=qa if made.qb is made.qa else made.qb.astype(np.int32))
             rec += made.records
             rand += made.rand
             runs.append(made)

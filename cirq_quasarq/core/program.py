@@ -125,6 +125,16 @@ def _by_position(rows: np.ndarray, pos: np.ndarray, top: int, out: Optional[np.n
     return take_rows(rows, order, out), pos[order]
 
 
+def _sorted_copy(rows: np.ndarray, pos: np.ndarray, top: int, step: int, out: np.ndarray):
+    """`_by_position` of rows not to be written into, into `out`, STEP set there: (out, pos sorted)."""
+    if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
+        out, pos = _by_position(rows, pos, top, out)
+    else:
+        out[...] = rows
+    out[:, STEP] = step + pos
+    return out, pos
+
+
 # The builder's sorted rows are views of blocks of rows that grow from _POOL_FIRST rows to _POOL_MOST
 # (`ProgramBuilder._kept`): NumPy asks the kernel for huge pages for an array of 4 MiB or more, so the
 # rows of a large compile fault in one 2 MiB page at a time, not 512 small ones; a small compile's
@@ -549,18 +559,14 @@ class ProgramBuilder:
         self._pool_used += k
         return pool[self._pool_used - k:self._pool_used]
 
-    def _add_piece(self, rows: np.ndarray, pos: np.ndarray, shared: bool = False) -> None:
-        """Keep rows of the open moment, sorted by position `pos` while they are in the processor's
-        caches (sorting a moment's rows at its end took longer than building them): STEP set, or
-        with `shared` (rows not to be written into) set here on the sorted copy the builder keeps."""
+    def _add_piece(self, rows: np.ndarray, pos: np.ndarray) -> None:
+        """Keep rows of the open moment (STEP set), sorted by position `pos` while they are in the
+        processor's caches (sorting a moment's rows at its end took longer than building them)."""
         if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
             rows, pos = _by_position(rows, pos, self._top, self._kept(len(rows)))
-        elif shared:
-            kept = self._kept(len(rows))
-            kept[...] = rows
-            rows = kept
-        if shared:
-            rows[:, STEP] = self.step + pos
+        self._keep(rows, pos)
+
+    def _keep(self, rows: np.ndarray, pos: np.ndarray) -> None:
         lo = int(pos[0])
         self._pieces.append((rows, lo, np.bincount(pos - lo) if pos[-1] > lo else np.array([len(rows)])))
 
@@ -653,19 +659,32 @@ class ProgramBuilder:
             else:
                 flat.extend(row)
 
-    def emit_rows(self, rows: np.ndarray, pos: np.ndarray, shared: bool = False) -> None:
+    def emit_rows(self, rows: np.ndarray, pos: np.ndarray) -> None:
         """Write a block of rows (int32 [k, NUM_FIELDS]; its STEP column is set here) at positions
-        `pos` of the open moment: the same rows, in the same order, as k calls of `emit`. `shared`:
-        rows the builder must not write into (a mapped file's): it keeps a copy."""
+        `pos` of the open moment: the same rows, in the same order, as k calls of `emit`."""
         if not len(rows):
             return
+        self._open_rows()
+        rows[:, STEP] = self.step + pos
+        self._top = max(self._top, int(pos.max()))
+        self._add_piece(rows, pos)
+
+    def emit_shared_rows(self, rows: np.ndarray, pos: np.ndarray, chunk: int) -> None:
+        """`emit_rows` of rows the builder must not write into (a mapped file's): it keeps sorted copies
+        of `chunk` rows at a time (each sort in the processor's caches), STEP set on the copies. The
+        same rows in the same order as `emit_rows` of each chunk in turn."""
+        if not len(rows):
+            return
+        self._open_rows()
+        self._top = top = max(self._top, int(pos.max()))
+        for r0 in range(0, len(rows), chunk):
+            self._keep(*_sorted_copy(rows[r0:r0 + chunk], pos[r0:r0 + chunk], top, self.step,
+                                     self._kept(min(chunk, len(rows) - r0))))
+
+    def _open_rows(self) -> None:
         if self._pieces is None:
             self._open_blocks()
         self._pending_block()
-        if not shared:
-            rows[:, STEP] = self.step + pos
-        self._top = max(self._top, int(pos.max()))
-        self._add_piece(rows, pos, shared)
 
     def gate_layer(self, codes: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         """A whole layer of unitary opcodes on disjoint qubits at position 0 of a new step, in one
