@@ -93,8 +93,8 @@ STREAM_FINER_QUBITS = 50_000
 # From STREAM_FINER_QUBITS on, the first pieces after the first are halves, one a printer of the
 # compile's process (`stim_circuit._piece_bounds`' ramp): the device's work bounds those calls, and it
 # waited for the second piece. H100, 100k qubits: the second piece came 73-81 ms into the compile,
-# where it had come at 140-150 ms. Below, the host's work a piece bounds the call (10k: 0.15-0.23
-# against 0.12-0.18 s with the ramp), so none.
+# where it had come at 140-150 ms. Below, the host's work a piece bounds the call, and more pieces
+# cost more: 10k with the ramp (and sorting threads, since dropped) 0.15-0.23 against 0.12-0.18 s.
 STREAM_RAMP = 4
 # Where the system does not fork (StreamedCompile's `forked`): below this many qubits the host's work
 # bounds a streamed call, and the compile runs in a thread of its own (StreamedCompile's `ahead`).
