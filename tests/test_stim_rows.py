@@ -171,3 +171,17 @@ def test_piece_bounds_cover_the_circuit_a_quarter_then_halves(count, pieces, ram
     sizes = [hi - lo for lo, hi in bounds]
     want = [-(-step // 4)] + [-(-step // 2)] * ramp + [step] * len(bounds)
     assert sizes[:-1] == want[:len(sizes) - 1] and sizes[-1] <= want[len(sizes) - 1]
+
+
+def test_a_piece_of_few_qubits_of_large_numbers_is_made_as_with_small_ones():
+    """A printer numbers the qubits of a piece by rank where their numbers are large beside their
+    count (it keeps one entry a qubit number): the same rows and batches as with small numbers."""
+    small, large = ("H 9 3\nCX 3 9 7 5\nS 9\nM 5 9\nMRY 7 !9", "H 999999999 3\nCX 3 999999999 7 5\nS 999999999\n"
+                    "M 5 999999999\nMRY 7 !999999999")
+    got, want = stim_rows.digest_piece(large)[1], stim_rows.digest_piece(small)[1]
+    for g, w in zip(got.runs, want.runs):
+        rows = g.rows.copy()
+        for field in (1, 2):  # the qubits' columns, 999999999 as 9
+            rows[:, field][rows[:, field] == 999999999] = 9
+        assert np.array_equal(rows, w.rows) and np.array_equal(g.batches, w.batches)
+        assert np.array_equal(np.where(g.qa == 999999999, 9, g.qa), w.qa)

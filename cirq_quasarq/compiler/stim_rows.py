@@ -247,7 +247,10 @@ def _prepared(lines: List[str], targets: _LineTargets) -> Optional[PreparedPiece
         return None  # ('!' only where Stim allows it: never for Stim's own text)
     if not len(qubits):
         return None
-    seen, named = previous_targets(qubits, bounds, np.full(int(qubits.max()) + 1, -1, dtype=np.int64), 0)
+    keys = qubits
+    if int(qubits.max()) >= 4 * len(qubits) + 4096:  # few qubits of large numbers: numbered by rank here
+        keys = np.unique(qubits, return_inverse=True)[1].reshape(-1)
+    seen, named = previous_targets(keys, bounds, np.full(int(keys.max()) + 1, -1, dtype=np.int64), 0)
     if not named.all():  # an instruction names a qubit twice: walked as before
         return None
     runs: List[Optional[SegmentRows]] = []
