@@ -33,6 +33,17 @@ from .stim_text import _LineTargets, _read_lines
 ONE_QUBIT, PAIRS, TRIPLES = range(3)
 
 
+_MINUS = np.full(1024, -1, dtype=np.int64)
+
+
+def _minus(k: int) -> np.ndarray:
+    """k times -1 (column B of one-qubit rows: a view of one array that grows; never written)."""
+    global _MINUS
+    if len(_MINUS) < k:
+        _MINUS = np.full(2 * k, -1, dtype=np.int64)
+    return _MINUS[:k]
+
+
 class SegmentRows(NamedTuple):
     """The rows of a run of whole instructions, before their positions (`segment_rows`)."""
 
@@ -129,7 +140,7 @@ def segment_rows(entries: Sequence[tuple], qubits: np.ndarray, inverted: Optiona
                 r = e - s
                 firsts.append(q)
                 seconds.append(q)
-                columns.append(np.full(r, -1, dtype=np.int64))
+                columns.append(_minus(r))
             codes.append(code)
             auxes.append(aux)
             repeats.append(r)
