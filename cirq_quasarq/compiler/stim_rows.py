@@ -48,8 +48,8 @@ class SegmentRows(NamedTuple):
     """The rows of a run of whole instructions, before their positions (`segment_rows`)."""
 
     rows: np.ndarray  # int32 [R, NUM_FIELDS], in the order the per-target path writes them; STEP 0
-    qa: np.ndarray  # int64 [R]: each row's qubit (the first of a pair)
-    qb: np.ndarray  # int64 [R]: the second of a pair, else qa's
+    qa: np.ndarray  # int64 [R] (int32 from a printer): each row's qubit (the first of a pair)
+    qb: np.ndarray  # likewise: the second of a pair, else qa's
     batches: np.ndarray  # int64 [K, 3]: first row, end row, kind
     records: int  # records written
     rand: int  # random slots taken
