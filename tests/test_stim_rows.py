@@ -88,7 +88,8 @@ def test_pieces_made_ahead_give_the_walks_program(monkeypatch, case, pieces, sor
     whole, streamed = compiled(circuit, pieces, made, monkeypatch)
     assert program_digest(whole) == program_digest(streamed) == want
     # every piece but the first (printed here, as the engine's first) was made ahead, in both compiles
-    assert len(made) == len(stim_circuit._piece_bounds(circuit, pieces)) - 1 + len(stim_circuit._piece_bounds(circuit, pieces, 2)) - 1
+    bounds = stim_circuit._piece_bounds
+    assert len(made) == len(bounds(circuit, pieces)) - 1 + len(bounds(circuit, pieces, 2)) - 1
     if "ticks" in case or case.startswith("mixed"):
         assert any(run is None for piece in made for run in piece.runs)
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..core.program import A, AUX, B, FLAG_INVERT, FLAGS, NUM_FIELDS, OP, RAND, REC
 from .stim_instructions import _N, _XY, _Z, _plain
-from .stim_text import _LineTargets, _read_lines
+from .stim_text import _LineTargets, _read_split
 
 # Kinds of a batch (`SegmentRows.batches`): one-qubit rows only; rows of which some are on pairs;
 # an X / Y basis collapse (three rows a target: the basis change, the collapse, the change back,
@@ -57,7 +57,8 @@ class SegmentRows(NamedTuple):
     rand_rows: np.ndarray  # int64: the rows that take a random slot
 
 
-def previous_targets(qubits: np.ndarray, bounds: Sequence[int], last: np.ndarray, base: int) -> Tuple[np.ndarray, np.ndarray]:
+def previous_targets(qubits: np.ndarray, bounds: Sequence[int], last: np.ndarray,
+                     base: int) -> Tuple[np.ndarray, np.ndarray]:
     """For instructions whose targets are qubits[bounds[i]:bounds[i + 1]], target t's id being base + t:
     (per target the id of the target before it on its qubit, from `last` (per qubit the id of the last
     target naming it, updated here) where it is before these; whether each target is named once in
@@ -225,11 +226,12 @@ def digest_piece(text: str) -> Tuple[str, object]:
     it, the digest). A piece of nothing but whole instructions with plain targets (unitaries, M / MR
     / R in any basis, with no arguments or tag, none naming a qubit twice) and TICKs: its rows made
     ahead (`PreparedPiece`); else the lines' targets read (`stim_text._read_lines`), or None."""
-    short, targets = _read_lines(text)
+    lines = text.split("\n")
+    short, targets = _read_split(lines)
     if targets is None:
-        return short, None
-    prepared = _prepared(text.split("\n"), targets)
-    return (short, targets) if prepared is None else ("", prepared)
+        return text, None
+    prepared = _prepared(lines, targets)
+    return ("\n".join(short), targets) if prepared is None else ("", prepared)
 
 
 def _prepared(lines: List[str], targets: _LineTargets) -> Optional[PreparedPiece]:

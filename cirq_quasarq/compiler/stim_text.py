@@ -97,7 +97,12 @@ def _read_lines(text: str) -> Tuple[str, Optional[_LineTargets]]:
     walks that short text with the targets read (`chars` says how long each line's were) and never
     copies the long one. (text, None) where no line is read, or one is not in the form after all (a
     number of more than nine digits, '!!')."""
-    lines = text.split("\n")
+    short, targets = _read_split(text.split("\n"))
+    return (text, None) if targets is None else ("\n".join(short), targets)
+
+
+def _read_split(lines: List[str]) -> Tuple[List[str], Optional[_LineTargets]]:
+    """`_read_lines` of a text split into its lines: (the short text's lines, the targets or None)."""
     line = np.full(len(lines), -1, dtype=np.int64)
     rests, chars, short = [], [], []
     for k, body in enumerate(lines):
@@ -112,8 +117,8 @@ def _read_lines(text: str) -> Tuple[str, Optional[_LineTargets]]:
             short.append(body)
     parsed = _parse_targets("\n".join(rests)) if rests else None
     if parsed is None:
-        return text, None
-    return "\n".join(short), _LineTargets(*parsed, line, np.array(chars, dtype=np.int64))
+        return short, None
+    return short, _LineTargets(*parsed, line, np.array(chars, dtype=np.int64))
 
 
 def _encoded(text: str) -> np.ndarray:

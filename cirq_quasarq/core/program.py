@@ -125,16 +125,6 @@ def _by_position(rows: np.ndarray, pos: np.ndarray, top: int, out: Optional[np.n
     return take_rows(rows, order, out), pos[order]
 
 
-def _sorted_copy(rows: np.ndarray, pos: np.ndarray, top: int, step: int, out: np.ndarray):
-    """`_by_position` of rows not to be written into, into `out`, STEP set there: (out, pos sorted)."""
-    if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
-        out, pos = _by_position(rows, pos, top, out)
-    else:
-        out[...] = rows
-    out[:, STEP] = step + pos
-    return out, pos
-
-
 # The builder's sorted rows are views of blocks of rows that grow from _POOL_FIRST rows to _POOL_MOST
 # (`ProgramBuilder._kept`): NumPy asks the kernel for huge pages for an array of 4 MiB or more, so the
 # rows of a large compile fault in one 2 MiB page at a time, not 512 small ones; a small compile's
@@ -559,14 +549,18 @@ class ProgramBuilder:
         self._pool_used += k
         return pool[self._pool_used - k:self._pool_used]
 
-    def _add_piece(self, rows: np.ndarray, pos: np.ndarray) -> None:
-        """Keep rows of the open moment (STEP set), sorted by position `pos` while they are in the
-        processor's caches (sorting a moment's rows at its end took longer than building them)."""
+    def _add_piece(self, rows: np.ndarray, pos: np.ndarray, shared: bool = False) -> None:
+        """Keep rows of the open moment, sorted by position `pos` while they are in the processor's
+        caches (sorting a moment's rows at its end took longer than building them): STEP set, or
+        with `shared` (rows not to be written into) set here on the sorted copy the builder keeps."""
         if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
             rows, pos = _by_position(rows, pos, self._top, self._kept(len(rows)))
-        self._keep(rows, pos)
-
-    def _keep(self, rows: np.ndarray, pos: np.ndarray) -> None:
+        elif shared:
+            kept = self._kept(len(rows))
+            kept[...] = rows
+            rows = kept
+        if shared:
+            rows[:, STEP] = self.step + pos
         lo = int(pos[0])
         self._pieces.append((rows, lo, np.bincount(pos - lo) if pos[-1] > lo else np.array([len(rows)])))
 
@@ -676,10 +670,9 @@ class ProgramBuilder:
         if not len(rows):
             return
         self._open_rows()
-        self._top = top = max(self._top, int(pos.max()))
+        self._top = max(self._top, int(pos.max()))
         for r0 in range(0, len(rows), chunk):
-            self._keep(*_sorted_copy(rows[r0:r0 + chunk], pos[r0:r0 + chunk], top, self.step,
-                                     self._kept(min(chunk, len(rows) - r0))))
+            self._add_piece(rows[r0:r0 + chunk], pos[r0:r0 + chunk], shared=True)
 
     def _open_rows(self) -> None:
         if self._pieces is None:

@@ -20,7 +20,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..core import opcodes
-from ..core.program import COND, LAYERED_FROM, NUM_FIELDS, OP, STEP, A, B, Program, RowBlocks, joined_rows, row_blocks, take_rows
+from ..core.program import (COND, LAYERED_FROM, NUM_FIELDS, OP, STEP, A, B, Program, RowBlocks, joined_rows,
+                            row_blocks, take_rows)
 
 Kind = opcodes.Kind
 
