@@ -437,6 +437,59 @@ def test_idle_qubit_lists_of_folded_gate_windows(monkeypatch):
     assert dp.idle_qubits([(0, 1)])[0, 1] is None and len(uploads) == before + 2
 
 
+def test_a_device_program_sends_its_small_arrays_as_one_upload():
+    """DeviceProgram: the instruction table, then every array QQTables points to but the table in one
+    upload (each at a 256-byte aligned offset, its bytes as `_pad` makes them), then the pointer
+    blob: three allocations whatever the program holds (noise, confusion, feedback, loops)."""
+    stim = pytest.importorskip("stim")
+    from cirq_quasarq.compiler.stim_circuit import compile_stim
+    from cirq_quasarq.engines.cuda import device_program
+    from cirq_quasarq.schedule import schedule
+
+    memory = {}  # address -> bytes
+
+    class FakeCuda:
+        def mem_alloc(self, nbytes):
+            address = 1 << 20 + len(memory)  # 256-aligned, apart
+            memory[address] = None
+            return address
+
+        def memcpy_htod(self, address, a):
+            assert memory[address] is None and a.flags.c_contiguous
+            memory[address] = np.array(a).reshape(-1).view(np.uint8).copy()
+
+    program = compile_stim(stim.Circuit("""
+        R 0 1 2
+        X_ERROR(0.1) 0
+        PAULI_CHANNEL_1(0.1, 0.2, 0.05) 1
+        M 2
+        REPEAT 3 {
+            H 0
+            CX 0 1 rec[-1] 2
+            M(0.05) 0 1
+        }
+    """))
+    assert program.channels and program.confusions and program.conditions and program.loops
+    sched = schedule(program)
+    dp = device_program.DeviceProgram(FakeCuda(), program, sched)
+    assert len(memory) == 3
+    table, packed, blob = memory
+    want_table = device_program._pad(sched.instructions, np.int32)
+    assert memory[table].view(np.int32).tolist() == want_table.tolist()
+    pointers = memory[blob].view(np.uint64)[:12].tolist()
+    assert pointers[0] == table and pointers[1] == packed and int(dp.tables) == blob
+    assert all(p % 256 == 0 and packed <= p < packed + len(memory[packed]) for p in pointers[1:])
+    counts = [len(sched.runs), program.num_qubits, program.num_records]
+    assert memory[blob].view(np.uint64)[12:].tolist() == counts
+
+    def sent(pointer, like):  # the bytes at a device address, as the array `like` was padded
+        want = device_program._pad(like, np.int32)
+        return memory[packed][pointer - packed:pointer - packed + want.nbytes].view(np.int32).tolist() == want.tolist()
+
+    loops = [(loop.count, loop.rec_stride, loop.rand_stride, *sched.loop_runs[i]) for i, loop in enumerate(program.loops)]
+    assert sent(pointers[1], sched.runs) and sent(pointers[2], np.array(loops)) and sent(pointers[3], program.ext_qubits)
+
+
 def test_no_128_bit_integers_in_the_kernels():
     """nvcc 13.0 miscompiles `v & ~((unsigned __int128)1 << j)` for j >= 64 (the low word's mask is a
     64-bit rotate whose shifts clamp to zero, so the clear wipes bits 0..63): the low-rank collapse kept

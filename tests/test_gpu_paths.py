@@ -710,6 +710,34 @@ def test_reference_pieces_run_as_the_whole_program(n, depth, count, ticks):
     assert np.array_equal(got_records, want.records) and got_tableau.equals(want.tableau)
 
 
+def test_reference_pieces_keep_their_staging_buffers_for_the_next_call():
+    """The page-locked buffers a piecewise run stages its uploads in stay with the engine: a second
+    run of like pieces stages in the same two buffers, a run of larger pieces grows them; every run
+    gives the records and final tableau of the whole program."""
+    from benchmarks.random_clifford import paper_random_circuit_stim
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.shots import REFERENCE_KEY, StreamedCompile
+
+    engine = CudaEngine()
+    kept = engine._tableau.piece_buffers
+    assert kept == [None, None]
+    made = []
+    for n, seed in ((2000, 1), (2000, 2), (12000, 3)):
+        circuit = paper_random_circuit_stim(n, 10, seed=seed)
+        clear_stim_cache()
+        compiling = StreamedCompile(circuit, 4)
+        run = engine.run_reference_pieces(n, circuit.num_measurements, compiling, REFERENCE_KEY)
+        whole = compile_stim(circuit)
+        want = engine.run_tableau(whole, schedule(whole), REFERENCE_KEY, reference=True)
+        assert np.array_equal(run.records, want.records) and run.tableau.equals(want.tableau)
+        assert engine._tableau.piece_buffers is kept and all(buf is not None for buf in kept)
+        made.append([(id(buf), len(buf)) for buf in kept])
+    assert made[1] == made[0]  # like pieces: the same buffers
+    assert min(size for _, size in made[2]) > max(size for _, size in made[0])  # larger pieces: grown
+    assert engine.held_bytes()["pinned"] >= sum(len(buf) for buf in kept)
+
+
 def test_streamed_first_calls_sample_the_bits_of_a_whole_compile(monkeypatch):
     """sample_measurements on the GPU of a circuit new to the process, streamed (its reference made
     while it compiled), against the NumPy engine's and an unstreamed GPU call's bits; a circuit whose

@@ -222,10 +222,8 @@ def _moved(blocks: List[np.ndarray], block_first: np.ndarray, first: np.ndarray,
     order = np.argsort(stretch_key, kind="stable")  # a stretch's rows are in program order already
     first, last, stretch_key, stretch_op = first[order], last[order], stretch_key[order], stretch_op[order]
     scheduled = np.empty((int((last - first).sum()), NUM_FIELDS), dtype=np.int32)
-    at = 0
-    for rows in _slices(blocks, block_first, first, last):
-        scheduled[at:at + len(rows)] = rows
-        at += len(rows)
+    if len(order):
+        np.concatenate(_slices(blocks, block_first, first, last), out=scheduled)
     begins = np.zeros(len(order), dtype=np.int64)
     np.cumsum(last[:-1] - first[:-1], out=begins[1:])
     # neighbouring stretches of one key and opcode are one run

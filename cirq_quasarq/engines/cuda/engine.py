@@ -314,6 +314,7 @@ class CudaEngine(Engine):
         device += frames.parity_tables[2] if frames.parity_tables is not None else 0
         device += len(frames.reference_bits[1]) if frames.reference_bits is not None else 0
         pinned = sum(int(buf.nbytes) for buf in frames._pinned)
+        pinned += sum(int(buf.nbytes) for buf in self._tableau.piece_buffers if buf is not None)
         if ws is not None:
             device += _workspace_bytes(ws)
             pinned += int(ws.host_flags.nbytes)
