@@ -242,8 +242,8 @@ class DeviceProgram:
 
     def _upload_packed(self, arrays: List[np.ndarray]) -> List[int]:
         """The device addresses of `arrays` (contiguous), sent as one upload: each at an offset
-        aligned to _PACK_ALIGN in one buffer. A device allocation and a copy each had cost a
-        streamed first call at 10k qubits about 200 of them (a dozen a piece)."""
+        aligned to _PACK_ALIGN in one buffer. With an allocation and a copy an array, a streamed
+        first call at 10k qubits had made about 200 of each (a dozen a piece)."""
         offsets, size = [], 0
         for a in arrays:
             size = -(-size // _PACK_ALIGN) * _PACK_ALIGN
