@@ -276,7 +276,7 @@ def test_tableau_floor_is_one_read_and_write_a_layer():
 def test_first_call_benchmark_runs_a_baseline_checkout_in_turn(tmp_path):
     """bench_first_call --baseline DIR --samples 2: each case in a process of its own, once with this
     checkout's cirq_quasarq and once with DIR's, in turn, DIR's first every other sample; rows say
-    which package ran."""
+    which package ran, and the first calls' calling-thread CPU seconds."""
     pytest.importorskip("stim")  # the case's circuit
     base = tmp_path / "base"
     shutil.copytree(ROOT / "cirq_quasarq", base / "cirq_quasarq", ignore=shutil.ignore_patterns("__pycache__"))
@@ -291,6 +291,10 @@ def test_first_call_benchmark_runs_a_baseline_checkout_in_turn(tmp_path):
     assert [(r["sample"], "baseline" in r) for r in rows] == [(0, False), (0, True), (1, True), (1, False)]
     assert all("error" not in r and r["first_s"] > 0 for r in rows)
     assert all(len(r["first_calls_s"]) == 2 and min(r["first_calls_s"]) > 0 for r in rows)
+    # the calling thread's CPU seconds of the same first calls (none past their wall seconds)
+    assert all(0 < r["first_thread_cpu_s"] <= r["first_s"] + 1e-3 for r in rows)
+    assert all(len(r["first_calls_thread_cpu_s"]) == 2 and all(0 < c <= w + 1e-3 for c, w in
+               zip(r["first_calls_thread_cpu_s"], r["first_calls_s"])) for r in rows)
     assert {Path(r["package"]) for r in rows if "baseline" in r} == {base / "cirq_quasarq"}
     assert {Path(r["package"]) for r in rows if "baseline" not in r} == {ROOT / "cirq_quasarq"}
 
