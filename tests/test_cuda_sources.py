@@ -450,7 +450,7 @@ def test_a_device_program_sends_its_small_arrays_as_one_upload():
 
     class FakeCuda:
         def mem_alloc(self, nbytes):
-            address = 1 << 20 + len(memory)  # 256-aligned, apart
+            address = (len(memory) + 1) << 20  # 256-aligned, a MiB apart
             memory[address] = None
             return address
 
