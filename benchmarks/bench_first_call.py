@@ -108,9 +108,8 @@ def warm_process(device: str) -> None:
 
 
 def _timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
+    wall, _, out = _timed_with_thread(fn)
+    return wall, out
 
 
 def _timed_with_thread(fn):

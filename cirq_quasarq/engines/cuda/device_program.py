@@ -34,9 +34,15 @@ MAX_CONFUSION_BITS = loader.source_define("frames.cu", "QQ_MAX_CONFUSION_BITS")
 # Device bytes of idle-qubit lists a program keeps (tableau mode's gate windows folded into a rows
 # pass); the windows past it keep the gate kernel.
 IDLE_LIST_BUDGET = 64 << 20
-# The alignment of each array in a packed upload (DeviceProgram._upload_packed): the device's
-# allocations are aligned to 256 bytes, so the arrays are aligned as if each had its own.
-_PACK_ALIGN = 256
+# The alignment of each array in a packed upload (DeviceProgram._upload_packed) and of each copy
+# staged in page-locked memory (PieceUploads): the device's allocations are aligned to 256 bytes, so
+# the arrays are aligned as if each had its own.
+_ALIGN = 256
+
+
+def _aligned(nbytes: int) -> int:
+    """nbytes rounded up to a multiple of _ALIGN."""
+    return -(-nbytes // _ALIGN) * _ALIGN
 
 
 def _pad(a: np.ndarray, dtype) -> np.ndarray:
@@ -70,8 +76,6 @@ class PieceUploads:
     the engine keeps them for its next call, which finds them free (every call waits for its device
     work before it returns)."""
 
-    _ALIGN = 256
-
     def __init__(self, engine, buffers: List[Optional[np.ndarray]]):
         self._engine = engine
         self._buffers = buffers
@@ -84,7 +88,7 @@ class PieceUploads:
         if not a.flags.c_contiguous:
             raise ValueError("upload takes a contiguous array")
         nbytes = max(1, a.nbytes)
-        at = -(-self._used // self._ALIGN) * self._ALIGN
+        at = _aligned(self._used)
         buf = self._buffers[self._turn]
         if buf is None or at + nbytes > len(buf):
             if buf is not None:
@@ -242,11 +246,11 @@ class DeviceProgram:
 
     def _upload_packed(self, arrays: List[np.ndarray]) -> List[int]:
         """The device addresses of `arrays` (contiguous), sent as one upload: each at an offset
-        aligned to _PACK_ALIGN in one buffer. With an allocation and a copy an array, a streamed
+        aligned to _ALIGN in one buffer. With an allocation and a copy an array, a streamed
         first call at 10k qubits had made about 200 of each (a dozen a piece)."""
         offsets, size = [], 0
         for a in arrays:
-            size = -(-size // _PACK_ALIGN) * _PACK_ALIGN
+            size = _aligned(size)
             offsets.append(size)
             size += a.nbytes
         packed = np.zeros(max(1, size), dtype=np.uint8)
