@@ -214,3 +214,18 @@ def test_maps_are_found_by_the_parities_object_and_by_their_contents():
     assert records is not made and records.num_outputs == program.num_records
     fewer = linear.linear_frames(program, plan, Parities.of(chosen[:3], ref))
     assert fewer.num_outputs == 3 and linear.linear_frames(program, plan, parities) is made
+
+
+@pytest.mark.parametrize("rows,words,density", [(0, 3, 0.1), (5, 0, 0.1), (1, 1, 0.5), (40, 7, 0.01),
+                                                (400, 130, 0.0005), (13, 2, 1.0), (9, 4, 0.0)])
+def test_the_maps_set_bits_are_np_nonzero_of_the_unpacked_rows(rows, words, density):
+    """linear._set_bits (the nonzero words unpacked alone) against np.nonzero of every row unpacked,
+    as the map had found its entries: the same (row, column) pairs in the same order, columns cut
+    at the inputs' count inside the last word too."""
+    r = np.random.default_rng(rows * 131 + words)
+    bits = (r.random((rows, 64 * words)) < density).astype(np.uint8)
+    matrix = np.packbits(bits, axis=1, bitorder="little").view(np.uint64).reshape(rows, words)
+    for columns in sorted({64 * words, max(0, 64 * words - 5)}):
+        want = np.nonzero(bits[:, :columns])
+        got = linear._set_bits(matrix, columns)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want)), columns

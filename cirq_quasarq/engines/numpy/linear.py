@@ -93,8 +93,7 @@ class LinearFrames:
         # parities.reduce XORs its flips into every row: they go in `constant`, not in the map
         matrix = flips if parities is None else parities.reduce(flips) ^ spread(parities.flip)[:, None]
         self.num_outputs = len(matrix)
-        bits = np.unpackbits(matrix.view(np.uint8), axis=1, count=unit.num_inputs, bitorder="little")
-        outputs, inputs = np.nonzero(bits)  # sorted by output
+        outputs, inputs = _set_bits(matrix, unit.num_inputs)  # sorted by output
         # Gauge inputs (initial and collapse frames) are dense words: XOR them output by output.
         gauge = inputs < n + len(unit.collapse_slots)
         self.gauge_outputs, starts = np.unique(outputs[gauge], return_index=True)
@@ -191,6 +190,21 @@ class LinearFrames:
                 np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
         out ^= constant
         return out
+
+
+def _set_bits(matrix: np.ndarray, columns: int):
+    """(row, column) of every set bit of the packed rows `matrix` (uint64 [rows, words], bit b of
+    word w is column 64 w + b) below `columns`, in np.nonzero's order (by row, then column). Only
+    the nonzero words are unpacked: a map's rows reach a few percent of its inputs, so unpacking
+    every word (a byte a bit) and scanning it had been half of the map's making (d = 7: 7 of 14 ms)."""
+    words = matrix.shape[1]
+    at = np.flatnonzero(matrix)
+    bits = np.unpackbits(matrix.reshape(-1)[at].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    entry, bit = np.nonzero(bits)
+    rows, word = np.divmod(at[entry], words)
+    cols = 64 * word + bit
+    keep = cols < columns  # (the run's words are zero past its inputs: a guard, not a filter in practice)
+    return rows[keep], cols[keep]
 
 
 def linear_frames(program: Program, plan: FramePlan, parities: Optional[Parities]) -> LinearFrames:
