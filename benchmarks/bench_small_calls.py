@@ -1,6 +1,7 @@
 """Small calls and first calls on the CPU engine, each beside its Stim counterpart in the same run.
 
-    python -m benchmarks.bench_small_calls [--sinter SHOTS [--sinter-pairs N] [--sinter-only]] [--first-call-pairs N]
+    python -m benchmarks.bench_small_calls [--sinter SHOTS [--sinter-pairs N] [--sinter-sweep] [--sinter-only]]
+        [--first-call-pairs N]
 
 - `sample_detectors` of 1,024 shots of a d = 5 surface code (p = 1e-3), a new call on a compiled
   circuit (what sinter's batches pay), against Stim's compiled detector sampler, and compile + sample;
@@ -11,7 +12,12 @@
   (the NumPy engine's riders) and not, N pairs in turn in one process;
 - with `--sinter SHOTS` (needs the qec extra): `sinter.collect` of d = 3 and 5 surface codes with our
   plug-in against sinter's default sampler (Stim + pymatching), 2 workers, SHOTS shots a task
-  (`--sinter-pairs N`: N pairs in turn, the first of a pair alternating, and the ratios' median).
+  (`--sinter-pairs N`: N pairs in turn, the first of a pair alternating, and the ratios' median);
+  with `--sinter-sweep`, the tasks of a threshold sweep instead: d = 3, 5, 7 at p = 1, 2, 3 and 5
+  x 1e-3 (twelve tasks). The package's bytecode is compiled first, as `pip install` leaves it:
+  each of sinter's worker processes imports the plug-in, and a checkout run where bytecode is not
+  written (PYTHONDONTWRITEBYTECODE) would compile our modules from source in every worker (about
+  45 ms each on the 2-core machine), where sinter's and Stim's come compiled.
 Times are the best of several (wall clock); ratios are ours over Stim's within this run.
 """
 
@@ -77,14 +83,20 @@ def small_calls() -> None:
           f"stim.TableauSimulator().do(c) {theirs * 1e3:.0f} ms: {ours / theirs:.2f}x")
 
 
-def sinter_collect(shots: int, pairs: int = 1) -> None:
+def sinter_collect(shots: int, pairs: int = 1, sweep: bool = False) -> None:
+    import compileall
+    import os
     import statistics
 
     import sinter
 
+    import cirq_quasarq
     from cirq_quasarq.sinter import QuasarqSampler
 
-    tasks = [sinter.Task(circuit=surface_code_stim(d, d, 1e-3), json_metadata={"d": d}) for d in (3, 5)]
+    compileall.compile_dir(os.path.dirname(cirq_quasarq.__file__), quiet=1)  # as an install leaves it
+    codes = [(d, p) for d in (3, 5, 7) for p in (1e-3, 2e-3, 3e-3, 5e-3)] if sweep else [(3, 1e-3), (5, 1e-3)]
+    tasks = [sinter.Task(circuit=surface_code_stim(d, d, p), json_metadata={"d": d, "p": p}) for d, p in codes]
+    what = "d = 3, 5 and 7 at p = 1e-3 to 5e-3 (12 tasks)" if sweep else "d = 3 and 5"
     samplers = (("our plug-in", dict(decoders=["q"], custom_decoders={"q": QuasarqSampler(device="cpu", seed=1)})),
                 ("sinter's default sampler", dict(decoders=["pymatching"])))
     ratios = []
@@ -94,11 +106,12 @@ def sinter_collect(shots: int, pairs: int = 1) -> None:
             t0 = time.perf_counter()
             stats = sinter.collect(num_workers=2, tasks=tasks, max_shots=shots, **kwargs)
             walls[name] = time.perf_counter() - t0
-            print(f"sinter.collect, d = 3 and 5, {shots:,} shots a task, {name}: {walls[name]:.2f} s",
-                  sorted((s.json_metadata["d"], s.shots, s.errors) for s in stats))
+            print(f"sinter.collect, {what}, {shots:,} shots a task, {name}: {walls[name]:.2f} s",
+                  sorted((s.json_metadata["d"], s.json_metadata["p"], s.shots, s.errors) for s in stats)
+                  if not sweep else f"({sum(s.errors for s in stats)} errors in all)")
         ratios.append(walls[samplers[0][0]] / walls[samplers[1][0]])
     if pairs > 1:
-        print(f"sinter.collect, ours / sinter's default, {pairs} pairs: median {statistics.median(ratios):.2f}, "
+        print(f"sinter.collect, {what}, ours / sinter's default, {pairs} pairs: median {statistics.median(ratios):.2f}, "
               f"range {min(ratios):.2f}-{max(ratios):.2f}")
 
 
@@ -146,6 +159,7 @@ def main(argv=None) -> None:
     ap.add_argument("--sinter", type=int, default=0, metavar="SHOTS", help="also time sinter.collect (qec extra)")
     ap.add_argument("--sinter-pairs", type=int, default=1, metavar="N",
                     help="sinter.collect with each sampler N times in turn, and the ratios' median")
+    ap.add_argument("--sinter-sweep", action="store_true", help="the tasks of a threshold sweep (d = 3, 5, 7; 4 p each)")
     ap.add_argument("--sinter-only", action="store_true", help="only the sinter.collect pairs")
     ap.add_argument("--first-call-pairs", type=int, default=0, metavar="N",
                     help="only the first call, its frames in the reference run and not, N pairs in turn")
@@ -156,7 +170,7 @@ def main(argv=None) -> None:
     if not args.sinter_only:
         small_calls()
     if args.sinter:
-        sinter_collect(args.sinter, args.sinter_pairs)
+        sinter_collect(args.sinter, args.sinter_pairs, args.sinter_sweep)
 
 
 if __name__ == "__main__":
