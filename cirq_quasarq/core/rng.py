@@ -361,12 +361,17 @@ def _sparse_lanes(key, slots, t: _Tables, start: int, count: int):
     r = rows[i]
     if len(r) == 0:
         return r, c, np.zeros(0, dtype=np.uint64)
+    # The pairs of even words first (stably): a word's Philox call is its pair's, and which half of
+    # the call's outputs it takes is then a slice, not a selection element by element (`_pair_words`).
     cols = np.uint64(start) + c.astype(np.uint64)
+    odd = (cols & np.uint64(1)).astype(bool)
+    order = np.argsort(odd, kind="stable")
+    evens = len(odd) - int(np.count_nonzero(odd))
+    r_by, cols_by = r[order], cols[order]
     # plane 1 (the first lane) and the bit-sliced draw's first pass (planes 2, 3, ...) in one draw
-    drawn = words(key, Stream.NOISE, slots[r, None], np.arange(1, 2 + _FIRST_PASS, dtype=np.uint64)[None, :],
-                  cols[:, None])
+    drawn = _pair_words(key, slots[r_by], np.arange(1, 2 + _FIRST_PASS, dtype=np.uint64), cols_by, evens)
     u = drawn[:, 0]
-    kinds = t.kind[r]
+    kinds = t.kind[r_by]
     present = np.flatnonzero(np.bincount(kinds))
     if len(present) == 1:  # one probability (a code's noise often is): no selection
         first = np.searchsorted(t.cuts[present[0]], u, side="right").astype(np.uint64)
@@ -377,8 +382,24 @@ def _sparse_lanes(key, slots, t: _Tables, start: int, count: int):
             first[sel] = np.searchsorted(t.cuts[kind], u[sel], side="right")
     above = ~((np.uint64(2) << first) - np.uint64(1))  # lanes strictly above `first`
     above[first == 63] = 0
-    rest = _bit_sliced_at(key, slots[r], t.fixed[r], cols, 2, drawn[:, 1:], lanes=above)
-    return r, c, (np.uint64(1) << first) | rest
+    rest = _bit_sliced_at(key, slots[r_by], t.fixed[r_by], cols_by, 2, drawn[:, 1:], lanes=above, evens=evens)
+    masks = np.empty(len(r), dtype=np.uint64)
+    masks[order] = (np.uint64(1) << first) | rest
+    return r, c, masks
+
+
+def _pair_words(key, slots: np.ndarray, planes: np.ndarray, cols: np.ndarray, evens: int) -> np.ndarray:
+    """uint64 [pairs, planes]: `words(key, NOISE, slots[:, None], planes[None, :], cols[:, None])`
+    for pairs whose first `evens` words are even and the rest odd: one Philox call per (pair,
+    plane), its outputs r0 | r1 << 32 for an even word and r2 | r3 << 32 for an odd one, each taken
+    as a slice of the call's rows."""
+    r0, r1, r2, r3 = philox4x32((cols >> np.uint64(1))[:, None], slots[:, None], planes[None, :],
+                                np.uint64(Stream.NOISE), key)
+    out = np.empty(r0.shape, dtype=np.uint64)
+    for lo, hi, (low, high) in ((0, evens, (r0, r1)), (evens, len(cols), (r2, r3))):
+        np.left_shift(high[lo:hi], np.uint64(32), out=out[lo:hi])
+        out[lo:hi] |= low[lo:hi]
+    return out
 
 
 _SPARSE_LANES = 8  # words with at most this many firing lanes list them a lane at a time
@@ -434,13 +455,15 @@ _WIDE_PASSES = (16, 40)
 _LARGE_DRAW = 1 << 14  # pairs still undecided from which passes are one plane
 
 
-def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=None, lanes=None):
+def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=None, lanes=None,
+                   evens: Optional[int] = None):
     """Bit-sliced Bernoulli for scattered (slot, word) pairs against per-pair fixed-point thresholds:
     lane l fires when its uniform (bit 63 - j = bit l of plane plane0 + j) is below the threshold.
     Planes are drawn a pass at a time for the pairs still undecided; a plane drawn after a pair is
     decided changes nothing, so the bits are those of a plane-by-plane draw. `first_pass`: the
     first pass's planes, when the caller drew them already. `lanes`: per pair, the lanes the caller
-    keeps (the others come out 0 and are never waited for)."""
+    keeps (the others come out 0 and are never waited for). `evens`: the pairs' first `evens` words
+    are even and the rest odd (`_pair_words`); None: any order."""
     out = np.zeros(len(slots), dtype=np.uint64)
     if lanes is None:
         undecided = np.full(len(slots), ALL)
@@ -462,6 +485,8 @@ def _bit_sliced_at(key, slots, threshold: np.ndarray, cols, plane0, first_pass=N
         planes = np.arange(j0, j0 + width, dtype=np.uint64)
         if j0 == 0 and first_pass is not None:
             u = first_pass if len(live) == len(slots) else first_pass[live]
+        elif evens is not None:  # live is ascending, so its pairs of even words still come first
+            u = _pair_words(key, slots[live], np.uint64(plane0) + planes, cols[live], int(np.searchsorted(live, evens)))
         else:
             u = words(key, Stream.NOISE, slots[live, None], np.uint64(plane0) + planes[None, :], cols[live, None])
         und, got = undecided[live], out[live]
