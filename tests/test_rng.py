@@ -189,3 +189,18 @@ def test_philox_passes_give_the_counters_as_one_pass(monkeypatch, shape):
     got = rng.philox4x32(c0, c1, c2, np.uint64(3), key)
     for g, w in zip(got, want):
         assert g.shape == shape and np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_sparse_draws_do_not_depend_on_how_many_pairs_go_at_a_time(monkeypatch, chunk):
+    """rng._sparse_lanes draws its firing (slot, word) pairs `_PAIRS_A_CHUNK` at a time: the same
+    words for chunks of one pair, of a few and of a thousand as for all pairs at once, at two
+    probabilities (their first-lane cuts chosen per pair) over thousands of firing pairs."""
+    key = rng.make_key(99)
+    slots = np.arange(300, dtype=np.uint64) * 3 + 2
+    probs = np.where(np.arange(300) % 2 == 0, 3e-3, 1e-3)
+    monkeypatch.setattr(rng, "_PAIRS_A_CHUNK", 1 << 30)
+    whole = rng.bernoulli_words(key, slots, probs, 17, 129)
+    assert np.count_nonzero(whole) > 2 * chunk
+    monkeypatch.setattr(rng, "_PAIRS_A_CHUNK", chunk)
+    assert np.array_equal(rng.bernoulli_words(key, slots, probs, 17, 129), whole)

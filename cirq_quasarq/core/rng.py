@@ -359,11 +359,26 @@ def _sparse_lanes(key, slots, t: _Tables, start: int, count: int):
     any_fire = below32_range(key, Stream.NOISE, slots[rows], 0, start, count, t.any_sparse)
     i, c = nonzero_2d(any_fire)
     r = rows[i]
-    if len(r) == 0:
-        return r, c, np.zeros(0, dtype=np.uint64)
+    cols = np.uint64(start) + c.astype(np.uint64)
+    masks = np.empty(len(r), dtype=np.uint64)
+    for lo in range(0, len(r), _PAIRS_A_CHUNK):
+        hi = min(len(r), lo + _PAIRS_A_CHUNK)
+        masks[lo:hi] = _firing_lanes(key, slots, t, r[lo:hi], cols[lo:hi])
+    return r, c, masks
+
+
+# Firing pairs drawn at a time: a noisy batch's draw (d = 7 at p = 0.003, 16,384 shots: 119k pairs, a
+# first pass of 1.07M words) made arrays of tens of MB a step; chunks of 16k pairs keep them to a few
+# MB (2-core machine: that batch 109-113 -> 95-101 ms; 4k pairs a chunk 100-102, 1k 108-114). The
+# pairs are independent, so the bits do not depend on it.
+_PAIRS_A_CHUNK = 1 << 14
+
+
+def _firing_lanes(key, slots, t: _Tables, r: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The lanes that fire in the words (slot r, word cols) each of which has one (the any-lane
+    draw said so): the first from its truncated geometric law, the rest bit-sliced above it."""
     # The pairs of even words first (stably): a word's Philox call is its pair's, and which half of
     # the call's outputs it takes is then a slice, not a selection element by element (`_pair_words`).
-    cols = np.uint64(start) + c.astype(np.uint64)
     odd = (cols & np.uint64(1)).astype(bool)
     order = np.argsort(odd, kind="stable")
     evens = len(odd) - int(np.count_nonzero(odd))
@@ -385,7 +400,7 @@ def _sparse_lanes(key, slots, t: _Tables, start: int, count: int):
     rest = _bit_sliced_at(key, slots[r_by], t.fixed[r_by], cols_by, 2, drawn[:, 1:], lanes=above, evens=evens)
     masks = np.empty(len(r), dtype=np.uint64)
     masks[order] = (np.uint64(1) << first) | rest
-    return r, c, masks
+    return masks
 
 
 def _pair_words(key, slots: np.ndarray, planes: np.ndarray, cols: np.ndarray, evens: int) -> np.ndarray:
