@@ -185,6 +185,36 @@ def test_sweep_shares_what_resolution_cannot_change(device):
             assert np.array_equal(swept.records[key], alone.records[key]), (r, key)
 
 
+def test_a_noise_sweeps_detection_events_with_pauli_observables_are_each_points_own(device):
+    """Detection events of a noise sweep whose observable has Pauli terms (read by a readout
+    program made from the program and its channels): each point samples what its resolved circuit
+    compiled on its own samples, bit for bit, though the points share `derived`. The readout had
+    been kept there as one program, so every point after the first sampled the first one's noise
+    (a bit flip of p = 0.3 before a Z observable flipped it never, as at p = 0.01)."""
+    stimcirq = pytest.importorskip("stimcirq")
+    p = sympy.Symbol("p")
+    circuit = cirq.Circuit(
+        cirq.H(Q[0]), cirq.CX(Q[0], Q[1]), cirq.X.with_probability(p).on_each(*Q[:3]),
+        cirq.measure(Q[0], Q[1], key="m"),
+        cirq.Moment(stimcirq.CumulativeObservableAnnotation(pauli_keys=["Z2"], observable_index=0)),
+        cirq.Moment(stimcirq.CumulativeObservableAnnotation(parity_keys=["m"], pauli_keys=["Z0"],
+                                                            observable_index=1)))
+    sim = QuasarqSimulator(seed=11, device=device)
+    points = [{"p": 0.01}, {"p": 0.3}, {"p": 0.2}, {"p": 0.3}]
+    programs = [sim.compile(circuit, r) for r in points]
+    assert programs[0].derived is programs[1].derived is programs[2].derived
+    rates = []
+    for r, program in zip(points, programs):
+        swept = QuasarqSimulator(seed=7, device=device).sample_detectors(program, 4000, separate_observables=True)
+        alone = QuasarqSimulator(seed=7, device=device).sample_detectors(
+            cirq.resolve_parameters(circuit, r), 4000, separate_observables=True)
+        assert all(np.array_equal(a, b) for a, b in zip(swept, alone)), r
+        rates.append(swept[1][:, 0].mean())
+    n = 4000
+    for r, rate in zip(points, rates):  # observable 0 is Z2 alone: it flips with the X on qubit 2
+        assert abs(rate - r["p"]) < 6 * np.sqrt(r["p"] * (1 - r["p"]) / n) + 1e-9, (r, rate)
+
+
 def test_noise_model_like_and_channels(device):
     circuit = cirq.Circuit(cirq.I(Q[0]), cirq.measure(Q[0], key="m"))
     shots = 100_000

@@ -384,11 +384,25 @@ class Program:
     def with_pauli_readout(self) -> "Program":
         """What sampling detection events and observable flips runs: this program, then an M of
         each `pauli_observables` qubit (records after every other, no key) included in its
-        observable. The program itself when it has no Pauli terms; made once and kept with it."""
+        observable. The program itself when it has no Pauli terms; made once and kept with it.
+
+        The readout program carries this program's channels, which `derived` must not hold: sweep
+        points that differ only in the channels' probabilities share `derived` (a template's
+        resolutions), so each point's readout is kept beside the channels it was made with, and a
+        point without one gets a copy of another's with its own channels (the copy shares the
+        other's `derived`: the same rows). Kept as one readout had been, a noise sweep's detection
+        events would all have had the first point's noise."""
         if not self.pauli_observables:
             return self
-        found = self.derived.get("pauli_readout")
-        if found is None:
+        kept = self.derived.setdefault("pauli_readouts", [])  # (channels, readout), the latest last
+        for channels, readout in kept:
+            if channels is self.channels:
+                return readout
+        if kept:  # another point's: the same rows, other probabilities
+            other = kept[-1][1]
+            readout = dataclasses.replace(other, channels=self.channels)
+            readout.derived = other.derived
+        else:
             k = len(self.pauli_observables)
             readout = {index: self.num_records + i for i, (index, _) in enumerate(self.pauli_observables)}
             rows = np.full((k, NUM_FIELDS), -1, dtype=np.int32)
@@ -403,11 +417,13 @@ class Program:
                            o.coords, o.index) for o in self.observables])
             moment_rows, moment_records = self.moment_rows.copy(), self.moment_records.copy()
             moment_rows[-1], moment_records[-1] = len(self.instructions) + k, self.num_records + k
-            found = self.derived["pauli_readout"] = dataclasses.replace(
+            readout = dataclasses.replace(
                 self, instructions=np.concatenate([self.instructions, rows]), num_records=self.num_records + k,
                 num_rand_slots=self.num_rand_slots + k, observables=observables, pauli_observables=(),
                 moment_rows=moment_rows, moment_records=moment_records)
-        return found
+        kept.append((self.channels, readout))
+        del kept[:-_READOUTS_KEPT]
+        return readout
 
     @classmethod
     def of_rows(cls, num_qubits: int, instructions: np.ndarray, num_records: int) -> "Program":
@@ -429,6 +445,9 @@ class Program:
             pauli = [opcodes.CODE[n] for n in ("I", "X", "Y", "Z")]
             found = self.derived["needs_branching"] = bool((~np.isin(controlled, pauli)).any())
         return found
+
+
+_READOUTS_KEPT = 8  # sweep points whose readout programs a shared `derived` keeps
 
 
 def _instructions(self) -> np.ndarray:
