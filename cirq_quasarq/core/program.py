@@ -398,9 +398,9 @@ class Program:
         for channels, readout in kept:
             if channels is self.channels:
                 return readout
-        if kept:  # another point's: the same rows, other probabilities
+        if kept:  # another point's: the same rows; its channels (and a template's phases) this point's
             other = kept[-1][1]
-            readout = dataclasses.replace(other, channels=self.channels)
+            readout = dataclasses.replace(other, channels=self.channels, phases=self.phases, base_phase=self.base_phase)
             readout.derived = other.derived
         else:
             k = len(self.pauli_observables)
