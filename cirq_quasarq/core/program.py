@@ -352,7 +352,8 @@ class Program:
     # is kept here, so every simulator and seed shares it and it is freed with the program. It may
     # depend on the instructions, keys, conditions and confusions but never on the channels'
     # probabilities: a template's resolutions that differ only in those share one dict (assigned
-    # after construction). Not an argument: every new Program, a dataclasses.replace copy too,
+    # after construction); what carries channels is kept by the channels it was made with
+    # (`with_pauli_readout`). Not an argument: every new Program, a dataclasses.replace copy too,
     # starts with an empty one, so a copy with other rows never inherits a schedule or a reference.
     derived: Dict[str, object] = dataclasses.field(default_factory=dict, repr=False, init=False)
 
