@@ -6,5 +6,5 @@ from setuptools import find_packages, setup
 setup(
     packages=find_packages(include=["cirq_quasarq", "cirq_quasarq.*"]) + ["cirq_quasarq.cuda_src"],
     package_dir={"cirq_quasarq.cuda_src": "cuda_src"},
-    package_data={"cirq_quasarq.cuda_src": ["*.cu", "*.cuh"]},
+    package_data={"cirq_quasarq.cuda_src": ["*.cu", "*.cuh", "*.cpp"]},
 )

@@ -29,6 +29,18 @@ def engine(request):
     return _make_engine(request.param)
 
 
+@pytest.fixture(params=["numpy", "native"])
+def draw_path(request, monkeypatch):
+    """The NumPy engine's random draws each way in turn: NumPy's array passes (the definition) and
+    the compiled draws (core/native.py; skipped where no C++ compiler builds them)."""
+    from cirq_quasarq.core import native
+
+    if request.param == "native" and native.library() is None:
+        pytest.skip(f"the compiled draws are not available here: {native.why_not()}")
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1" if request.param == "native" else "0")
+    return request.param
+
+
 @pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
     """Simulator device strings, GPU only where usable."""

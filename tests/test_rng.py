@@ -5,6 +5,9 @@ import pytest
 
 from cirq_quasarq.core import rng
 
+# every test here draws both ways: NumPy's passes and the compiled draws (tests/test_native_draws.py)
+pytestmark = pytest.mark.usefixtures("draw_path")
+
 KAT = [
     ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
     ((0xFFFFFFFF,) * 4, (0xFFFFFFFF, 0xFFFFFFFF), (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),

@@ -11,7 +11,7 @@ from typing import Tuple
 
 import numpy as np
 
-from . import opcodes, rng
+from . import native, opcodes, rng
 from .program import Program
 
 
@@ -57,6 +57,13 @@ class ChannelDraw:
             self.letters[rows, 1 : 2 * ch.arity : 2] = (ch.paulis == 2) | (ch.paulis == 3)
         self.slot_row = np.repeat(self.first_row, sizes)  # a slot's channel's first row
         self.several = [i for i, ch in enumerate(self.channels) if len(ch.probs) > 1]
+        # the compiled draw's view of the choices: each slot's channel's cumulative thresholds, as a
+        # run (at, count) of one array (count 0: a channel of one Pauli)
+        cuts = [rng.thresholds(ch.probs) if len(ch.probs) > 1 else np.zeros(0, dtype=np.uint64) for ch in self.channels]
+        counts = np.array([len(x) for x in cuts], dtype=np.int64)
+        self.cuts = np.concatenate(cuts) if cuts else np.zeros(0, dtype=np.uint64)
+        self.slot_cut_at = np.repeat(np.cumsum(counts) - counts, sizes)
+        self.slot_cut_count = np.repeat(counts, sizes)
 
     def lanes(self, key, start: int, count: int):
         """The draw lane by lane: the firing words (slot index r, word offset c, mask fire, as
@@ -65,6 +72,12 @@ class ChannelDraw:
         lane of a channel of several Paulis takes the one its NOISE_CHOICE word picks (drawn for
         every lane: one draw, whose words a lane of a one-Pauli channel never reads)."""
         r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
+        lib = native.draws()
+        if lib is not None:
+            lanes = int(np.bitwise_count(fire).sum())
+            entry, lane, row = (np.empty(lanes, dtype=np.int64) for _ in range(3))
+            self._paulis(lib, key, start, r, c, fire, entry, lane, row, None)
+            return r, c, fire, entry, lane, row
         entry, lane = rng.set_bits(fire)
         slot = r[entry]
         row = self.slot_row[slot]
@@ -77,15 +90,30 @@ class ChannelDraw:
                 row[lo:hi] += np.searchsorted(rng.thresholds(self.channels[i].probs), u[lo:hi], side="right")
         return r, c, fire, entry, lane, row
 
+    def _paulis(self, lib, key, start, r, c, fire, entry, lane, row, masks) -> None:
+        """`lanes`' per-lane Paulis (entry, lane, row), or `draw`'s masks, by the compiled draw."""
+        a = native.address
+        k0, k1 = (int(k) for k in key)
+        per_lane = (None, None, None) if entry is None else (a(entry), a(lane), a(row))
+        lib.qq_host_paulis(k0, k1, int(rng.Stream.NOISE_CHOICE), int(start), a(r), a(c), a(fire), len(fire),
+                           a(self.slots), a(self.slot_row), a(self.slot_cut_at), a(self.slot_cut_count), a(self.cuts),
+                           *per_lane, a(self.letters), self.width, None if masks is None else a(masks))
+
     def draw(self, key, start: int, count: int) -> list:
         """Per channel: (slot index, word offset, X masks [arity, E], Z masks [arity, E])."""
-        r, c, fire, entry, lane, row = self.lanes(key, start, count)
-        per_lane = self.letters[row].astype(np.uint64) << lane.astype(np.uint64)[:, None]  # [lanes, width]
-        masks = np.zeros((len(fire), self.width), dtype=np.uint64)
-        if len(fire):  # a word's lanes OR-ed: every word has one
-            firsts = np.zeros(len(fire), dtype=np.int64)
-            np.cumsum(np.bitwise_count(fire[:-1]), out=firsts[1:])
-            masks = np.bitwise_or.reduceat(per_lane, firsts, axis=0)
+        lib = native.draws()
+        if lib is not None:
+            r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
+            masks = np.empty((len(fire), self.width), dtype=np.uint64)
+            self._paulis(lib, key, start, r, c, fire, None, None, None, masks)
+        else:
+            r, c, fire, entry, lane, row = self.lanes(key, start, count)
+            per_lane = self.letters[row].astype(np.uint64) << lane.astype(np.uint64)[:, None]  # [lanes, width]
+            masks = np.zeros((len(fire), self.width), dtype=np.uint64)
+            if len(fire):  # a word's lanes OR-ed: every word has one
+                firsts = np.zeros(len(fire), dtype=np.int64)
+                np.cumsum(np.bitwise_count(fire[:-1]), out=firsts[1:])
+                masks = np.bitwise_or.reduceat(per_lane, firsts, axis=0)
         cuts = np.searchsorted(r, self.bounds)  # entries are sorted by slot index, so by channel
         out = []
         for i, channel in enumerate(self.channels):

@@ -18,6 +18,10 @@ Streams and their (a, b, i):
 - NOISE_CHOICE    a = random slot, b = 0, i = shot;        which Pauli an erring shot gets.
 - CONFUSION       a = random slot, b = 0, i = shot;        the recorded value under a confusion map.
 
+Where core/native.py has built it, `words` and `bernoulli_sparse` run the compiled draws of
+cuda_src/host_draws.cpp (philox.cuh's per-word functions, the GPU's own): the same bits, which
+the NumPy code here defines (tests/test_native_draws.py).
+
 Bernoulli(p) for 64 lanes (see `bernoulli_words`) is exact up to float64 rounding of p: lane l's
 uniform u has bit 63-j equal to bit l of NOISE word j, and the lane fires when u < floor(p*2^64);
 words are drawn most significant first only until every lane is decided. For small p a first
@@ -34,6 +38,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from . import native
 from .ranges import nonzero_2d
 
 # Constants as 0-d arrays: a ufunc takes one as an operand for under half the cost of a NumPy
@@ -190,6 +195,15 @@ def word(key, stream: int, a: int, b: int, index: int) -> int:
 def words(key, stream: int, a, b, index) -> np.ndarray:
     """64-bit random words word(stream, a, b, index) for broadcastable a, b, index."""
     index = np.asarray(index, dtype=np.uint64)
+    lib = native.draws()
+    if lib is not None:  # the compiled draw: a Philox call per word, no array passes
+        shape = np.broadcast_shapes(np.shape(a), np.shape(b), index.shape)
+        a, b, index = (np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.uint64), shape)).reshape(-1)
+                       for x in (a, b, index))
+        out = np.empty(shape, dtype=np.uint64)
+        k0, k1 = (int(k) for k in key)
+        lib.qq_host_words(k0, k1, int(stream), native.address(a), native.address(b), native.address(index), index.size, native.address(out))
+        return out
     outs = philox4x32(index >> np.uint64(1), a, b, np.uint64(stream), key)
     return _halves(outs, (index & np.uint64(1)).astype(bool))
 
@@ -297,6 +311,9 @@ def bernoulli_sparse(key, slots, p, start: int, count: int, tables: Optional["_T
     parts = []
     if len(slots) and count:
         t = tables if tables is not None else probability_tables(p)
+        lib = native.draws()
+        if lib is not None:
+            return _native_sparse(lib, key, slots, t, start, count)
         if len(t.certain):
             r, c = _grid(t.certain, count)
             parts.append((r, c, np.full(len(r), ALL)))
@@ -316,6 +333,26 @@ def bernoulli_sparse(key, slots, p, start: int, count: int, tables: Optional["_T
     return r[order], c[order], masks[order]
 
 
+def _native_sparse(lib, key, slots: np.ndarray, t: "_Tables", start: int, count: int):
+    """`bernoulli_sparse` by the compiled draw (core/native.py): the same entries, from philox.cuh's
+    per-word functions."""
+    modes, any_thresholds, cut_table, kinds = t.native_arrays()
+    slots = np.ascontiguousarray(slots, dtype=np.uint64)
+    k0, k1 = (int(k) for k in key)
+    room = t.expected_words * count
+    room = int(room + 6 * math.sqrt(room) + 64)
+    while True:
+        r, c = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
+        masks = np.empty(room, dtype=np.uint64)
+        found = lib.qq_host_bernoulli_sparse(
+            k0, k1, int(Stream.NOISE), native.address(slots), native.address(modes), native.address(t.fixed),
+            native.address(any_thresholds), native.address(cut_table), native.address(kinds), len(slots), int(start), int(count),
+            native.address(r), native.address(c), native.address(masks), room)
+        if found <= room:
+            return r[:found], c[:found], masks[:found]
+        room = found  # more words fired than room was made for (rare): again, with room for all
+
+
 class _Tables:
     """What a draw needs of its slots' probabilities p, made once per distinct array p (a sampler
     draws the same slots at the same probabilities every call): which slots are certain, dense
@@ -332,6 +369,24 @@ class _Tables:
         self.cuts = [_first_lane_cuts(float(v)) if 0 < v < SPARSE_BELOW else None for v in distinct]
         anyt = np.array([_any_threshold(float(v)) if 0 < v < SPARSE_BELOW else 0 for v in distinct], dtype=np.uint64)
         self.any_sparse = anyt[self.kind[self.sparse]]
+        self._any_by_kind = anyt
+        # the words a draw is expected to find nonzero, per shot word (sizes the compiled draw's output)
+        self.expected_words = len(self.certain) + len(self.dense) + float(np.sum(anyt[self.kind[self.sparse]])) / 2**32
+        self._native = None
+
+    def native_arrays(self):
+        """What the compiled draw reads besides `fixed`: each slot's mode (QQ_BERN_*), its any-lane
+        threshold, every distinct probability's 63 first-lane cuts (zeros where none), and each
+        slot's row of them (`kind`, as int64)."""
+        if self._native is None:
+            modes = np.zeros(len(self.kind), dtype=np.int32)  # QQ_BERN_NEVER
+            modes[self.certain], modes[self.dense], modes[self.sparse] = 1, 2, 3
+            table = np.zeros((len(self.cuts), 63), dtype=np.uint64)
+            for row, cuts in enumerate(self.cuts):
+                if cuts is not None:
+                    table[row] = cuts
+            self._native = (modes, self._any_by_kind[self.kind], table, np.ascontiguousarray(self.kind, dtype=np.int64))
+        return self._native
 
 
 _TABLES: dict = {}

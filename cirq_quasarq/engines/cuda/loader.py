@@ -29,7 +29,6 @@ import argparse
 import ast
 import functools
 import hashlib
-import importlib.resources
 import os
 import re
 import shutil
@@ -38,7 +37,7 @@ import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ...core import opcodes, program, rng
+from ...core import native, opcodes, program, rng
 from . import faults
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
@@ -72,16 +71,7 @@ class KernelCompileError(RuntimeError):
 
 def source_dir() -> Path:
     """Where cuda_src lives: inside the installed package first, then beside the package."""
-    try:
-        packaged = importlib.resources.files("cirq_quasarq") / "cuda_src"
-        if packaged.is_dir():
-            return Path(str(packaged))
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover - odd loaders
-        pass
-    repo = Path(__file__).resolve().parents[3] / "cuda_src"
-    if repo.is_dir():
-        return repo
-    raise FileNotFoundError("cuda_src not found in the cirq_quasarq package nor beside it")
+    return native.source_dir()
 
 
 # ---------------------------------------------------------------------------- generated headers
@@ -279,11 +269,7 @@ def device_arch(device) -> str:
 def kernel_cache_dir() -> Optional[Path]:
     """Where compiled kernels are kept across processes: ``$CIRQ_QUASARQ_KERNEL_CACHE`` if set (an
     empty value or ``0`` turns the disk cache off), else the user's cache folder."""
-    value = os.environ.get("CIRQ_QUASARQ_KERNEL_CACHE")
-    if value is not None:
-        return None if value.strip() in ("", "0") else Path(value).expanduser()
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "cirq-quasarq" / "kernels"
+    return native.cache_root()
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,149 @@
+"""The NumPy engine's compiled path: cuda_src/host_draws.cpp, built on first use with the machine's
+C++ compiler and loaded with ctypes.
+
+It holds the noise draws (`rng.bernoulli_sparse`): the CUDA kernels' own per-word functions of
+philox.cuh compiled for the CPU, so its bits are the GPU's by construction. The NumPy draws stay the
+definition and the oracle (tests/test_native_draws.py compares them bit for bit) and the fallback:
+without a compiler, or with ``CIRQ_QUASARQ_NATIVE=0``, every draw is NumPy's. The built library is
+kept on disk beside the compiled kernels (`cache_root`), one per source hash, flags, compiler and
+machine, so only the first process on a machine pays the compile (a quarter of a second).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.resources
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Optional
+
+SOURCE = "host_draws.cpp"
+HEADERS = ("philox.cuh",)
+FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas")
+
+_LOCK = threading.Lock()
+_LOADED: dict = {}  # "lib": the CDLL or None once tried; "why": why there is none
+
+
+def source_dir() -> Path:
+    """Where cuda_src lives: inside the installed package first, then beside the package."""
+    try:
+        packaged = importlib.resources.files("cirq_quasarq") / "cuda_src"
+        if packaged.is_dir():
+            return Path(str(packaged))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - odd loaders
+        pass
+    repo = Path(__file__).resolve().parents[2] / "cuda_src"
+    if repo.is_dir():
+        return repo
+    raise FileNotFoundError("cuda_src not found in the cirq_quasarq package nor beside it")
+
+
+def cache_root() -> Optional[Path]:
+    """Where compiled code is kept across processes: ``$CIRQ_QUASARQ_KERNEL_CACHE`` if set (an empty
+    value or ``0`` turns the disk cache off), else the user's cache folder."""
+    value = os.environ.get("CIRQ_QUASARQ_KERNEL_CACHE")
+    if value is not None:
+        return None if value.strip() in ("", "0") else Path(value).expanduser()
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "cirq-quasarq" / "kernels"
+
+
+def enabled() -> bool:
+    """Whether the compiled path may be used (``CIRQ_QUASARQ_NATIVE=0`` turns it off)."""
+    return os.environ.get("CIRQ_QUASARQ_NATIVE", "1").strip() not in ("", "0")
+
+
+def compiler() -> Optional[str]:
+    """The C++ compiler: ``$CXX``, else the first of c++, g++ and clang++ on the path."""
+    named = os.environ.get("CXX")
+    if named:
+        return shutil.which(named) or named
+    return next((found for found in map(shutil.which, ("c++", "g++", "clang++")) if found), None)
+
+
+def library() -> Optional[ctypes.CDLL]:
+    """The compiled library, built or loaded once a process; None where it cannot be (see `why_not`)."""
+    if "lib" in _LOADED:
+        return _LOADED["lib"]
+    with _LOCK:
+        if "lib" not in _LOADED:
+            lib, why = None, None
+            try:
+                lib = _bind(ctypes.CDLL(str(_built())))
+            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+                why = str(exc)
+            _LOADED["why"], _LOADED["lib"] = why, lib
+    return _LOADED["lib"]
+
+
+def draws() -> Optional[ctypes.CDLL]:
+    """The library where the compiled path is on and available, else None (the NumPy draws)."""
+    return library() if enabled() else None
+
+
+def why_not() -> Optional[str]:
+    """Why `library()` gave None (the compiler's message, or no compiler), once it has been asked."""
+    return _LOADED.get("why")
+
+
+def _built() -> Path:
+    """The library's file: from the cache, or compiled now (into the cache where there is one)."""
+    cxx = compiler()
+    if cxx is None:
+        raise RuntimeError("no C++ compiler (c++, g++ or clang++; or set CXX)")
+    directory = source_dir()
+    texts = [(directory / name).read_text() for name in (SOURCE, *HEADERS)]
+    st = os.stat(cxx)
+    identity = f"{os.path.realpath(cxx)}:{st.st_size}:{st.st_mtime_ns}:{platform.machine()}:{platform.system()}"
+    digest = hashlib.sha256("\0".join((*texts, *FLAGS, identity)).encode()).hexdigest()[:32]
+    root = cache_root()
+    if root is not None:
+        path = root / f"{Path(SOURCE).stem}-{digest}.so"
+        if path.is_file():
+            return path
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            root = None
+    out_dir = root if root is not None else Path(tempfile.mkdtemp(prefix="cirq-quasarq-"))
+    # compiled under a temporary name, then renamed: processes building at once never load half a file
+    fd, tmp = tempfile.mkstemp(dir=out_dir, suffix=".part")
+    os.close(fd)
+    try:
+        done = subprocess.run([cxx, *FLAGS, "-I", str(directory), "-o", tmp, str(directory / SOURCE)],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode:
+            raise RuntimeError(f"{cxx} failed on cuda_src/{SOURCE}:\n{done.stderr[-4000:]}")
+        path = out_dir / f"{Path(SOURCE).stem}-{digest}.so"
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def address(array) -> int:
+    """The address of a C-contiguous array's first element, as the library's pointers take it."""
+    return array.__array_interface__["data"][0]
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """Argument and result types of the library's functions (pointers pass as integer addresses)."""
+    p, i64, u32 = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_uint
+    lib.qq_host_bernoulli_sparse.argtypes = [u32, u32, u32, p, p, p, p, p, p, i64, i64, i64, p, p, p, i64]
+    lib.qq_host_bernoulli_sparse.restype = i64
+    lib.qq_host_words.argtypes = [u32, u32, u32, p, p, p, i64, p]
+    lib.qq_host_words.restype = None
+    lib.qq_host_paulis.argtypes = [u32, u32, u32, i64, p, p, p, i64, p, p, p, p, p, p, p, p, p, ctypes.c_int, p]
+    lib.qq_host_paulis.restype = None
+    return lib
