@@ -671,6 +671,45 @@ def test_the_cache_tells_apart_circuits_that_differ_only_in_their_qubits():
     assert again is not programs[0] and np.array_equal(again.instructions, programs[0].instructions)
 
 
+def test_noise_variants_share_what_is_derived_and_sample_their_own_noise():
+    """A sweep's circuits, compiled one by one, differ only in their probabilities: the later ones take
+    the first one's `derived` (schedule, frame plan, linear map). Each samples its own noise, bit for
+    bit what it gives compiled alone; a circuit that differs in anything else shares nothing."""
+    from cirq_quasarq.compiler import stim_circuit
+
+    def code(p, q=None):
+        return generated("surface_code:rotated_memory_x", distance=3, rounds=3,
+                         after_clifford_depolarization=p, before_measure_flip_probability=p if q is None else q)
+
+    ps = (0.002, 0.3, 0.01, 0.3)
+    alone = []
+    for p in ps:
+        stim_circuit.clear_stim_cache()
+        alone.append(QuasarqSimulator(device="cpu", seed=9).sample_detectors(compile_stim(code(p)), 4096,
+                                                                             separate_observables=True))
+    stim_circuit.clear_stim_cache()
+    programs = [compile_stim(code(p)) for p in ps]
+    assert all(pr.derived is programs[0].derived for pr in programs) and programs[1] is programs[3]  # a hit
+    for p, pr, expected in zip(ps, programs, alone):
+        got = QuasarqSimulator(device="cpu", seed=9).sample_detectors(pr, 4096, separate_observables=True)
+        assert all(np.array_equal(a, b) for a, b in zip(got, expected)), p
+    sim = QuasarqSimulator(device="cpu", seed=9)
+    # the detection event rates follow each point's own noise
+    rates = [float(np.mean(sim.sample_detectors(pr, 4096)[0])) for pr in programs]
+    assert rates[1] > 5 * rates[0] and rates[1] > 2 * rates[2]
+    # the same counts (one key of the cache) but other Paulis or other rows: nothing shared
+    other = [stim.Circuit("X_ERROR(0.1) 0\nM 0"), stim.Circuit("Z_ERROR(0.1) 0\nM 0"),
+             stim.Circuit("X_ERROR(0.1) 1\nM 1"), stim.Circuit("X_ERROR(0.2) 0\nM 0")]
+    made = [compile_stim(c) for c in other]
+    for pr in made:
+        sim.sample_detectors(pr, 64)  # each fills its derived (or the one it shares)
+    assert made[1].derived is not made[0].derived and made[2].derived is not made[0].derived
+    assert made[3].derived is made[0].derived
+    assert not made[3].differs_only_in_probabilities(made[1])
+    noiseless = [compile_stim(stim.Circuit("H 0\nM 0")), compile_stim(stim.Circuit("H 0\nM 0\nTICK"))]
+    assert noiseless[0].derived is not noiseless[1].derived
+
+
 def test_importing_the_package_does_not_import_stim():
     code = "import sys, cirq_quasarq, cirq_quasarq.compiler; assert 'stim' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

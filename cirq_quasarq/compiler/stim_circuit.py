@@ -236,6 +236,14 @@ def remember_stim(circuit, program: Program, kept=None) -> None:
         kept = circuit.copy()
     key = _fingerprint(circuit)
     old = _PROGRAMS.get(key)
+    if old is not None and program.channels and set(program.derived) <= {LAYERED_FROM}:
+        # a noise variant of a circuit compiled before (a sweep's next probability) takes that one's
+        # schedule, frame plan and linear map (`Program.derived`), which never depend on the
+        # probabilities (LAYERED_FROM, the compile's own entry, names its rows: `schedule` reads it for
+        # those alone)
+        like = next((p for p, _ in old[0] if p is not program and p.differs_only_in_probabilities(program)), None)
+        if like is not None:
+            program.derived = like.derived
     entries = ((program, kept),) + (old[0][: _BUCKET - 1] if old is not None else ())
     _PROGRAMS.put(key, (entries,), sum(p.num_instructions for p, _ in entries))
     _remember_object(circuit, kept, program)

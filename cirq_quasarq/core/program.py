@@ -434,6 +434,19 @@ class Program:
                    ext_qubits=np.zeros(0, dtype=np.int32), ext_paulis=np.zeros(0, dtype=np.uint8), channels=[],
                    confusions=[], conditions=[], loops=[], keys=[])
 
+    def differs_only_in_probabilities(self, other: "Program") -> bool:
+        """Whether `other` is this program but for its channels' probabilities (the same rows,
+        tables, keys and annotations; channels of the same Paulis): then it may share this one's
+        `derived`, which never depends on them (a noise sweep's circuits, compiled one by one)."""
+        if (self.num_qubits, self.num_records, self.num_rand_slots, len(self.rows), len(self.channels)) != \
+                (other.num_qubits, other.num_records, other.num_rand_slots, len(other.rows), len(other.channels)):
+            return False
+        if not all(a.arity == b.arity and len(a.probs) == len(b.probs) and _same(a.paulis, b.paulis)
+                   for a, b in zip(self.channels, other.channels)):
+            return False
+        return all(_same(getattr(self, f.name), getattr(other, f.name)) for f in dataclasses.fields(self)
+                   if f.name not in ("channels", "derived"))
+
     def needs_branching(self) -> bool:
         """True when one Pauli-frame pass cannot express the program: a classically controlled
         instruction that is not a Pauli (or identity) gate (engines/branching.py). Found once a
@@ -449,6 +462,34 @@ class Program:
 
 
 _READOUTS_KEPT = 8  # sweep points whose readout programs a shared `derived` keeps
+_SAME_ROWS_AT_ONCE = 1 << 16  # rows compared at a time by `_same`: unequal programs differ early
+
+
+def _same(a, b) -> bool:
+    """Equality of two parts of programs: arrays by dtype, shape and value (NaN equal to NaN),
+    dataclasses field by field, sequences item by item, our tables by their arrays."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, RowBlocks):
+        a, b = a.joined(), b.joined()
+    if isinstance(a, np.ndarray):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        nan = a.dtype.kind in "fc"
+        return all(np.array_equal(a[i : i + _SAME_ROWS_AT_ONCE], b[i : i + _SAME_ROWS_AT_ONCE], equal_nan=nan)
+                   for i in range(0, max(1, len(a)), _SAME_ROWS_AT_ONCE)) if a.ndim else np.array_equal(a, b, equal_nan=nan)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if dataclasses.is_dataclass(a):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, Annotations):
+        return a.kind == b.kind and all(_same(getattr(a, name), getattr(b, name))
+                                        for name in ("offsets", "records", "coords", "widths", "indexes"))
+    if isinstance(a, RecordKeys):
+        return _same(a._slots, b._slots) and _same(a._nests, b._nests)
+    return a == b
 
 
 def _instructions(self) -> np.ndarray:
