@@ -30,13 +30,14 @@ def engine(request):
 
 
 @pytest.fixture(params=["numpy", "native"])
-def draw_path(request, monkeypatch):
-    """The NumPy engine's random draws each way in turn: NumPy's array passes (the definition) and
-    the compiled draws (core/native.py; skipped where no C++ compiler builds them)."""
+def native_path(request, monkeypatch):
+    """The NumPy engine each way in turn: all NumPy (the definition) and with its compiled path
+    (core/native.py: the draws and tableau mode's row operations; skipped where no C++ compiler
+    builds it)."""
     from cirq_quasarq.core import native
 
     if request.param == "native" and native.library() is None:
-        pytest.skip(f"the compiled draws are not available here: {native.why_not()}")
+        pytest.skip(f"the compiled path is not available here: {native.why_not()}")
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1" if request.param == "native" else "0")
     return request.param
 

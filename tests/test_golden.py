@@ -118,7 +118,7 @@ def golden():
         return {k: data[k] for k in data.files}
 
 
-@pytest.mark.usefixtures("draw_path")  # the CPU's draws both ways (NumPy's passes, the compiled draws)
+@pytest.mark.usefixtures("native_path")  # the CPU's draws both ways (NumPy's passes, the compiled draws)
 def test_golden_records_unchanged(device, golden):
     got = compute(device)
     assert sorted(got) == sorted(golden)

@@ -124,7 +124,7 @@ def test_channel_paulis_equal_numpys(monkeypatch, seed):
 
 def test_turned_off_the_draws_are_numpys(monkeypatch):
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
-    assert native.draws() is None
+    assert native.compiled() is None
 
 
 def test_without_a_compiler_the_draws_fall_back_to_numpy(monkeypatch, tmp_path):
@@ -135,7 +135,7 @@ def test_without_a_compiler_the_draws_fall_back_to_numpy(monkeypatch, tmp_path):
     monkeypatch.setenv("CIRQ_QUASARQ_KERNEL_CACHE", str(tmp_path))
     monkeypatch.setenv("CXX", "false")  # exits 1: a compiler that rejects the source
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
-    assert native.draws() is None
+    assert native.compiled() is None
     assert "host_draws.cpp" in native.why_not()
     assert_same(rng.bernoulli_sparse(rng.make_key(1), np.arange(40, dtype=np.uint64), 0.003, 0, 64), expected)
     monkeypatch.setattr(native, "_LOADED", {})
@@ -148,7 +148,7 @@ def test_a_build_is_kept_and_found_again(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "_LOADED", {})
     monkeypatch.setenv("CIRQ_QUASARQ_KERNEL_CACHE", str(tmp_path))
     assert native.library() is not None, native.why_not()
-    built = sorted(tmp_path.glob("host_draws-*.so"))
+    built = sorted(tmp_path.glob("host-*.so"))
     assert len(built) == 1 and not list(tmp_path.glob("*.part"))
     assert native._built() == built[0]  # found, not built again
     monkeypatch.setenv("CIRQ_QUASARQ_KERNEL_CACHE", "0")  # no disk cache: built in a folder of its own

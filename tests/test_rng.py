@@ -6,7 +6,7 @@ import pytest
 from cirq_quasarq.core import rng
 
 # every test here draws both ways: NumPy's passes and the compiled draws (tests/test_native_draws.py)
-pytestmark = pytest.mark.usefixtures("draw_path")
+pytestmark = pytest.mark.usefixtures("native_path")
 
 KAT = [
     ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),

@@ -15,6 +15,9 @@ from cirq_quasarq.schedule import schedule
 from .programs import UNITARY_1, UNITARY_2, random_program, window_program, window_widths
 from .replay import as_stim_inverse, replay_in_stim
 
+# every test here runs both ways: all NumPy, and with the compiled row operations (core/native.py)
+pytestmark = pytest.mark.usefixtures("native_path")
+
 
 @pytest.mark.parametrize("seed", range(25))
 def test_random_programs_equal_stim_inverse_tableau(engine, seed):

@@ -72,7 +72,7 @@ class ChannelDraw:
         lane of a channel of several Paulis takes the one its NOISE_CHOICE word picks (drawn for
         every lane: one draw, whose words a lane of a one-Pauli channel never reads)."""
         r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
-        lib = native.draws()
+        lib = native.compiled()
         if lib is not None:
             lanes = int(np.bitwise_count(fire).sum())
             entry, lane, row = (np.empty(lanes, dtype=np.int64) for _ in range(3))
@@ -101,7 +101,7 @@ class ChannelDraw:
 
     def draw(self, key, start: int, count: int) -> list:
         """Per channel: (slot index, word offset, X masks [arity, E], Z masks [arity, E])."""
-        lib = native.draws()
+        lib = native.compiled()
         if lib is not None:
             r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
             masks = np.empty((len(fire), self.width), dtype=np.uint64)

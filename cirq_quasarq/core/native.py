@@ -1,29 +1,30 @@
-"""The NumPy engine's compiled path: cuda_src/host_draws.cpp, built on first use with the machine's
-C++ compiler and loaded with ctypes.
+"""The NumPy engine's compiled path: cuda_src/host_*.cpp, built on first use with the machine's C++
+compiler into one library and loaded with ctypes.
 
-It holds the noise draws (`rng.bernoulli_sparse`): the CUDA kernels' own per-word functions of
-philox.cuh compiled for the CPU, so its bits are the GPU's by construction. The NumPy draws stay the
-definition and the oracle (tests/test_native_draws.py compares them bit for bit) and the fallback:
-without a compiler, or with ``CIRQ_QUASARQ_NATIVE=0``, every draw is NumPy's. The built library is
-kept on disk beside the compiled kernels (`cache_root`), one per source hash, flags, compiler and
-machine, so only the first process on a machine pays the compile (a quarter of a second).
+- host_draws.cpp: the noise draws (`rng.words`, `rng.bernoulli_sparse`, `draws.ChannelDraw`), the
+  CUDA kernels' own per-word functions of philox.cuh compiled for the CPU, so its bits are the
+  GPU's by construction;
+- host_tableau.cpp: tableau mode's row operations (a layer of gates as products of old rows, a
+  collapse's CX fan: engines/numpy/tableau.py).
+
+The NumPy code stays the definition and the oracle (tests/test_native_draws.py and
+tests/test_native_tableau.py compare them bit for bit) and the fallback: without a compiler, or
+with ``CIRQ_QUASARQ_NATIVE=0``, everything runs in NumPy. The built library is kept on disk beside
+the compiled kernels (`cache_root`), one per source hash, flags, compiler and machine, so only the
+first process on a machine pays the compile (about half a second).
 """
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import importlib.resources
 import os
-import platform
-import shutil
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-SOURCE = "host_draws.cpp"
+if TYPE_CHECKING:  # the build's modules are imported when it is first asked for (start-up stays short)
+    import ctypes
+
+SOURCES = ("host_draws.cpp", "host_tableau.cpp")
 HEADERS = ("philox.cuh",)
 FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas")
 
@@ -33,6 +34,8 @@ _LOADED: dict = {}  # "lib": the CDLL or None once tried; "why": why there is no
 
 def source_dir() -> Path:
     """Where cuda_src lives: inside the installed package first, then beside the package."""
+    import importlib.resources
+
     try:
         packaged = importlib.resources.files("cirq_quasarq") / "cuda_src"
         if packaged.is_dir():
@@ -62,6 +65,8 @@ def enabled() -> bool:
 
 def compiler() -> Optional[str]:
     """The C++ compiler: ``$CXX``, else the first of c++, g++ and clang++ on the path."""
+    import shutil
+
     named = os.environ.get("CXX")
     if named:
         return shutil.which(named) or named
@@ -72,6 +77,9 @@ def library() -> Optional[ctypes.CDLL]:
     """The compiled library, built or loaded once a process; None where it cannot be (see `why_not`)."""
     if "lib" in _LOADED:
         return _LOADED["lib"]
+    import ctypes
+    import subprocess
+
     with _LOCK:
         if "lib" not in _LOADED:
             lib, why = None, None
@@ -83,8 +91,8 @@ def library() -> Optional[ctypes.CDLL]:
     return _LOADED["lib"]
 
 
-def draws() -> Optional[ctypes.CDLL]:
-    """The library where the compiled path is on and available, else None (the NumPy draws)."""
+def compiled() -> Optional[ctypes.CDLL]:
+    """The library where the compiled path is on and available, else None (the NumPy code)."""
     return library() if enabled() else None
 
 
@@ -95,17 +103,22 @@ def why_not() -> Optional[str]:
 
 def _built() -> Path:
     """The library's file: from the cache, or compiled now (into the cache where there is one)."""
+    import hashlib
+    import platform
+    import subprocess
+    import tempfile
+
     cxx = compiler()
     if cxx is None:
         raise RuntimeError("no C++ compiler (c++, g++ or clang++; or set CXX)")
     directory = source_dir()
-    texts = [(directory / name).read_text() for name in (SOURCE, *HEADERS)]
+    texts = [(directory / name).read_text() for name in (*SOURCES, *HEADERS)]
     st = os.stat(cxx)
     identity = f"{os.path.realpath(cxx)}:{st.st_size}:{st.st_mtime_ns}:{platform.machine()}:{platform.system()}"
     digest = hashlib.sha256("\0".join((*texts, *FLAGS, identity)).encode()).hexdigest()[:32]
     root = cache_root()
     if root is not None:
-        path = root / f"{Path(SOURCE).stem}-{digest}.so"
+        path = root / f"host-{digest}.so"
         if path.is_file():
             return path
         try:
@@ -117,11 +130,11 @@ def _built() -> Path:
     fd, tmp = tempfile.mkstemp(dir=out_dir, suffix=".part")
     os.close(fd)
     try:
-        done = subprocess.run([cxx, *FLAGS, "-I", str(directory), "-o", tmp, str(directory / SOURCE)],
+        done = subprocess.run([cxx, *FLAGS, "-I", str(directory), "-o", tmp, *(str(directory / name) for name in SOURCES)],
                               capture_output=True, text=True, timeout=120)
         if done.returncode:
-            raise RuntimeError(f"{cxx} failed on cuda_src/{SOURCE}:\n{done.stderr[-4000:]}")
-        path = out_dir / f"{Path(SOURCE).stem}-{digest}.so"
+            raise RuntimeError(f"{cxx} failed on cuda_src/{', '.join(SOURCES)}:\n{done.stderr[-4000:]}")
+        path = out_dir / f"host-{digest}.so"
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -139,6 +152,8 @@ def address(array) -> int:
 
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     """Argument and result types of the library's functions (pointers pass as integer addresses)."""
+    import ctypes
+
     p, i64, u32 = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_uint
     lib.qq_host_bernoulli_sparse.argtypes = [u32, u32, u32, p, p, p, p, p, p, i64, i64, i64, p, p, p, i64]
     lib.qq_host_bernoulli_sparse.restype = i64
@@ -146,4 +161,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_words.restype = None
     lib.qq_host_paulis.argtypes = [u32, u32, u32, i64, p, p, p, i64, p, p, p, p, p, p, p, p, p, ctypes.c_int, p]
     lib.qq_host_paulis.restype = None
+    lib.qq_host_products.argtypes = [p, p, i64, i64, p, i64, ctypes.c_int, p, p, p, p]
+    lib.qq_host_products.restype = None
+    lib.qq_host_cx_fan.argtypes = [p, p, p, i64, i64, i64, i64, i64, p]
+    lib.qq_host_cx_fan.restype = None
     return lib

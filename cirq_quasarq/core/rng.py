@@ -195,7 +195,7 @@ def word(key, stream: int, a: int, b: int, index: int) -> int:
 def words(key, stream: int, a, b, index) -> np.ndarray:
     """64-bit random words word(stream, a, b, index) for broadcastable a, b, index."""
     index = np.asarray(index, dtype=np.uint64)
-    lib = native.draws()
+    lib = native.compiled()
     if lib is not None:  # the compiled draw: a Philox call per word, no array passes
         shape = np.broadcast_shapes(np.shape(a), np.shape(b), index.shape)
         a, b, index = (np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.uint64), shape)).reshape(-1)
@@ -311,7 +311,7 @@ def bernoulli_sparse(key, slots, p, start: int, count: int, tables: Optional["_T
     parts = []
     if len(slots) and count:
         t = tables if tables is not None else probability_tables(p)
-        lib = native.draws()
+        lib = native.compiled()
         if lib is not None:
             return _native_sparse(lib, key, slots, t, start, count)
         if len(t.certain):

@@ -12,7 +12,7 @@ from typing import Tuple
 
 import numpy as np
 
-from ...core import opcodes
+from ...core import native, opcodes
 from ...core.paulis import bit, popcount_rows, spread
 from ...core.program import OP, A, B
 from ...core.tableau import InverseTableau
@@ -211,8 +211,17 @@ class TableauState:
         flips, groups = plan
         T, S, W = self.T, self.S, self.words
         made = []
+        lib = native.compiled() if T.flags.c_contiguous and S.flags.c_contiguous else None
         step = max(64, _BLOCK_BYTES // (16 * W))  # outputs a block: its rows and temporaries stay in cache
         for out, inputs, logs in groups:
+            if lib is not None:  # the compiled products (cuda_src/host_tableau.cpp): the same rows and signs
+                inputs, logs = np.ascontiguousarray(inputs, dtype=np.int64), np.ascontiguousarray(logs, dtype=np.int64)
+                result, signs = np.empty((2, len(out), W), dtype=np.uint64), np.empty(len(out), dtype=np.uint8)
+                a = native.address
+                lib.qq_host_products(a(T), a(T[1]), W, W, a(S), len(out), len(inputs), a(inputs), a(logs), a(result),
+                                     a(signs))
+                made.append((out, result, signs))
+                continue
             log = logs + 2 * S[inputs].astype(np.int64).sum(axis=0)
             if len(inputs) == 1:
                 made.append((out, np.take(T, inputs[0], axis=1), ((log & 3) >> 1).astype(np.uint8)))
@@ -420,6 +429,12 @@ def _cx_fan(X: np.ndarray, Z: np.ndarray, S: np.ndarray, p: int, victims: np.nda
         return
     w0 = int(nonzero[0])
     v = victims[w0:]
+    lib = native.compiled()
+    if lib is not None and _rows_as_c_takes_them(X, Z, S):  # compiled (cuda_src/host_tableau.cpp)
+        v = np.ascontiguousarray(v)
+        a = native.address
+        lib.qq_host_cx_fan(a(X), a(Z), a(S), len(S), X.strides[0] // 8, p, w0, len(v), a(v))
+        return
     zv = Z[:, w0:] & v
     m = popcount_rows(zv)
     controls = np.flatnonzero(bit(X, p))  # only rows with x_p set change X or their sign
@@ -430,6 +445,14 @@ def _cx_fan(X: np.ndarray, Z: np.ndarray, S: np.ndarray, p: int, victims: np.nda
         S[controls] ^= term.astype(np.uint8)
         X[controls, w0:] = np.bitwise_xor(xs, v, out=xs)
     Z[:, p >> 6] ^= (m & 1).astype(np.uint64) << np.uint64(p & 63)
+
+
+def _rows_as_c_takes_them(X: np.ndarray, Z: np.ndarray, S: np.ndarray) -> bool:
+    """Whether rows X / Z / S are laid out as the compiled row operations read them: uint64 rows of
+    contiguous words the same distance apart in X and Z, one uint8 sign a row, contiguous."""
+    return (X.dtype == Z.dtype == np.uint64 and S.dtype == np.uint8 and X.shape == Z.shape and X.ndim == 2
+            and X.shape[0] == len(S) and X.strides == Z.strides and X.strides[1] == 8 and X.strides[0] % 8 == 0
+            and S.strides[0] == 1)
 
 
 def _swap(X: np.ndarray, Z: np.ndarray, S: np.ndarray, p: int, yz: int) -> None:
