@@ -122,12 +122,22 @@ extern "C" void qq_host_words(unsigned k0, unsigned k1, unsigned stream, const q
     for (long long i = 0; i < n; ++i) out[i] = qq_word(key, stream, (qq_u32)a[i], (qq_u32)b[i], index[i]);
 }
 
+// The row of the letters table of lane `lane` of a firing word of slot index s (shot word w): the
+// slot's channel's first row, plus, for a channel of several Paulis, the number of its cumulative
+// thresholds (cuts[cut_at[s] .. + cut_count[s]]) at or below its NOISE_CHOICE word (slot, 0, shot).
+static inline long long host_lane_row(qq_key key, unsigned choice_stream, long long s, qq_u64 shot,
+                                      const qq_u64* slots, const long long* slot_row, const long long* cut_at,
+                                      const long long* cut_count, const qq_u64* cuts) {
+    long long row = slot_row[s];
+    if (cut_count[s])
+        row += qq_choose(cuts + cut_at[s], (int)cut_count[s], qq_word(key, choice_stream, (qq_u32)slots[s], 0, shot));
+    return row;
+}
+
 // The Paulis of the firing lanes of n nonzero Bernoulli words (word e: slot index r[e], word offset
-// c[e], lanes fire[e]), as core/draws.py's ChannelDraw defines them: a lane of slot s is outcome
-// `slot_row[s] + k` of the letters table, k = 0 for a channel of one Pauli, else the number of its
-// cumulative thresholds (cuts[cut_at[s] .. + cut_count[s]]) at or below its NOISE_CHOICE word
-// (slot, 0, shot). Where given: per lane (word-major, lanes ascending) its word, lane and row; per
-// word, `width` masks: bit l of masks[e * width + k] is letters[row of lane l][k].
+// c[e], lanes fire[e]), as core/draws.py's ChannelDraw defines them (host_lane_row). Where given:
+// per lane (word-major, lanes ascending) its word, lane and row; per word, `width` masks: bit l of
+// masks[e * width + k] is letters[row of lane l][k].
 extern "C" void qq_host_paulis(unsigned k0, unsigned k1, unsigned choice_stream, long long start,
                                const long long* r, const long long* c, const qq_u64* fire, long long n,
                                const qq_u64* slots, const long long* slot_row, const long long* cut_at,
@@ -144,10 +154,8 @@ extern "C" void qq_host_paulis(unsigned k0, unsigned k1, unsigned choice_stream,
             for (int k = 0; k < width; ++k) word_masks[k] = 0;
         for (qq_u64 rest = fire[e]; rest; rest &= rest - 1) {
             const int lane = __builtin_ctzll(rest);
-            long long row = slot_row[s];
-            if (cut_count[s])
-                row += qq_choose(cuts + cut_at[s], (int)cut_count[s],
-                                 qq_word(key, choice_stream, (qq_u32)slots[s], 0, shot0 + (qq_u64)lane));
+            const long long row = host_lane_row(key, choice_stream, s, shot0 + (qq_u64)lane, slots, slot_row, cut_at,
+                                                cut_count, cuts);
             if (out_entry) {
                 out_entry[at] = e;
                 out_lane[at] = lane;
@@ -157,6 +165,36 @@ extern "C" void qq_host_paulis(unsigned k0, unsigned k1, unsigned choice_stream,
             if (word_masks) {
                 const unsigned char* letter = letters + row * width;
                 for (int k = 0; k < width; ++k) word_masks[k] |= (qq_u64)letter[k] << lane;
+            }
+        }
+    }
+}
+
+// The firing lanes of n nonzero Bernoulli words through a linear map (engines/numpy/linear.py): a
+// lane's Pauli (host_lane_row) sets input first_input[s] + k for each letter k it has, and each
+// input flips bit `lane` of word c[e] of every output ptr[input] .. ptr[input + 1] of `outputs`
+// lists: out[output * count + c[e]].
+extern "C" void qq_host_noise_outputs(unsigned k0, unsigned k1, unsigned choice_stream, long long start,
+                                      const long long* r, const long long* c, const qq_u64* fire, long long n,
+                                      const qq_u64* slots, const long long* slot_row, const long long* cut_at,
+                                      const long long* cut_count, const qq_u64* cuts, const unsigned char* letters,
+                                      int width, const long long* first_input, const long long* ptr,
+                                      const long long* outputs, qq_u64* out, long long count) {
+    const qq_key key = {k0, k1};
+    for (long long e = 0; e < n; ++e) {
+        const long long s = r[e];
+        const qq_u64 shot0 = (qq_u64)(start + c[e]) << 6;
+        qq_u64* column = out + c[e];
+        for (qq_u64 rest = fire[e]; rest; rest &= rest - 1) {
+            const int lane = __builtin_ctzll(rest);
+            const qq_u64 bit = 1ull << lane;
+            const unsigned char* letter =
+                letters + width * host_lane_row(key, choice_stream, s, shot0 + (qq_u64)lane, slots, slot_row, cut_at,
+                                                cut_count, cuts);
+            for (int k = 0; k < width; ++k) {
+                if (!letter[k]) continue;
+                const long long input = first_input[s] + k;
+                for (long long o = ptr[input]; o < ptr[input + 1]; ++o) column[outputs[o] * count] ^= bit;
             }
         }
     }

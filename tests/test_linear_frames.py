@@ -18,6 +18,9 @@ from cirq_quasarq.simulator import prepared
 
 from .test_compiled_frames import _loop_circuit
 
+# every test here runs both ways: all NumPy, and with the compiled draws and scatter (core/native.py)
+pytestmark = pytest.mark.usefixtures("native_path")
+
 PLAN = NumpyEngine(linear_frames=False)
 WALKED = NumpyEngine(fast_paths=False)
 
@@ -105,6 +108,9 @@ def test_map_widths_around_a_word_of_inputs(qubits, measured, noisy):
 def test_default_engine_takes_the_map_from_the_second_call():
     """A call whose map would cost more than the call itself runs the plan; the next call finds
     the map; both give the plan's bits."""
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache
+
+    clear_stim_cache()  # a Program of its own: an earlier test's calls would have made the cached one's map
     circuit = _code("surface_code:rotated_memory_z", 3, 0.01)
     program = QuasarqSimulator().compile(circuit)
     sched = prepared(program)  # the program's own schedule: its plan (and map) are kept
@@ -115,6 +121,25 @@ def test_default_engine_takes_the_map_from_the_second_call():
         got = engine.sample_frames(program, sched, rng.make_key(call), ref, 64)
         np.testing.assert_array_equal(got, PLAN.sample_frames(program, sched, rng.make_key(call), ref, 64))
         assert bool(plan.__dict__.get("_linear")) == (call == 1)
+
+
+def test_a_large_call_of_detection_events_takes_the_map_only_with_the_compiled_scatter(native_path):
+    """Where each word's frame updates dominate the plan's call (16,384 shots), NumPy's map would cost
+    as much per lane as the plan does per update, so the plan takes the call; the compiled scatter
+    costs nanoseconds a lane, so the map does. The plan's bits either way."""
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache
+
+    clear_stim_cache()
+    program = QuasarqSimulator().compile(_code("surface_code:rotated_memory_z", 7, 1e-3))
+    sched = prepared(program)
+    ref = _reference(program, sched)
+    parities = Parities.of(list(program.detectors) + list(program.observables), ref)
+    plan = frame_plan(program, sched)
+    engine = NumpyEngine()
+    for call in range(3):
+        got = engine.sample_frames(program, sched, rng.make_key(call), ref, 1 << 14, parities)
+        np.testing.assert_array_equal(got, PLAN.sample_frames(program, sched, rng.make_key(call), ref, 1 << 14, parities))
+    assert bool(plan.__dict__.get("_linear")) == (native_path == "native")
 
 
 def test_programs_with_feedback_or_confusion_keep_the_plan():

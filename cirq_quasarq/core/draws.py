@@ -99,6 +99,20 @@ class ChannelDraw:
                            a(self.slots), a(self.slot_row), a(self.slot_cut_at), a(self.slot_cut_count), a(self.cuts),
                            *per_lane, a(self.letters), self.width, None if masks is None else a(masks))
 
+    def scatter(self, lib, key, start: int, count: int, first_input: np.ndarray, ptr: np.ndarray,
+                outputs: np.ndarray, out: np.ndarray) -> None:
+        """The compiled draw of words [start, start + count) through a linear map: each firing lane's
+        Pauli sets input first_input[slot index] + k for its letters k (2j + 1 for target j's Z
+        part, 2j for its X part), and each input flips the lane's bit in every output outputs[ptr[i]
+        : ptr[i + 1]] lists (out: uint64 [outputs, count], C order)."""
+        r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
+        a = native.address
+        k0, k1 = (int(k) for k in key)
+        lib.qq_host_noise_outputs(k0, k1, int(rng.Stream.NOISE_CHOICE), int(start), a(r), a(c), a(fire), len(fire),
+                                  a(self.slots), a(self.slot_row), a(self.slot_cut_at), a(self.slot_cut_count),
+                                  a(self.cuts), a(self.letters), self.width, a(first_input), a(ptr), a(outputs),
+                                  a(out), count)
+
     def draw(self, key, start: int, count: int) -> list:
         """Per channel: (slot index, word offset, X masks [arity, E], Z masks [arity, E])."""
         lib = native.compiled()

@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ...core import memory, opcodes, rng
+from ...core import memory, native, opcodes, rng
 from ...core.draws import channel_masks, coin, confusion_values, noise_targets
 from ...core.parities import Parities, parities_shot_major
 from ...core.paulis import spread
@@ -202,8 +202,11 @@ class NumpyEngine(Engine):
         plan = frame_plan(program, schedule, self.fast_paths)
         if self.linear_frames != "always":
             count = min(words, self.max_shot_words)
-            # the map saves the plan's per-update cost; where the per-word work dominates it cannot win
-            if plan.seconds(count) > 2 * plan.seconds(0) or linear.LinearFrames.cost(program, plan) > linear.MAX_MAP_BYTES:
+            # the map saves the plan's per-update cost; where the per-word work dominates, NumPy's map
+            # cannot win (its lanes' scatter grows with the words as the plan's updates do); the
+            # compiled scatter costs a few nanoseconds a lane (core/native.py)
+            per_word = plan.seconds(count) > 2 * plan.seconds(0) and native.compiled() is None
+            if per_word or linear.LinearFrames.cost(program, plan) > linear.MAX_MAP_BYTES:
                 return None
             calls = program.derived.get("frame_calls", 0)
             program.derived["frame_calls"] = calls + 1

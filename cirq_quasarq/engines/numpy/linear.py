@@ -18,7 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from ...core import rng
+from ...core import native, rng
 from ...core.draws import ChannelDraw
 from ...core.parities import Parities
 from ...core.paulis import spread
@@ -107,8 +107,9 @@ class LinearFrames:
         # Noise inputs reach few outputs: a CSR table from input to outputs.
         noise_in, noise_out = inputs[~gauge], outputs[~gauge]
         order = np.argsort(noise_in, kind="stable")
-        self.noise_outputs = noise_out[order]
-        self.noise_ptr = np.searchsorted(noise_in[order], np.arange(unit.num_inputs + 1))
+        self.noise_outputs = np.ascontiguousarray(noise_out[order], dtype=np.int64)
+        self.noise_ptr = np.ascontiguousarray(np.searchsorted(noise_in[order], np.arange(unit.num_inputs + 1)),
+                                              dtype=np.int64)
         self.noise_channels = [aux for aux in unit.noise_slots
                                if self._reaches(unit.noise_base[aux], 2 * unit.arity[aux] * len(unit.noise_slots[aux]))]
 
@@ -180,6 +181,11 @@ class LinearFrames:
             # every firing lane's X and Z bits as inputs (target j's X bit is its instance's first
             # input + 2j, its Z bit the next), then one scatter into the outputs they reach (XOR commutes)
             draw, first_input = self._channel_draw(program)
+            lib = native.compiled()
+            if lib is not None:  # compiled: each lane straight into its outputs (cuda_src/host_draws.cpp)
+                draw.scatter(lib, key, start, count, first_input, self.noise_ptr, self.noise_outputs, out)
+                out ^= constant
+                return out
             r, c, _, entry, lane, row = draw.lanes(key, start, count)
             hits, column = nonzero_2d(draw.letters[row])
             word = entry[hits]
