@@ -42,6 +42,15 @@ static inline void host_planes(qq_key key, qq_u32 stream, qq_u32 a, qq_u32 b0, q
         out[i] = (index & 1) ? ((qq_u64)c2[i] | ((qq_u64)c3[i] << 32)) : ((qq_u64)c0[i] | ((qq_u64)c1[i] << 32));
 }
 
+// qq_choose over a sparse draw's 63 first-lane cuts (the number of them at or below u) in six
+// selecting steps: u is random, so a bisection's branches were mispredicted at about every step.
+// After the steps of 32, 16, ... taken so far, pos + step - 1 <= 62: every read is inside the cuts.
+static inline int host_first_lane(const qq_u64* cut, qq_u64 u) {
+    int pos = 0;
+    for (int step = 32; step; step >>= 1) pos += cut[pos + step - 1] <= u ? step : 0;
+    return pos;
+}
+
 // qq_sparse_lanes with its planes drawn QQ_HOST_CALLS at a time: planes 1 .. QQ_HOST_CALLS first
 // (the first lane and the bit-sliced planes 2, 3, ...), more only while a lane is undecided. A plane
 // drawn after every lane is decided changes nothing, so the word is qq_sparse_lanes'.
@@ -49,7 +58,7 @@ static inline qq_u64 host_sparse_lanes(qq_key key, qq_u32 stream, qq_u64 thresho
                                        qq_u32 slot, qq_u64 w) {
     qq_u64 u[QQ_HOST_CALLS];
     host_planes(key, stream, slot, 1, w, u);
-    const int first = qq_choose(first_cuts, 63, u[0]);
+    const int first = host_first_lane(first_cuts, u[0]);
     qq_u64 undecided = first == 63 ? 0ull : ~((2ull << first) - 1);  // lanes strictly above first
     qq_u64 out = 1ull << first;
     int k = 1;  // the next plane of u: bit-sliced plane j = plane 2 + j
