@@ -1,18 +1,20 @@
 // host_draws.cpp: philox.cuh's noise draws built for the CPU, the NumPy engine's compiled path for
-// its hottest loop (core/native.py builds it on first use with the machine's C++ compiler, and
-// core/rng.py falls back to its NumPy draws, which stay the oracle, where there is none).
+// its hottest loops (core/native.py builds it on first use with the machine's C++ compiler; where
+// there is none, the NumPy draws of core/rng.py and core/draws.py, which stay the oracle, run).
 //
-// qq_host_bernoulli_sparse is rng.bernoulli_sparse: the nonzero 64-lane Bernoulli words of every
-// (slot, shot word) pair, row-major, each word qq_bernoulli_word's (the CUDA kernels' own
-// function), so the bits are the GPU's and the NumPy draws' by construction. One call does what
-// the NumPy draw takes some hundred array passes for: its Philox rounds were half of a noisy
-// sinter batch on the CPU.
+// - qq_host_bernoulli_sparse is rng.bernoulli_sparse: the nonzero 64-lane Bernoulli words of every
+//   (slot, shot word) pair, row-major, each word qq_bernoulli_word's (the CUDA kernels' own
+//   function), so the bits are the GPU's and the NumPy draws' by construction;
+// - qq_host_words is rng.words; qq_host_paulis is ChannelDraw's choice of each firing lane's Pauli;
+// - qq_host_noise_outputs sends each firing lane through a linear map (engines/numpy/linear.py).
+// One call does what the NumPy draw takes some hundred array passes for: its Philox rounds were
+// half of a noisy sinter batch on the CPU.
 #define QQ_HD static inline
 #include "philox.cuh"
 
 // Philox calls in flight at once: each call is a chain of ten dependent multiplications, so one at a
 // time leaves the processor waiting on their latency; independent calls side by side overlap.
-#define QQ_HOST_CALLS 4
+#define QQ_HOST_CALLS 2
 
 // Counters (pair, a, b0 + i, stream) for i < QQ_HOST_CALLS, side by side: out[i] = qq_word's word
 // of index 2 * pair + odd, plane b0 + i.
