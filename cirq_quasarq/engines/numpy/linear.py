@@ -184,16 +184,15 @@ class LinearFrames:
             lib = native.compiled()
             if lib is not None:  # compiled: each lane straight into its outputs (cuda_src/host_draws.cpp)
                 draw.scatter(lib, key, start, count, first_input, self.noise_ptr, self.noise_outputs, out)
-                out ^= constant
-                return out
-            r, c, _, entry, lane, row = draw.lanes(key, start, count)
-            hits, column = nonzero_2d(draw.letters[row])
-            word = entry[hits]
-            inputs, at_word, masks = first_input[r[word]] + column, c[word], _ONE << lane[hits].astype(np.uint64)
-            lo = self.noise_ptr[inputs]
-            hit, at = expand_ranges(lo, self.noise_ptr[inputs + 1] - lo)  # the outputs each reaches
-            if len(at):
-                np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
+            else:
+                r, c, _, entry, lane, row = draw.lanes(key, start, count)
+                hits, column = nonzero_2d(draw.letters[row])
+                word = entry[hits]
+                inputs, at_word, masks = first_input[r[word]] + column, c[word], _ONE << lane[hits].astype(np.uint64)
+                lo = self.noise_ptr[inputs]
+                hit, at = expand_ranges(lo, self.noise_ptr[inputs + 1] - lo)  # the outputs each reaches
+                if len(at):
+                    np.bitwise_xor.at(out, (self.noise_outputs[at], at_word[hit]), masks[hit])
         out ^= constant
         return out
 
