@@ -150,7 +150,12 @@ def test_a_build_is_kept_and_found_again(monkeypatch, tmp_path):
     assert native.library() is not None, native.why_not()
     built = sorted(tmp_path.glob("host-*.so"))
     assert len(built) == 1 and not list(tmp_path.glob("*.part"))
-    assert native._built() == built[0]  # found, not built again
-    monkeypatch.setenv("CIRQ_QUASARQ_KERNEL_CACHE", "0")  # no disk cache: built in a folder of its own
-    monkeypatch.setattr(native, "_LOADED", {})
-    assert native.library() is not None, native.why_not()
+    assert native._built() == (built[0], False)  # found, not built again
+    real = native._compile
+    for no_cache in ("0", str(built[0] / "under-a-file")):  # no disk cache, or one that cannot be made
+        monkeypatch.setenv("CIRQ_QUASARQ_KERNEL_CACHE", no_cache)
+        monkeypatch.setattr(native, "_LOADED", {})
+        made = []
+        monkeypatch.setattr(native, "_compile", lambda *args: made.append(real(*args)) or made[-1])
+        assert native.library() is not None, native.why_not()  # built in a folder of its own,
+        assert len(made) == 1 and made[0].parent != tmp_path and not made[0].parent.exists()  # removed once loaded

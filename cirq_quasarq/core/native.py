@@ -78,13 +78,17 @@ def library() -> Optional[ctypes.CDLL]:
     if "lib" in _LOADED:
         return _LOADED["lib"]
     import ctypes
+    import shutil
     import subprocess
 
     with _LOCK:
         if "lib" not in _LOADED:
             lib, why = None, None
             try:
-                lib = _bind(ctypes.CDLL(str(_built())))
+                path, temporary = _built()
+                lib = _bind(ctypes.CDLL(str(path)))
+                if temporary:  # loaded: the file is no longer needed (where the system lets it go)
+                    shutil.rmtree(path.parent, ignore_errors=True)
             except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                 why = str(exc)
             _LOADED["why"], _LOADED["lib"] = why, lib
@@ -101,11 +105,11 @@ def why_not() -> Optional[str]:
     return _LOADED.get("why")
 
 
-def _built() -> Path:
-    """The library's file: from the cache, or compiled now (into the cache where there is one)."""
+def _built() -> "tuple[Path, bool]":
+    """(the library's file, whether it is this process's alone): from the cache, or compiled now into
+    the cache, or, where there is none or it cannot be written, into a temporary folder."""
     import hashlib
     import platform
-    import subprocess
     import tempfile
 
     cxx = compiler()
@@ -120,29 +124,38 @@ def _built() -> Path:
     if root is not None:
         path = root / f"host-{digest}.so"
         if path.is_file():
-            return path
+            return path, False
         try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            root = None
-    out_dir = root if root is not None else Path(tempfile.mkdtemp(prefix="cirq-quasarq-"))
-    # compiled under a temporary name, then renamed: processes building at once never load half a file
+            return _compile(cxx, directory, root, path.name), False
+        except OSError:  # a cache folder that cannot be written: a build of this process's own
+            pass
+    scratch = Path(tempfile.mkdtemp(prefix="cirq-quasarq-"))
+    return _compile(cxx, directory, scratch, f"host-{digest}.so"), True
+
+
+def _compile(cxx: str, directory: Path, out_dir: Path, name: str) -> Path:
+    """Compile the sources into out_dir / name: under a temporary name, then renamed, so that
+    processes building at once never load half a file."""
+    import subprocess
+    import tempfile
+
+    out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out_dir, suffix=".part")
     os.close(fd)
     try:
-        done = subprocess.run([cxx, *FLAGS, "-I", str(directory), "-o", tmp, *(str(directory / name) for name in SOURCES)],
-                              capture_output=True, text=True, timeout=120)
+        sources = [str(directory / source) for source in SOURCES]
+        done = subprocess.run([cxx, *FLAGS, "-I", str(directory), "-o", tmp, *sources], capture_output=True, text=True,
+                              timeout=120)
         if done.returncode:
             raise RuntimeError(f"{cxx} failed on cuda_src/{', '.join(SOURCES)}:\n{done.stderr[-4000:]}")
-        path = out_dir / f"host-{digest}.so"
-        os.replace(tmp, path)
+        os.replace(tmp, out_dir / name)
     except BaseException:
         try:
             os.remove(tmp)
         except OSError:
             pass
         raise
-    return path
+    return out_dir / name
 
 
 def address(array) -> int:
