@@ -48,7 +48,8 @@ def test_bernoulli_entries_equal_numpys_at_every_mode(monkeypatch, start, count)
     """Slots of every mode side by side; starts and counts cutting the any-lane draw's groups of four
     words anywhere; counters past 32 bits; slot numbers past 32 bits (their counter word is the low 32)."""
     r = np.random.default_rng(start * 1000 + count)
-    slots = np.concatenate([r.integers(0, 2**32, 2 * len(EDGES)), r.integers(2**32, 2**40, len(EDGES))]).astype(np.uint64)
+    slots = np.concatenate([r.integers(0, 2**32, 2 * len(EDGES)),
+                            r.integers(2**32, 2**40, len(EDGES))]).astype(np.uint64)
     p = np.array(EDGES * 3)
     key = rng.make_key(start + 7 * count)
     compiled, numpy_made = both(monkeypatch, lambda: rng.bernoulli_sparse(key, slots, p, start, count))

@@ -83,7 +83,8 @@ def test_a_collapses_cx_fan_equals_numpys(monkeypatch, n):
             made.append((x, z, s))
         assert all(np.array_equal(a, b) for a, b in zip(*made))
         # columns of a larger array (a row stride the rows do not fill), and Fortran order: NumPy's path
-        wide_x, wide_z = np.zeros((len(rows), 2 * X.shape[1] + 1), np.uint64), np.zeros((len(rows), 2 * X.shape[1] + 1), np.uint64)
+        wide_x = np.zeros((len(rows), 2 * X.shape[1] + 1), np.uint64)
+        wide_z = np.zeros_like(wide_x)
         wide_x[:, : X.shape[1]], wide_z[:, : X.shape[1]] = X, Z
         fortran = (np.array(X, order="F"), np.array(Z, order="F"))  # copies (X is F-ordered already where W = 1)
         for x, z in ((wide_x[:, : X.shape[1]], wide_z[:, : X.shape[1]]), fortran):

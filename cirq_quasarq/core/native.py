@@ -174,7 +174,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_words.restype = None
     lib.qq_host_paulis.argtypes = [u32, u32, u32, i64, p, p, p, i64, p, p, p, p, p, p, p, p, p, ctypes.c_int, p]
     lib.qq_host_paulis.restype = None
-    lib.qq_host_noise_outputs.argtypes = [u32, u32, u32, i64, p, p, p, i64, p, p, p, p, p, p, ctypes.c_int, p, p, p, p, i64]
+    lib.qq_host_noise_outputs.argtypes = [u32, u32, u32, i64, p, p, p, i64, p, p, p, p, p, p, ctypes.c_int, p, p, p, p,
+                                          i64]
     lib.qq_host_noise_outputs.restype = None
     lib.qq_host_products.argtypes = [p, p, i64, i64, p, i64, ctypes.c_int, p, p, p, p]
     lib.qq_host_products.restype = None

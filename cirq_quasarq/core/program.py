@@ -478,8 +478,10 @@ def _same(a, b) -> bool:
         if a.dtype != b.dtype or a.shape != b.shape:
             return False
         nan = a.dtype.kind in "fc"
+        if not a.ndim:
+            return bool(np.array_equal(a, b, equal_nan=nan))
         return all(np.array_equal(a[i : i + _SAME_ROWS_AT_ONCE], b[i : i + _SAME_ROWS_AT_ONCE], equal_nan=nan)
-                   for i in range(0, max(1, len(a)), _SAME_ROWS_AT_ONCE)) if a.ndim else np.array_equal(a, b, equal_nan=nan)
+                   for i in range(0, max(1, len(a)), _SAME_ROWS_AT_ONCE))
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(map(_same, a, b))
     if dataclasses.is_dataclass(a):

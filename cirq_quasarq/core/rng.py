@@ -202,7 +202,8 @@ def words(key, stream: int, a, b, index) -> np.ndarray:
                        for x in (a, b, index))
         out = np.empty(shape, dtype=np.uint64)
         k0, k1 = (int(k) for k in key)
-        lib.qq_host_words(k0, k1, int(stream), native.address(a), native.address(b), native.address(index), index.size, native.address(out))
+        at = native.address
+        lib.qq_host_words(k0, k1, int(stream), at(a), at(b), at(index), index.size, at(out))
         return out
     outs = philox4x32(index >> np.uint64(1), a, b, np.uint64(stream), key)
     return _halves(outs, (index & np.uint64(1)).astype(bool))
@@ -339,15 +340,15 @@ def _native_sparse(lib, key, slots: np.ndarray, t: "_Tables", start: int, count:
     modes, any_thresholds, cut_table, kinds = t.native_arrays()
     slots = np.ascontiguousarray(slots, dtype=np.uint64)
     k0, k1 = (int(k) for k in key)
+    at = native.address
     room = t.expected_words * count
     room = int(room + 6 * math.sqrt(room) + 64)
     while True:
         r, c = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
         masks = np.empty(room, dtype=np.uint64)
-        found = lib.qq_host_bernoulli_sparse(
-            k0, k1, int(Stream.NOISE), native.address(slots), native.address(modes), native.address(t.fixed),
-            native.address(any_thresholds), native.address(cut_table), native.address(kinds), len(slots), int(start), int(count),
-            native.address(r), native.address(c), native.address(masks), room)
+        found = lib.qq_host_bernoulli_sparse(k0, k1, int(Stream.NOISE), at(slots), at(modes), at(t.fixed),
+                                             at(any_thresholds), at(cut_table), at(kinds), len(slots), int(start),
+                                             int(count), at(r), at(c), at(masks), room)
         if found <= room:
             return r[:found], c[:found], masks[:found]
         room = found  # more words fired than room was made for (rare): again, with room for all
@@ -380,7 +381,7 @@ class _Tables:
         slot's row of them (`kind`, as int64)."""
         if self._native is None:
             modes = np.zeros(len(self.kind), dtype=np.int32)  # QQ_BERN_NEVER
-            modes[self.certain], modes[self.dense], modes[self.sparse] = 1, 2, 3
+            modes[self.certain], modes[self.dense], modes[self.sparse] = 1, 2, 3  # ALWAYS, BITS, SPARSE
             table = np.zeros((len(self.cuts), 63), dtype=np.uint64)
             for row, cuts in enumerate(self.cuts):
                 if cuts is not None:
