@@ -71,12 +71,14 @@ class ChannelDraw:
         ascending: its word (an index into r, c), its lane and the row of `letters` its Pauli is. A
         lane of a channel of several Paulis takes the one its NOISE_CHOICE word picks (drawn for
         every lane: one draw, whose words a lane of a one-Pauli channel never reads)."""
-        r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
+        r, c, fire = self._firing(key, start, count)
         lib = native.compiled()
         if lib is not None:
             lanes = int(np.bitwise_count(fire).sum())
             entry, lane, row = (np.empty(lanes, dtype=np.int64) for _ in range(3))
-            self._paulis(lib, key, start, r, c, fire, entry, lane, row, None)
+            a = native.address
+            lib.qq_host_paulis(*self._choice_args(key, start, r, c, fire), a(entry), a(lane), a(row), a(self.letters),
+                               self.width, None)
             return r, c, fire, entry, lane, row
         entry, lane = rng.set_bits(fire)
         slot = r[entry]
@@ -90,14 +92,17 @@ class ChannelDraw:
                 row[lo:hi] += np.searchsorted(rng.thresholds(self.channels[i].probs), u[lo:hi], side="right")
         return r, c, fire, entry, lane, row
 
-    def _paulis(self, lib, key, start, r, c, fire, entry, lane, row, masks) -> None:
-        """`lanes`' per-lane Paulis (entry, lane, row), or `draw`'s masks, by the compiled draw."""
+    def _firing(self, key, start: int, count: int):
+        """The firing words (slot index r, word offset c, lanes fire) of words [start, start + count)."""
+        return rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
+
+    def _choice_args(self, key, start: int, r, c, fire) -> tuple:
+        """The leading arguments of the compiled draw's Pauli functions (cuda_src/host_draws.cpp): the
+        key, the choice stream, the firing words and each slot's channel (its rows and cuts)."""
         a = native.address
         k0, k1 = (int(k) for k in key)
-        per_lane = (None, None, None) if entry is None else (a(entry), a(lane), a(row))
-        lib.qq_host_paulis(k0, k1, int(rng.Stream.NOISE_CHOICE), int(start), a(r), a(c), a(fire), len(fire),
-                           a(self.slots), a(self.slot_row), a(self.slot_cut_at), a(self.slot_cut_count), a(self.cuts),
-                           *per_lane, a(self.letters), self.width, None if masks is None else a(masks))
+        return (k0, k1, int(rng.Stream.NOISE_CHOICE), int(start), a(r), a(c), a(fire), len(fire), a(self.slots),
+                a(self.slot_row), a(self.slot_cut_at), a(self.slot_cut_count), a(self.cuts))
 
     def scatter(self, lib, key, start: int, count: int, first_input: np.ndarray, ptr: np.ndarray,
                 outputs: np.ndarray, out: np.ndarray) -> None:
@@ -105,21 +110,19 @@ class ChannelDraw:
         Pauli sets input first_input[slot index] + k for its letters k (2j + 1 for target j's Z
         part, 2j for its X part), and each input flips the lane's bit in every output outputs[ptr[i]
         : ptr[i + 1]] lists (out: uint64 [outputs, count], C order)."""
-        r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
+        r, c, fire = self._firing(key, start, count)
         a = native.address
-        k0, k1 = (int(k) for k in key)
-        lib.qq_host_noise_outputs(k0, k1, int(rng.Stream.NOISE_CHOICE), int(start), a(r), a(c), a(fire), len(fire),
-                                  a(self.slots), a(self.slot_row), a(self.slot_cut_at), a(self.slot_cut_count),
-                                  a(self.cuts), a(self.letters), self.width, a(first_input), a(ptr), a(outputs),
-                                  a(out), count)
+        lib.qq_host_noise_outputs(*self._choice_args(key, start, r, c, fire), a(self.letters), self.width,
+                                  a(first_input), a(ptr), a(outputs), a(out), count)
 
     def draw(self, key, start: int, count: int) -> list:
         """Per channel: (slot index, word offset, X masks [arity, E], Z masks [arity, E])."""
         lib = native.compiled()
         if lib is not None:
-            r, c, fire = rng.bernoulli_sparse(key, self.slots, None, start, count, tables=self.tables)
+            r, c, fire = self._firing(key, start, count)
             masks = np.empty((len(fire), self.width), dtype=np.uint64)
-            self._paulis(lib, key, start, r, c, fire, None, None, None, masks)
+            lib.qq_host_paulis(*self._choice_args(key, start, r, c, fire), None, None, None,
+                               native.address(self.letters), self.width, native.address(masks))
         else:
             r, c, fire, entry, lane, row = self.lanes(key, start, count)
             per_lane = self.letters[row].astype(np.uint64) << lane.astype(np.uint64)[:, None]  # [lanes, width]
