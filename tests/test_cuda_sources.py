@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cirq_quasarq.core import rng
 from cirq_quasarq.engines.cuda import loader
 
 SOURCES = loader.source_dir()
@@ -147,7 +148,6 @@ def test_bernoulli_words_of_the_header_equal_the_numpy_draws_on_the_host(tmp_pat
     """qq_bernoulli_word (sparse and bit-sliced modes) and qq_word32_quad, compiled for the CPU,
     give rng.bernoulli_words and rng.words32_range; the sparse mode's words that fire come out
     of qq_sparse_lanes alone too (what frame mode's deferred noise calls)."""
-    from cirq_quasarq.core import rng
 
     key, slot, start, count = (0x2468ACE, 0x13579BDF), 11, (1 << 33) - 100, 400
     sparse_p, bits_p = 1e-3, 0.1
@@ -197,7 +197,6 @@ int main() {
 def test_philox_header_equals_the_numpy_draws_on_the_host(tmp_path):
     """philox.cuh's functions are host-callable: compiled for the CPU they give rng.word and
     rng.words32_range's values, counters past 32 bits included (no GPU needed)."""
-    from cirq_quasarq.core import rng
 
     binary = _host_probe(tmp_path, "philox", _PHILOX_PROBE)
     lines = subprocess.run([binary], capture_output=True, text=True, check=True).stdout.split("\n")
@@ -498,3 +497,10 @@ def test_no_128_bit_integers_in_the_kernels():
     offenders = [p.name for p in sorted(SOURCES.glob("*.cu*"))
                  if re.search(r"__int128|__uint128", loader._COMMENT.sub(" ", p.read_text()))]
     assert not offenders, offenders
+
+
+def test_the_bernoulli_modes_are_philox_cuhs():
+    """rng.BernoulliMode (the NumPy draws', the device program's and the compiled draws' modes) is
+    philox.cuh's QQ_BERN_*."""
+    for mode in rng.BernoulliMode:
+        assert loader.source_define("philox.cuh", f"QQ_BERN_{mode.name}") == mode

@@ -160,3 +160,12 @@ def test_a_build_is_kept_and_found_again(monkeypatch, tmp_path):
         monkeypatch.setattr(native, "_compile", lambda *args: made.append(real(*args)) or made[-1])
         assert native.library() is not None, native.why_not()  # built in a folder of its own,
         assert len(made) == 1 and made[0].parent != tmp_path and not made[0].parent.exists()  # removed once loaded
+
+
+def test_each_slots_mode_is_its_probabilitys():
+    """The draw's tables sort the slots into the modes `rng.bernoulli_mode` gives one probability
+    (the device program's channels take theirs from it)."""
+    p = np.array(EDGES + [-0.5, 2.0])
+    modes = rng.probability_tables(p).native_arrays()[0]
+    assert modes.tolist() == [int(rng.bernoulli_mode(float(x))) for x in p]
+    assert set(modes.tolist()) == {int(m) for m in rng.BernoulliMode}

@@ -285,6 +285,24 @@ ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 SPARSE_BELOW = 1.0 / 128  # Bernoulli(p) with p below this uses the sparse (first-lane) draw
 
 
+class BernoulliMode(enum.IntEnum):
+    """How `bernoulli_words` draws a probability's lanes; the values of philox.cuh's QQ_BERN_*."""
+
+    NEVER = 0  # p <= 0
+    ALWAYS = 1  # p >= 1
+    BITS = 2  # bit-sliced: SPARSE_BELOW <= p < 1
+    SPARSE = 3  # the first lane, then bit-sliced above it: 0 < p < SPARSE_BELOW
+
+
+def bernoulli_mode(p: float) -> BernoulliMode:
+    """The mode of one probability (`_Tables` sorts a draw's slots into the same ones)."""
+    if p <= 0:
+        return BernoulliMode.NEVER
+    if p >= 1:
+        return BernoulliMode.ALWAYS
+    return BernoulliMode.BITS if p >= SPARSE_BELOW else BernoulliMode.SPARSE
+
+
 def bernoulli_words(key, slots, p, start: int, count: int) -> np.ndarray:
     """uint64 [len(slots), count]: bit l of word w is 1 with probability p (one for all slots, or
     one per slot), independently, for shot 64*(start + w) + l and each random slot (stream NOISE).
@@ -376,12 +394,13 @@ class _Tables:
         self._native = None
 
     def native_arrays(self):
-        """What the compiled draw reads besides `fixed`: each slot's mode (QQ_BERN_*), its any-lane
+        """What the compiled draw reads besides `fixed`: each slot's `BernoulliMode`, its any-lane
         threshold, every distinct probability's 63 first-lane cuts (zeros where none), and each
         slot's row of them (`kind`, as int64)."""
         if self._native is None:
-            modes = np.zeros(len(self.kind), dtype=np.int32)  # QQ_BERN_NEVER
-            modes[self.certain], modes[self.dense], modes[self.sparse] = 1, 2, 3  # ALWAYS, BITS, SPARSE
+            modes = np.full(len(self.kind), BernoulliMode.NEVER, dtype=np.int32)
+            modes[self.certain], modes[self.dense] = BernoulliMode.ALWAYS, BernoulliMode.BITS
+            modes[self.sparse] = BernoulliMode.SPARSE
             table = np.zeros((len(self.cuts), 63), dtype=np.uint64)
             for row, cuts in enumerate(self.cuts):
                 if cuts is not None:

@@ -170,14 +170,11 @@ class DeviceProgram:
             # Exactly the branches of rng.bernoulli_words for p = the channel's total.
             p = ch.total
             lanes = len(thr)
-            if p <= 0:
-                mode, threshold, any_threshold = 0, 0, 0
-            elif p >= 1:
-                mode, threshold, any_threshold = 1, 0, 0
-            elif p >= rng.SPARSE_BELOW:
-                mode, threshold, any_threshold = 2, rng.fixed_point(p), 0
-            else:
-                mode, threshold, any_threshold = 3, rng.fixed_point(p), rng._any_threshold(p)
+            mode, threshold, any_threshold = rng.bernoulli_mode(p), 0, 0
+            if mode in (rng.BernoulliMode.BITS, rng.BernoulliMode.SPARSE):
+                threshold = rng.fixed_point(p)
+            if mode == rng.BernoulliMode.SPARSE:
+                any_threshold = rng._any_threshold(p)
                 thr.extend(int(c) for c in rng._first_lane_cuts(p))
             m = len(ch.probs)
             ch_info.append((mode, m, ch.arity, len(thr), len(ch_paulis), lanes))
