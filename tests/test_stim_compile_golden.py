@@ -1,4 +1,5 @@
-"""compile_stim gives, table for table, the Programs it gave before its speed-ups.
+"""compile_stim gives, table for table, the Programs it gave before its speed-ups (with the host's
+compiled path and without).
 
 tests/data/stim_program_digests.json holds, per case of `CASES`, a digest of the circuit's text and a
 digest of every table of its Program (the default path and the per-target path, which must agree),
@@ -22,6 +23,8 @@ from .test_grouped_lowering import digest as tables_digest
 from .test_stim_circuit import random_circuit
 
 stim = pytest.importorskip("stim")
+# every test both ways: the NumPy rows (the definition) and the compiled ones (cuda_src/host_rows.cpp)
+pytestmark = pytest.mark.usefixtures("native_path")
 
 DIGESTS = pathlib.Path(__file__).parent / "data" / "stim_program_digests.json"
 
@@ -274,11 +277,14 @@ class DigestedHere(stim_printing.PrintedPieces):
 @pytest.mark.parametrize("sorted_rows", [1, 7, 1 << 14])
 @pytest.mark.parametrize("pieces", [1, 2, 5])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, name, pieces, sorted_rows, digests):
-    """A piece of whole instructions and TICKs has its rows made by its printer (`stim_rows.digest_piece`),
-    the compile placing and sorting them: the same Program, however many rows are sorted at once;
-    pieces of anything else are walked from their text as before. Every case whose pieces can be
-    made ahead is (the paper's circuits, the collapses in every basis, the unitaries)."""
+def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, name, pieces, sorted_rows, digests,
+                                                                native_path):
+    """Without the compiled path, a piece of whole instructions and TICKs has its rows made by its
+    printer (`stim_rows.digest_piece`), the compile placing and sorting them: the same Program,
+    however many rows are sorted at once; pieces of anything else are walked from their text as
+    before. Every case whose pieces can be made ahead is (the paper's circuits, the collapses in
+    every basis, the unitaries). With it, printers hand over read targets alone, which the compiled
+    path makes into rows: the same Program."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     monkeypatch.setattr(stim_circuit, "PrintedPieces", DigestedHere)
@@ -289,7 +295,9 @@ def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, na
     circuit = CASES[name]()
     assert program_digest(stim_circuit.compile_new_stim(circuit)) == digests[name][1]
     printed = len(circuit) >= 2 * pieces and not (circuit.num_detectors or circuit.num_observables)
-    if printed and (name.startswith("paper") or name in ("bases and inverted", "wide and sparse qubits")):
+    if native_path == "native":
+        assert not made
+    elif printed and (name.startswith("paper") or name in ("bases and inverted", "wide and sparse qubits")):
         assert len(made) == len(stim_circuit._piece_bounds(circuit, pieces)) - 1  # all but the first, printed here
     if name in ("repeated qubit", "ticks and repeat", "tags and feedback", "correlated chains", "empty"):
         assert not made  # a qubit named twice, a REPEAT, a tag, a channel

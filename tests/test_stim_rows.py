@@ -21,6 +21,14 @@ from benchmarks.random_clifford import paper_random_circuit_stim
 from .test_stim_compile_golden import DigestedHere, program_digest
 
 
+@pytest.fixture(autouse=True)
+def numpy_rows(monkeypatch):
+    """Printers make rows ahead only without the host's compiled path (with it they hand over read
+    targets, which host_rows.cpp makes into rows: tests/test_native_rows.py); this module tests the
+    NumPy path, forked printers included (they inherit the setting)."""
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
+
+
 def mixed(seed: int) -> "stim.Circuit":
     """Whole instructions of every kind a printer makes ahead, on distinct qubits each, TICKs
     anywhere (first, last, two in a row); no two lines in a row of one name (Stim would join them,

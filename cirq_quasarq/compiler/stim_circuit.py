@@ -94,7 +94,7 @@ from typing import Generator, List, Optional, Tuple
 import numpy as np
 
 from .. import errors
-from ..core import opcodes
+from ..core import native, opcodes
 from ..core.program import LAYERED_FROM, RAND, REC, Program
 from ..core.ranges import expand_ranges, ragged_rows
 from . import cache
@@ -303,6 +303,24 @@ class LineQubits(collections.abc.Sequence):
         return f"cirq.LineQubit.range({self._n})"
 
 
+_NATIVE_ENTRIES: dict = {}
+
+
+def _native_entry(plain: tuple, code: int, aux: int) -> tuple:
+    """A whole instruction as host_rows.cpp's `qq_entry` reads it, from its `_plain` entry, opcode and
+    channel id: (code, aux, two qubits a row, a random slot a row, a record a row, how it reads '!':
+    0 never, 1 a Z basis collapse's FLAGS, 2 an X / Y basis collapse of three rows a target, the
+    basis change before, the change back after)."""
+    key = (plain, code, aux)
+    found = _NATIVE_ENTRIES.get(key)
+    if found is None:
+        kind, _, pair, measures, codes = plain
+        mode = 2 if kind == _XY else 1 if kind == _Z else 0
+        found = _NATIVE_ENTRIES[key] = (code, aux, int(pair), int(kind >= _Z), int(measures), mode,
+                                        codes[0] if codes else 0, codes[2] if codes else 0)
+    return found
+
+
 class _StimCompiler(_InstructionCompiler):
     """One compilation: the walk over a circuit, on `_InstructionCompiler`'s state (the builder, the
     positions of the open step, the open REPEAT blocks).
@@ -327,6 +345,12 @@ class _StimCompiler(_InstructionCompiler):
         self.whole_annotations = whole_annotations
         # While a text is walked: its lines' targets where a printer read them (`_walk_text`)
         self.line_targets: Optional[_LineTargets] = None
+        # The compiled path's scratch (`_compiled_segment`): per qubit the last instruction naming it
+        # (numbered over the compile from 0, `_stamps` the next), room for positions, what it placed
+        self._stamp: Optional[np.ndarray] = None
+        self._stamps = 0
+        self._pos = np.empty(0, dtype=np.int64)
+        self._placed = np.empty(6, dtype=np.int64)
 
     # -- the walk ------------------------------------------------------------------------------
     def run(self, circuit, texts: Optional[PrintedPieces] = None) -> Program:
@@ -579,6 +603,10 @@ class _StimCompiler(_InstructionCompiler):
                 self._one(None, inst, index, self.table[inst.name])
             return
         qubits, inverted, starts = parsed
+        lib = native.compiled()
+        if lib is not None and self._compiled_segment(lib, segment, qubits, inverted, starts):
+            self.tid += len(qubits)
+            return
         # the target before each on its qubit, as an id (< base: before the segment)
         base = self.tid
         self.tid += len(qubits)
@@ -596,6 +624,42 @@ class _StimCompiler(_InstructionCompiler):
                 inst = inst[index] if isinstance(inst, self.stim.Circuit) else inst
                 self._one(None, inst, index, self.table[inst.name])
             lo = i + 1
+
+    def _compiled_segment(self, lib, segment, qubits, inverted, starts) -> bool:
+        """The whole segment's rows made, placed and sorted by the compiled path (host_rows.cpp), as
+        `_place_segment` of all of it gives them: False, with nothing written, where an instruction
+        names a qubit twice (the NumPy path then splits the segment there)."""
+        m = len(segment)
+        entries = np.array([_native_entry(entry[2], entry[3], entry[4]) for entry in segment], dtype=np.int32)
+        qubits = np.ascontiguousarray(qubits, dtype=np.int64)
+        bounds = np.ascontiguousarray(starts, dtype=np.int64)
+        address = native.address
+        flags = None if inverted is None else address(np.ascontiguousarray(inverted).view(np.uint8))
+        free = self.free
+        if self._stamp is None or len(self._stamp) < len(free):
+            self._stamp = np.full(len(free), -1, dtype=np.int64)
+        stamp0 = self._stamps
+        self._stamps += m
+        if len(self._pos) < 3 * len(qubits):
+            self._pos = np.empty(max(3 * len(qubits), 2 * len(self._pos)), dtype=np.int64)
+        pos, out = self._pos, self._placed
+        if lib.qq_host_place_segment(address(entries), m, address(qubits), flags, address(bounds), len(free),
+                                     address(self._stamp), stamp0, address(free), address(pos), address(out)):
+            return False
+        rows, low, high, records, rands, record_top = out.tolist()
+        b = self.b
+        rec0, rand0 = b.take_records(records), b.take_rand(rands)
+        kept = b.kept_rows(rows)
+        counts = np.empty(high - low + 1, dtype=np.int64)
+        lib.qq_host_write_segment(address(entries), m, address(qubits), flags, address(bounds), address(pos), rows,
+                                  low, high, rec0, rand0, b.cond, b.step, address(counts), address(kept))
+        b.add_sorted(kept, low, counts)
+        self.touched.append(qubits)
+        if record_top >= 0:
+            self._wrote_record(record_top)
+        if records:
+            b.add_record_keys(rec0, records)
+        return True
 
     def _segment_targets(self, segment):
         """`_parse_targets` of the segment's targets: their text's, or where an entry names a line

@@ -24,7 +24,7 @@ from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from ..core import paulis
+from ..core import native, paulis
 
 _POWERS = 10 ** np.arange(10, dtype=np.int32)
 
@@ -32,8 +32,29 @@ _POWERS = 10 ** np.arange(10, dtype=np.int32)
 def _parse_targets(text: str):
     """(qubits int64 [k], inverted bool [k] or None, first target of each line int64 [lines + 1]) of
     lines of targets ('0 !3 5'), one space between targets, a newline between lines; None when the
-    text is not in that form. Vectorized: a target's digits are read back from its end, one digit
-    place per NumPy pass (np.fromstring took twice as long)."""
+    text is not in that form. Read by the compiled path (host_rows.cpp) where there is one, else
+    by `_parse_targets_numpy`, its definition."""
+    lib = native.compiled()
+    if lib is None:
+        return _parse_targets_numpy(text)
+    raw = text.encode()
+    room = len(raw) // 2 + 1
+    qubits = np.empty(room, dtype=np.int64)
+    inverted = np.empty(room, dtype=np.uint8)
+    starts = np.empty(room + 1, dtype=np.int64)
+    counts = np.empty(2, dtype=np.int64)
+    address = native.address
+    total = lib.qq_host_parse_targets(raw, len(raw), address(qubits), address(inverted), address(starts),
+                                      address(counts))
+    if total < 0:
+        return None
+    lines, bangs = counts.tolist()
+    return qubits[:total], (inverted[:total].view(bool) if bangs else None), starts[:lines + 1]
+
+
+def _parse_targets_numpy(text: str):
+    """`_parse_targets` in NumPy. Vectorized: a target's digits are read back from its end, one
+    digit place per NumPy pass (np.fromstring took twice as long)."""
     raw = np.frombuffer(text.encode(), dtype=np.uint8)
     gaps = np.flatnonzero(raw <= 32)  # target i ends at gap i
     total = len(gaps) + 1

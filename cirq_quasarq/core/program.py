@@ -737,6 +737,18 @@ class ProgramBuilder:
         for r0 in range(0, len(rows), chunk):
             self._add_piece(rows[r0:r0 + chunk], pos[r0:r0 + chunk], shared=True)
 
+    def kept_rows(self, k: int) -> np.ndarray:
+        """Room for k rows of the open moment that the caller writes sorted by position, STEP set,
+        then hands over with `add_sorted` (the compiled path's `emit_rows`)."""
+        self._open_rows()
+        return self._kept(k)
+
+    def add_sorted(self, rows: np.ndarray, low: int, counts: np.ndarray) -> None:
+        """Keep rows written into `kept_rows`' room: `counts[p]` of them at position low + p, in
+        order. What `emit_rows` keeps of the same rows given unsorted."""
+        self._top = max(self._top, low + len(counts) - 1)
+        self._pieces.append((rows, low, counts))
+
     def _open_rows(self) -> None:
         if self._pieces is None:
             self._open_blocks()

@@ -1,0 +1,178 @@
+// host_rows.cpp: the Stim compiler's whole instructions (compiler/stim_circuit.py, `_flush_segment`)
+// compiled for the CPU: a segment's target text read into qubits (`qq_host_parse_targets`), then its
+// rows given their positions (`qq_host_place_segment`) and written sorted by position
+// (`qq_host_write_segment`). These are the rows, positions and order that
+// stim_text._parse_targets, stim_rows.segment_rows, _StimCompiler._place_rows and
+// ProgramBuilder.emit_rows make in NumPy; that code stays the definition, the oracle
+// (tests/test_native_rows.py) and the fallback. core/native.py builds this file with the others.
+typedef long long qq_i64;
+
+// Fields of a Program row (core/program.py: OP, A, B, REC, RAND, AUX, COND, FLAGS, STEP).
+enum { QQ_OP, QQ_A, QQ_B, QQ_REC, QQ_RAND, QQ_AUX, QQ_COND, QQ_FLAGS, QQ_STEP, QQ_FIELDS };
+
+// One whole instruction of a segment, as stim_circuit._native_entry writes it: its rows' opcode and
+// aux, two qubits a row, a random slot a row, a record a row, how it reads '!' (0: never, 1: a Z
+// basis collapse, FLAGS from it, 2: an X / Y basis collapse, three rows a target: the basis change
+// `before`, the collapse, the change back `after`).
+struct qq_entry {
+    int code, aux, pair, rand, rec, mode, before, after;
+};
+
+// Lines of plain targets ('0 !3 5'): one byte of at most ' ' between targets, '\n' ending a line, a
+// target an optional '!' and 1 to 9 digits. Writes the qubits, per target whether it had a '!',
+// and each line's first target (starts[0 .. lines]); counts[0] = lines, counts[1] = the '!'s.
+// Returns the number of targets, or -1 where the text is not in that form (qubits, inverted:
+// room for len / 2 + 1 targets; starts: one more).
+extern "C" qq_i64 qq_host_parse_targets(const char* text, qq_i64 len, qq_i64* qubits, unsigned char* inverted,
+                                        qq_i64* starts, qq_i64* counts) {
+    const unsigned char* s = (const unsigned char*)text;
+    qq_i64 at = 0, targets = 0, lines = 0, bangs = 0;
+    starts[0] = 0;
+    for (;;) {
+        unsigned char bang = 0;
+        if (at < len && s[at] == '!') {
+            bang = 1;
+            ++at;
+            ++bangs;
+        }
+        qq_i64 value = 0;
+        const qq_i64 first = at;
+        while (at < len && s[at] >= '0' && s[at] <= '9' && at - first < 10)
+            value = 10 * value + (s[at++] - '0');
+        if (at == first || at - first > 9)
+            return -1;
+        qubits[targets] = value;
+        inverted[targets] = bang;
+        ++targets;
+        if (at == len)
+            break;
+        const unsigned char gap = s[at++];
+        if (gap > ' ')
+            return -1;
+        if (gap == '\n')
+            starts[++lines] = targets;
+    }
+    starts[++lines] = targets;
+    counts[0] = lines;
+    counts[1] = bangs;
+    return targets;
+}
+
+// Calls row(a, b, op, aux, takes_rand, takes_rec, flags) for each row of the segment in the order
+// stim_rows.segment_rows writes them (b = -1 for a row on one qubit).
+template <class Row>
+static inline void qq_segment_rows(const qq_entry* entries, qq_i64 m, const qq_i64* qubits,
+                                   const unsigned char* inverted, const qq_i64* bounds, Row&& row) {
+    for (qq_i64 i = 0; i < m; ++i) {
+        const qq_entry& e = entries[i];
+        const qq_i64 lo = bounds[i], hi = bounds[i + 1];
+        if (e.mode == 2) {
+            for (qq_i64 t = lo; t < hi; ++t) {
+                const int flags = inverted ? inverted[t] : 0;
+                row(qubits[t], -1, e.before, -1, 0, 0, 0);
+                row(qubits[t], -1, e.code, -1, 1, e.rec, flags);
+                row(qubits[t], -1, e.after, -1, 0, 0, 0);
+            }
+        } else if (e.pair) {
+            for (qq_i64 t = lo; t + 1 < hi; t += 2)
+                row(qubits[t], qubits[t + 1], e.code, e.aux, e.rand, e.rec, 0);
+        } else {
+            for (qq_i64 t = lo; t < hi; ++t)
+                row(qubits[t], -1, e.code, e.aux, e.rand, e.rec, e.mode == 1 && inverted ? inverted[t] : 0);
+        }
+    }
+}
+
+// Checks the segment and places its rows, each at the first position free on its qubits (one row
+// after another: `_place_rows`' batches give the same positions), updating `free` (per qubit, n of
+// them). Returns 1 where an instruction names a qubit twice, 2 for a '!' on an instruction that
+// does not read it, 3 for a qubit outside 0 .. n - 1 or an odd count of a pair instruction, with
+// nothing placed (`stamp`, n entries, marks each qubit with stamp0 + the instruction naming it;
+// its marks are this function's alone). Else 0, pos[r] for each row, and
+// out = (rows, lowest position, highest, records, random slots, highest position of a record row or -1).
+extern "C" int qq_host_place_segment(const qq_entry* entries, qq_i64 m, const qq_i64* qubits,
+                                     const unsigned char* inverted, const qq_i64* bounds, qq_i64 n,
+                                     qq_i64* stamp, qq_i64 stamp0, qq_i64* free, qq_i64* pos, qq_i64* out) {
+    for (qq_i64 i = 0; i < m; ++i) {
+        const qq_entry& e = entries[i];
+        const qq_i64 lo = bounds[i], hi = bounds[i + 1];
+        if (e.pair && ((hi - lo) & 1))
+            return 3;
+        for (qq_i64 t = lo; t < hi; ++t) {
+            const qq_i64 q = qubits[t];
+            if (q < 0 || q >= n)
+                return 3;
+            if (stamp[q] == stamp0 + i)
+                return 1;
+            stamp[q] = stamp0 + i;
+            if (inverted && inverted[t] && e.mode == 0)
+                return 2;
+        }
+    }
+    qq_i64 rows = 0, low = -1, high = -1, records = 0, rands = 0, record_top = -1;
+    qq_segment_rows(entries, m, qubits, inverted, bounds,
+                    [&](qq_i64 a, qq_i64 b, int, int, int takes_rand, int takes_rec, int) {
+                        qq_i64 p = free[a];
+                        if (b >= 0 && free[b] > p)
+                            p = free[b];
+                        free[a] = p + 1;
+                        if (b >= 0)
+                            free[b] = p + 1;
+                        pos[rows++] = p;
+                        if (low < 0 || p < low)
+                            low = p;
+                        if (p > high)
+                            high = p;
+                        rands += takes_rand;
+                        if (takes_rec) {
+                            ++records;
+                            if (p > record_top)
+                                record_top = p;
+                        }
+                    });
+    out[0] = rows;
+    out[1] = low;
+    out[2] = high;
+    out[3] = records;
+    out[4] = rands;
+    out[5] = record_top;
+    return 0;
+}
+
+// Writes the segment's rows (`qq_host_place_segment` gave their positions pos) into out (rows x
+// QQ_FIELDS), ordered by position and within a position in the order made (a stable counting
+// sort, as ProgramBuilder's sort), STEP = step + position, record and random slots counted from
+// rec and rand, COND = cond. counts[p - low] = the rows at position p (high - low + 1 of them).
+extern "C" void qq_host_write_segment(const qq_entry* entries, qq_i64 m, const qq_i64* qubits,
+                                      const unsigned char* inverted, const qq_i64* bounds, const qq_i64* pos,
+                                      qq_i64 rows, qq_i64 low, qq_i64 high, qq_i64 rec, qq_i64 rand, int cond,
+                                      qq_i64 step, qq_i64* counts, int* out) {
+    const qq_i64 width = high - low + 1;
+    for (qq_i64 p = 0; p < width; ++p)
+        counts[p] = 0;
+    for (qq_i64 r = 0; r < rows; ++r)
+        ++counts[pos[r] - low];
+    // the next free row of each position: counts' running sums, kept in a scratch of the same size
+    qq_i64* next = new qq_i64[width];
+    qq_i64 sum = 0;
+    for (qq_i64 p = 0; p < width; ++p) {
+        next[p] = sum;
+        sum += counts[p];
+    }
+    qq_i64 r = 0;
+    qq_segment_rows(entries, m, qubits, inverted, bounds,
+                    [&](qq_i64 a, qq_i64 b, int op, int aux, int takes_rand, int takes_rec, int flags) {
+                        const qq_i64 p = pos[r++];
+                        int* f = out + QQ_FIELDS * next[p - low]++;
+                        f[QQ_OP] = op;
+                        f[QQ_A] = (int)a;
+                        f[QQ_B] = (int)b;
+                        f[QQ_REC] = takes_rec ? (int)rec++ : -1;
+                        f[QQ_RAND] = takes_rand ? (int)rand++ : -1;
+                        f[QQ_AUX] = aux;
+                        f[QQ_COND] = cond;
+                        f[QQ_FLAGS] = flags;
+                        f[QQ_STEP] = (int)(step + p);
+                    });
+    delete[] next;
+}

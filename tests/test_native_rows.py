@@ -1,0 +1,231 @@
+"""The Stim compiler's compiled rows (cuda_src/host_rows.cpp) against their NumPy form, the definition:
+a target text read (`stim_text._parse_targets`) and a segment of whole instructions made, placed and
+sorted (`_StimCompiler._compiled_segment` against `_place_segment`), for every name the whole path
+takes, at the edges of what the text reader accepts. tests/test_stim_compile_golden.py runs its
+golden Programs both ways too."""
+
+import random
+
+import numpy as np
+import pytest
+
+from cirq_quasarq.compiler import stim_circuit, stim_text
+from cirq_quasarq.compiler.stim_instructions import _N, _plain
+from cirq_quasarq.core import native
+
+from .test_stim_compile_golden import program_digest
+
+stim = pytest.importorskip("stim")
+pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C++ compiler on this machine")
+
+
+def both(monkeypatch, make):
+    """`make()` with the compiled path and without: both results."""
+    if native.library() is None:
+        pytest.fail(f"the compiled path did not build: {native.why_not()}")
+    out = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", flag)
+        out.append(make())
+    return out
+
+
+def same_parse(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return all((x is None and y is None) or (x is not None and y is not None and x.dtype == y.dtype
+                                               and np.array_equal(x, y)) for x, y in zip(a, b))
+
+
+TEXTS = [
+    "0", "7", "0 1 2", "10 200 3000\n4\n5 6", "!0", "!0 1 !2\n!3", "123456789", "000000001 007",
+    "999999999 0", "1\t2\r3", "1\x002",  # any byte up to ' ' parts targets; only '\n' ends a line
+    "1\n\n2",  # an empty line: an empty target
+    "", " ", "1 ", " 1", "1  2", "1\n", "\n1", "1234567890", "!", "!!1", "1!", "1!2", "! 1", "1 !", "a",
+    "1 x", "1,2", "-1", "+1", "1.0", "١", "1 ١", "99999999 !999999999",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_target_text_reads_as_numpys(monkeypatch, text):
+    """Every form the NumPy reader takes or refuses, each way: the same arrays, or None both."""
+    compiled, numpy_read = both(monkeypatch, lambda: stim_text._parse_targets(text))
+    assert same_parse(compiled, numpy_read)
+    if compiled is not None:
+        assert compiled[0].dtype == np.int64 and compiled[2].dtype == np.int64
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_target_texts_read_as_numpys(monkeypatch, seed):
+    r = random.Random(seed)
+    lines = []
+    for _ in range(r.randint(1, 60)):
+        targets = [("!" if r.random() < 0.2 else "") + str(r.choice([r.randint(0, 9), r.randint(0, 10**r.randint(1, 9) - 1)]))
+                   for _ in range(r.randint(1, 12))]
+        lines.append(" ".join(targets))
+    text = "\n".join(lines)
+    if seed % 4 == 3:  # one flaw somewhere: both refuse it
+        at = r.randrange(len(text) + 1)
+        text = text[:at] + r.choice(["  ", "!!", "x", "1234567890", "\n\n"]) + text[at:]
+    compiled, numpy_read = both(monkeypatch, lambda: stim_text._parse_targets(text))
+    assert same_parse(compiled, numpy_read)
+    assert compiled is not None or seed % 4 == 3
+
+
+def _args(name: str) -> str:
+    if name in ("PAULI_CHANNEL_1",):
+        return "(0.01, 0.02, 0.03)"
+    if name in ("PAULI_CHANNEL_2",):
+        return "(" + ", ".join(["0.001"] * 15) + ")"
+    return "(0.05)"
+
+
+def plain_circuit(seed: int, n: int, twice: float) -> str:
+    """Lines of every name the whole path takes (aliases too; Pauli channels with their
+    probabilities, collapses with '!' and with a flip probability of 0), TICKs, REPEAT blocks and
+    lines the whole path does not take between them (a Pauli product, a gate a record controls, a
+    channel with a flip); a qubit named twice in a line at rate `twice`."""
+    r = random.Random(seed)
+    plain = _plain(stim)
+    names = sorted(plain)
+
+    def line() -> str:
+        name = r.choice(names)
+        kind, _, pair, _, _ = plain[name]
+        qs = list(range(n))
+        r.shuffle(qs)
+        k = r.randint(1, max(1, n // 2)) * (2 if pair else 1)
+        k = min(k, n - n % 2 if pair else n)
+        targets = qs[:k]
+        if r.random() < twice and len(targets) >= 2:
+            targets[-1] = targets[0] if not pair or len(targets) > 2 else targets[-1]
+        collapse = stim.gate_data(name).produces_measurements or stim.gate_data(name).is_reset
+        text = " ".join(("!" if collapse and not stim.gate_data(name).is_reset and r.random() < 0.3 else "")
+                        + str(q) for q in targets)
+        args = _args(name) if kind == _N else ("(0)" if collapse and r.random() < 0.1 and
+                                              stim.gate_data(name).produces_measurements else "")
+        return f"{name}{args} {text}"
+
+    def block(depth: int):
+        out = []
+        for _ in range(r.randint(3, 25)):
+            roll = r.random()
+            if roll < 0.75:
+                out.append(line())
+            elif roll < 0.85:
+                out.append("TICK")
+            elif roll < 0.9 and depth < 2:
+                body = block(depth + 1)
+                out.append(f"REPEAT {r.randint(1, 3)} {{")
+                out.extend("    " + b for b in body)
+                out.append("}")
+            elif roll < 0.93:
+                a, b = r.sample(range(n), 2) if n > 1 else (0, 0)
+                out.append(f"MPP X{a}*Z{b}" if a != b else f"MPP X{a}")
+            elif roll < 0.97:  # placed after the step's records (`rtop`)
+                out.append(f"CX rec[-1] {r.randrange(n)}")
+            else:
+                out.append(f"X_ERROR(0.1) {r.randrange(n)}")
+        return out
+
+    return "\n".join(["M 0"] + block(0))  # (a record for rec[-1] from the start)
+
+
+@pytest.mark.parametrize("chars", [1, 40, 1 << 17])
+@pytest.mark.parametrize("seed", range(30))
+def test_whole_instructions_compile_to_numpys_program(monkeypatch, seed, chars):
+    """Every whole-path name, at segments cut anywhere (a line each, a few lines, all): the Program
+    of the compiled path is the NumPy path's and the per-target path's, table for table."""
+    n = [2, 5, 17, 64, 300][seed % 5]
+    text = plain_circuit(seed, n, twice=0.05 if seed % 3 == 0 else 0)
+    try:
+        circuit = stim.Circuit(text)
+    except ValueError:  # a repeat Stim refuses (a pair instruction on one qubit twice)
+        pytest.skip("Stim refused the drawn text")
+    monkeypatch.setattr(stim_circuit, "_SEGMENT_CHARS", chars)
+    compiled, numpy_made = both(monkeypatch, lambda: program_digest(
+        stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit)))
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
+    per_target = program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits, whole_instructions=False)
+                                .run(circuit))
+    assert compiled == numpy_made == per_target
+
+
+def test_the_compiled_segment_is_taken_and_steps_aside_for_a_qubit_named_twice(monkeypatch):
+    """The compiled path writes segments of distinct targets and gives back, with nothing written, a
+    segment where a line names a qubit twice (which the NumPy path splits there)."""
+    taken = []
+    real = stim_circuit._StimCompiler._compiled_segment
+    monkeypatch.setattr(stim_circuit._StimCompiler, "_compiled_segment",
+                        lambda self, *args: taken.append(real(self, *args)) or taken[-1])
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    circuit = stim.Circuit("H 0 1 2\nCX 0 1\nM !0 1\nMX 2\nTICK\nH 0 0 1\nCX 1 2\nM 1 1")
+    monkeypatch.setattr(stim_circuit, "_SEGMENT_CHARS", 6)  # segments: H, CX; M, MX; H, CX; M
+    compiled = program_digest(stim_circuit._StimCompiler(stim, 3).run(circuit))
+    assert taken == [True, True, False, False]
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
+    assert compiled == program_digest(stim_circuit._StimCompiler(stim, 3).run(circuit))
+
+
+def test_a_segment_that_cannot_be_placed_leaves_the_state_as_it_was():
+    """`qq_host_place_segment` refuses a qubit named twice, a '!' on an instruction that does not read
+    it, a qubit past n and an odd pair count before it moves any qubit's free position."""
+    lib = native.library()
+    if lib is None:
+        pytest.fail(f"the compiled path did not build: {native.why_not()}")
+    a = native.address
+    one = (5, -1, 0, 0, 0, 0, 0, 0)  # a one-qubit unitary
+    pair = (9, -1, 1, 0, 0, 0, 0, 0)
+    cases = [([one], [0, 1, 0], None, 1), ([one], [0, 1], [0, 1], 2), ([one], [0, 4], None, 3),
+             ([pair], [0, 1, 2], None, 3), ([one, one], [0, 1, 1], None, 0)]
+    for entries, qubits, flags, want in cases:
+        entries = np.array(entries, dtype=np.int32)
+        bounds = np.array([0, 2, 3] if len(entries) == 2 else [0, len(qubits)], dtype=np.int64)
+        qubits = np.array(qubits, dtype=np.int64)
+        free = np.array([3, 1, 4, 1], dtype=np.int64)
+        stamp = np.full(4, -1, dtype=np.int64)
+        pos, out = np.zeros(9, dtype=np.int64), np.zeros(6, dtype=np.int64)
+        inverted = None if flags is None else np.array(flags, dtype=np.uint8)
+        code = lib.qq_host_place_segment(a(entries), len(entries), a(qubits), None if inverted is None else a(inverted),
+                                         a(bounds), 4, a(stamp), 0, a(free), a(pos), a(out))
+        assert code == want
+        if want:
+            assert free.tolist() == [3, 1, 4, 1]
+        else:  # H 0 1, then H 1: positions 3, 1, then 2
+            assert pos[:3].tolist() == [3, 1, 2] and free.tolist() == [4, 3, 4, 1]
+            assert out.tolist() == [3, 1, 3, 0, 0, -1]
+
+
+def test_every_whole_name_is_drawn():
+    """The random circuits above draw from every name `_plain` takes: an instruction added to the
+    whole path is tested by them without a change here."""
+    drawn = set()
+    for seed in range(30):
+        for line in plain_circuit(seed, 17, 0).split("\n"):
+            drawn.add(line.strip().split(" ")[0].split("(")[0])
+    assert set(_plain(stim)) <= drawn
+
+
+def test_printers_hand_over_read_targets_which_the_compiled_path_places(monkeypatch):
+    """With the compiled path a printer reads a piece's targets and makes no rows; a streamed compile
+    from printers of their own processes (they inherit the path) gives the NumPy walk's Program."""
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    from cirq_quasarq.compiler import stim_printing, stim_rows
+
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    short, digest = stim_rows.digest_piece("H 0 1\nTICK\nCX 0 1 2 3\nM !0 2")
+    assert short == "H \nTICK\nCX \nM " and isinstance(digest, stim_text._LineTargets)
+    if not stim_printing.printers_available():
+        return
+    monkeypatch.setattr(stim_printing, "printers_available", lambda: 3)
+    circuit = paper_random_circuit_stim(2000, 30, seed=11, ticks=True)
+    streamed = stim_circuit.stim_pieces(circuit, 6, printers=3, ramp=3)
+    while True:
+        try:
+            next(streamed)
+        except StopIteration as finished:
+            program = finished.value
+            break
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
+    assert program_digest(program) == program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
