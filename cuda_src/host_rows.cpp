@@ -3,7 +3,8 @@
 // rows given their positions (`qq_host_place_segment`) and written sorted by position
 // (`qq_host_write_segment`). These are the rows, positions and order that
 // stim_text._parse_targets, stim_rows.segment_rows, _StimCompiler._place_rows and
-// ProgramBuilder.emit_rows make in NumPy; that code stays the definition, the oracle
+// ProgramBuilder.emit_rows make in NumPy; and, for the GPU engine's device program, the qubits each
+// gate window leaves idle (`qq_host_idle_lists`). The NumPy code stays the definition, the oracle
 // (tests/test_native_rows.py) and the fallback. core/native.py builds this file with the others.
 typedef long long qq_i64;
 
@@ -175,4 +176,40 @@ extern "C" void qq_host_write_segment(const qq_entry* entries, qq_i64 m, const q
                         f[QQ_STEP] = (int)(step + p);
                     });
     delete[] next;
+}
+
+// The qubits no row of each window acts on, in increasing order (DeviceProgram.idle_qubits: tableau
+// mode's gate windows folded into a rows pass). Window w's rows are rows[starts[w] .. ends[w]) of
+// a table of QQ_FIELDS ints; a row acts on A, and on B where its opcode's arity[OP] is 2; a
+// negative qubit counts from the end, as NumPy's index does. Writes each window's list after the
+// one before it into idle (room for m * n) and its length to counts[w], with `seen` n bytes of
+// scratch. Returns 0, or 1 with nothing promised for a qubit or opcode out of range (NumPy raises).
+extern "C" int qq_host_idle_lists(const int* rows, const qq_i64* starts, const qq_i64* ends, qq_i64 m, qq_i64 n,
+                                  const int* arity, qq_i64 opcodes, unsigned char* seen, int* idle, qq_i64* counts) {
+    qq_i64 at = 0;
+    for (qq_i64 w = 0; w < m; ++w) {
+        for (qq_i64 q = 0; q < n; ++q)
+            seen[q] = 0;
+        for (qq_i64 r = starts[w]; r < ends[w]; ++r) {
+            const int* f = rows + QQ_FIELDS * r;
+            const int op = f[QQ_OP];
+            if (op < 0 || op >= opcodes)
+                return 1;
+            const int k = arity[op] == 2 ? 2 : 1;
+            for (int side = 0; side < k; ++side) {
+                qq_i64 q = f[side ? QQ_B : QQ_A];
+                if (q < 0)
+                    q += n;
+                if (q < 0 || q >= n)
+                    return 1;
+                seen[q] = 1;
+            }
+        }
+        const qq_i64 first = at;
+        for (qq_i64 q = 0; q < n; ++q)
+            if (!seen[q])
+                idle[at++] = (int)q;
+        counts[w] = at - first;
+    }
+    return 0;
 }

@@ -229,3 +229,38 @@ def test_printers_hand_over_read_targets_which_the_compiled_path_places(monkeypa
             break
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
     assert program_digest(program) == program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_idle_lists_equal_numpys(monkeypatch, seed):
+    """The qubits each gate window leaves idle (`device_program.idle_lists`, host_rows.cpp) as NumPy
+    lists them: rows of one- and two-qubit opcodes and of opcodes without qubits (their A of -1
+    counts from the end, as NumPy's index does), windows empty, overlapping, repeated and touching
+    every qubit, chunks of windows smaller than the call."""
+    from cirq_quasarq.core import opcodes
+    from cirq_quasarq.engines.cuda import device_program
+
+    r = np.random.default_rng(seed)
+    n = [1, 2, 7, 64, 65, 300][seed % 6]
+    rows = np.zeros((int(r.integers(1, 400)), 9), dtype=np.int32)
+    rows[:, 0] = r.integers(0, opcodes.NUM_OPCODES, len(rows))
+    rows[:, 1] = r.integers(-1, n, len(rows))
+    rows[:, 2] = r.integers(0, n, len(rows))
+    windows = [tuple(sorted(r.integers(0, len(rows) + 1, 2).tolist())) for _ in range(int(r.integers(0, 20)))]
+    windows += [(0, len(rows)), (3, 3)] + windows[:2]
+    if seed % 3 == 0:
+        monkeypatch.setattr(device_program, "_IDLE_ROOM", max(1, n) * 2)  # two windows a call
+    compiled, numpy_made = both(monkeypatch, lambda: device_program.idle_lists(rows, n, windows))
+    assert np.array_equal(compiled[1], numpy_made[1]) and np.array_equal(compiled[0], numpy_made[0])
+    assert compiled[0].dtype == np.int32
+
+
+def test_idle_lists_out_of_range_raise_as_numpys(monkeypatch):
+    from cirq_quasarq.engines.cuda import device_program
+
+    rows = np.zeros((2, 9), dtype=np.int32)
+    rows[1, 1] = 5  # qubit 5 of 3
+    for flag in ("1", "0"):
+        monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", flag)
+        with pytest.raises(IndexError):
+            device_program.idle_lists(rows, 3, [(0, 2)])

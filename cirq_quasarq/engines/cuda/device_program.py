@@ -16,7 +16,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from ...core import opcodes, rng
+from ...core import native, opcodes, rng
 from ...core.program import A, B, COND, OP, REC, Program
 from ...errors import UnsupportedOperationError
 from ...schedule import Schedule
@@ -261,18 +261,16 @@ class DeviceProgram:
         acts on, or None past IDLE_LIST_BUDGET}; the lists not yet on the device go up together."""
         missing = [w for w in dict.fromkeys(windows) if w not in self.idle]
         lists = []
-        n, ins = self.program.num_qubits, self.schedule.instructions
-        for start, end in missing:
-            block = ins[start:end]
-            touched = np.zeros(n, dtype=bool)
-            touched[block[:, A]] = True
-            touched[block[opcodes.ARITY[block[:, OP]] == 2, B]] = True
-            idle = np.flatnonzero(~touched).astype(np.int32)
-            if self._idle_bytes + idle.nbytes > IDLE_LIST_BUDGET:
-                self.idle[start, end] = None
+        idle, counts = idle_lists(self.schedule.instructions, self.program.num_qubits, missing)
+        at = 0
+        for window, count in zip(missing, counts.tolist()):
+            listed = idle[at:at + count]
+            at += count
+            if self._idle_bytes + listed.nbytes > IDLE_LIST_BUDGET:
+                self.idle[window] = None
                 continue
-            self._idle_bytes += idle.nbytes
-            lists.append(((start, end), idle))
+            self._idle_bytes += listed.nbytes
+            lists.append((window, listed))
         if lists:
             base = self._upload(_pad(np.concatenate([idle for _, idle in lists]), np.int32))
             offset = 0
@@ -292,6 +290,51 @@ class DeviceProgram:
             self.nbytes += ctx.nbytes
             self.plan = plan
         return self.plan
+
+
+def idle_lists(ins: np.ndarray, n: int, windows: List[Tuple[int, int]]) -> Tuple[np.ndarray, np.ndarray]:
+    """(the qubits no row of each window (start, end) of `ins` acts on, each window's in increasing
+    order after the one before it, int32; how many each window has): a row acts on A, and on B
+    where its opcode's arity is 2. By the host's compiled path (host_rows.cpp) where it is on, else
+    `_idle_lists_numpy`, the definition."""
+    lib = native.compiled()
+    if lib is None or not windows:
+        return _idle_lists_numpy(ins, n, windows)
+    ins = np.ascontiguousarray(ins, dtype=np.int32)
+    starts = np.array([start for start, _ in windows], dtype=np.int64)
+    ends = np.array([end for _, end in windows], dtype=np.int64)
+    if not (0 <= starts.min() and (starts <= ends).all() and ends.max() <= len(ins)):
+        return _idle_lists_numpy(ins, n, windows)
+    counts = np.empty(len(windows), dtype=np.int64)
+    seen = np.empty(max(1, n), dtype=np.uint8)
+    a = native.address
+    parts = []
+    step = max(1, _IDLE_ROOM // max(1, n))  # windows a call: room for each to leave every qubit idle
+    for lo in range(0, len(windows), step):
+        hi = min(len(windows), lo + step)
+        idle = np.empty((hi - lo) * n, dtype=np.int32)  # (pages never written are never touched)
+        if lib.qq_host_idle_lists(a(ins), a(starts[lo:hi]), a(ends[lo:hi]), hi - lo, n, a(_ARITY), len(_ARITY),
+                                  a(seen), a(idle), a(counts[lo:hi])):
+            return _idle_lists_numpy(ins, n, windows)  # (a qubit or opcode out of range: it says which)
+        parts.append(idle[:int(counts[lo:hi].sum())])
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), counts
+
+
+_ARITY = np.ascontiguousarray(opcodes.ARITY, dtype=np.int32)
+_IDLE_ROOM = 1 << 24  # qubit entries a call of the compiled path has room for (64 MiB)
+
+
+def _idle_lists_numpy(ins: np.ndarray, n: int, windows: List[Tuple[int, int]]) -> Tuple[np.ndarray, np.ndarray]:
+    """`idle_lists`, a window at a time in NumPy."""
+    lists = []
+    for start, end in windows:
+        block = ins[start:end]
+        touched = np.zeros(n, dtype=bool)
+        touched[block[:, A]] = True
+        touched[block[opcodes.ARITY[block[:, OP]] == 2, B]] = True
+        lists.append(np.flatnonzero(~touched).astype(np.int32))
+    counts = np.array([len(listed) for listed in lists], dtype=np.int64)
+    return (np.concatenate(lists) if lists else np.zeros(0, dtype=np.int32)), counts
 
 
 def _build_plan(program: Program, schedule: Schedule) -> _Plan:
