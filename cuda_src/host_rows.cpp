@@ -3,9 +3,14 @@
 // rows given their positions (`qq_host_place_segment`) and written sorted by position
 // (`qq_host_write_segment`). These are the rows, positions and order that
 // stim_text._parse_targets, stim_rows.segment_rows, _StimCompiler._place_rows and
-// ProgramBuilder.emit_rows make in NumPy; and, for the GPU engine's device program, the qubits each
-// gate window leaves idle (`qq_host_idle_lists`). The NumPy code stays the definition, the oracle
-// (tests/test_native_rows.py) and the fallback. core/native.py builds this file with the others.
+// ProgramBuilder.emit_rows make in NumPy; the schedule of rows in layers already (schedule/windows.py,
+// `_sorted_from_steps`: `qq_host_layer_stretches`, `qq_host_move_stretches`); and, for the GPU
+// engine's device program, the qubits each gate window leaves idle (`qq_host_idle_lists`). The
+// NumPy code stays the definition, the oracle (tests/test_native_rows.py) and the fallback.
+// core/native.py builds this file with the others.
+#include <algorithm>
+#include <cstring>
+
 typedef long long qq_i64;
 
 // Fields of a Program row (core/program.py: OP, A, B, REC, RAND, AUX, COND, FLAGS, STEP).
@@ -212,4 +217,68 @@ extern "C" int qq_host_idle_lists(const int* rows, const qq_i64* starts, const q
         counts[w] = at - first;
     }
     return 0;
+}
+
+// A layered schedule's first pass (schedule/windows.py, `_sorted_from_steps`): the stretches of rows
+// of one STEP and opcode, a stretch also cut where a part starts (each block split every part_rows
+// rows, as that function reads them). Block b holds rows[b] rows of QQ_FIELDS ints at address
+// blocks[b]. Writes per stretch its block, first row there, length, key
+// ((STEP - first_step + 1) * width + rank[OP]) and opcode; returns how many, -1 for an opcode
+// outside 0 .. opcodes - 1, or -2 once there are more than `room` (the caller then sorts row by row).
+extern "C" qq_i64 qq_host_layer_stretches(const qq_i64* blocks, const qq_i64* rows, qq_i64 count, qq_i64 part_rows,
+                                          qq_i64 first_step, const qq_i64* rank, qq_i64 opcodes, qq_i64 width,
+                                          qq_i64 room, qq_i64* s_block, qq_i64* s_first, qq_i64* s_length,
+                                          qq_i64* s_key, unsigned char* s_op) {
+    qq_i64 stretches = 0;
+    for (qq_i64 b = 0; b < count; ++b) {
+        const int* r = (const int*)blocks[b];
+        int step = 0, op = 0;
+        for (qq_i64 i = 0; i < rows[b]; ++i) {
+            const int* f = r + QQ_FIELDS * i;
+            if (i % part_rows == 0 || f[QQ_STEP] != step || f[QQ_OP] != op) {
+                step = f[QQ_STEP];
+                op = f[QQ_OP];
+                if (op < 0 || op >= opcodes)
+                    return -1;
+                if (stretches == room)
+                    return -2;
+                if (stretches && s_block[stretches - 1] == b)
+                    s_length[stretches - 1] = i - s_first[stretches - 1];
+                s_block[stretches] = b;
+                s_first[stretches] = i;
+                s_key[stretches] = ((qq_i64)step - first_step + 1) * width + rank[op];
+                s_op[stretches] = (unsigned char)op;
+                ++stretches;
+            }
+        }
+        if (stretches && s_block[stretches - 1] == b)
+            s_length[stretches - 1] = rows[b] - s_first[stretches - 1];
+    }
+    return stretches;
+}
+
+// Its second pass (`_moved`): the stretches in a stable sort of their keys (order: scratch for
+// them), their rows copied one after another into out, and the runs of one key and opcode (its
+// first row, key, opcode). Returns the number of runs.
+extern "C" qq_i64 qq_host_move_stretches(const qq_i64* blocks, qq_i64 stretches, const qq_i64* s_block,
+                                         const qq_i64* s_first, const qq_i64* s_length, const qq_i64* s_key,
+                                         const unsigned char* s_op, qq_i64* order, int* out, qq_i64* run_first,
+                                         qq_i64* run_key, unsigned char* run_op) {
+    for (qq_i64 k = 0; k < stretches; ++k)
+        order[k] = k;
+    std::stable_sort(order, order + stretches, [&](qq_i64 a, qq_i64 b) { return s_key[a] < s_key[b]; });
+    qq_i64 at = 0, runs = 0;
+    for (qq_i64 j = 0; j < stretches; ++j) {
+        const qq_i64 k = order[j];
+        if (!runs || s_key[k] != run_key[runs - 1] || s_op[k] != run_op[runs - 1]) {
+            run_first[runs] = at;
+            run_key[runs] = s_key[k];
+            run_op[runs] = s_op[k];
+            ++runs;
+        }
+        const int* from = (const int*)blocks[s_block[k]] + QQ_FIELDS * s_first[k];
+        std::memcpy(out + QQ_FIELDS * at, from, sizeof(int) * QQ_FIELDS * s_length[k]);
+        at += s_length[k];
+    }
+    return runs;
 }

@@ -264,3 +264,30 @@ def test_idle_lists_out_of_range_raise_as_numpys(monkeypatch):
         monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", flag)
         with pytest.raises(IndexError):
             device_program.idle_lists(rows, 3, [(0, 2)])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_layered_schedules_stretches_say_none_as_numpys(monkeypatch, seed):
+    """`_sorted_from_steps` by the compiled path gives NumPy's rows and runs, and None exactly where
+    NumPy does (its stretches counted alike: cut at every block and at every 64k rows of a block),
+    around the short-stretch threshold and for blocks past 64k rows."""
+    from cirq_quasarq.core import opcodes
+    from cirq_quasarq.core.program import NUM_FIELDS, OP, STEP, RowBlocks
+    from cirq_quasarq.schedule import windows
+
+    r = np.random.default_rng(seed)
+    stretches = int(r.integers(1, 40))
+    lengths = r.integers(1, [3, 70, 130, 5000][seed % 4], stretches)
+    if seed % 5 == 4:
+        lengths[0] = 70_000  # one block past _BLOCK rows
+    table = r.integers(-5, 1000, (int(lengths.sum()), NUM_FIELDS)).astype(np.int32)
+    table[:, STEP] = np.repeat(np.cumsum(r.integers(0, 2, stretches)) + 3, lengths)
+    table[:, OP] = np.repeat(r.integers(0, opcodes.NUM_OPCODES, stretches), lengths)
+    cuts = np.unique(r.integers(0, len(table) + 1, int(r.integers(0, 8))))
+    blocks = RowBlocks(np.split(table, cuts))
+    for stretch_rows in (1, 2, 60, 64, 70, 1000):
+        monkeypatch.setattr(windows, "_STRETCH_ROWS", stretch_rows)
+        compiled, numpy_made = both(monkeypatch, lambda: windows._sorted_from_steps(blocks, 3))
+        assert (compiled is None) == (numpy_made is None), stretch_rows
+        if compiled is not None:
+            assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(compiled, numpy_made))

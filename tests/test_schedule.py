@@ -376,12 +376,13 @@ def test_stretches_sorted_from_blocks_are_the_tables(seed):
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_layered_stretches_from_steps_are_the_keyed_sorts(seed):
+def test_layered_stretches_from_steps_are_the_keyed_sorts(seed, native_path):
     """`_sorted_from_steps` (a layered program's stretches found from STEP and OP, a key made for each
     stretch's first row only) moves the rows into the runs that `_sorted` of each row's key gives,
     for rows in layer order given as blocks cut anywhere (inside a stretch too, blocks of one row,
     groups of blocks past 64k rows), every opcode and collapses of one rank; None only where the
-    stretches are short."""
+    stretches are short. In NumPy and by the host's compiled path (host_rows.cpp), which say None
+    alike."""
     from cirq_quasarq.core.program import NUM_FIELDS, STEP, RowBlocks
     from cirq_quasarq.schedule import windows
 
@@ -397,7 +398,7 @@ def test_layered_stretches_from_steps_are_the_keyed_sorts(seed):
     op8 = np.empty(len(table), dtype=np.uint8)
     windows._keys_from_steps(table, key, op8, 7)
     want = windows._sorted(table, key, op8)
-    for stretch_rows in (1, 64):
+    for stretch_rows in (1, 64, 400):
         old = windows._STRETCH_ROWS
         windows._STRETCH_ROWS = stretch_rows
         try:
@@ -408,7 +409,7 @@ def test_layered_stretches_from_steps_are_the_keyed_sorts(seed):
             assert stretch_rows > 1
             continue
         for mine, theirs in zip(got, want[:4]):
-            assert np.array_equal(mine, theirs)
+            assert np.array_equal(mine, theirs) and mine.dtype == theirs.dtype
 
 
 def test_every_instruction_the_compile_vouches_for_schedules_alike():

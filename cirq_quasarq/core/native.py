@@ -8,8 +8,9 @@ with ctypes.
 - host_tableau.cpp: tableau mode's row operations (a layer of gates as products of old rows, a
   collapse's CX fan: engines/numpy/tableau.py);
 - host_rows.cpp: the Stim compiler's whole instructions (their target text read, their rows made,
-  placed and sorted: compiler/stim_circuit.py's segments), for every engine, and the qubits each
-  of the GPU engine's gate windows leaves idle (engines/cuda/device_program.py).
+  placed and sorted: compiler/stim_circuit.py's segments), the schedule of rows in layers already
+  (schedule/windows.py), and the qubits each of the GPU engine's gate windows leaves idle
+  (engines/cuda/device_program.py).
 
 The NumPy code stays the definition and the oracle (tests/test_native_draws.py,
 tests/test_native_tableau.py and tests/test_native_rows.py compare them bit for bit) and the
@@ -205,4 +206,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_write_segment.restype = None
     lib.qq_host_idle_lists.argtypes = [p, p, p, i64, i64, p, i64, p, p, p]
     lib.qq_host_idle_lists.restype = ctypes.c_int
+    lib.qq_host_layer_stretches.argtypes = [p, p, i64, i64, i64, p, i64, i64, i64, p, p, p, p, p]
+    lib.qq_host_layer_stretches.restype = i64
+    lib.qq_host_move_stretches.argtypes = [p, i64, p, p, p, p, p, p, p, p, p, p]
+    lib.qq_host_move_stretches.restype = i64
     return lib

@@ -19,7 +19,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from ..core import opcodes
+from ..core import native, opcodes
 from ..core.program import (COND, LAYERED_FROM, NUM_FIELDS, OP, STEP, A, B, Program, RowBlocks, joined_rows,
                             row_blocks, take_rows)
 
@@ -174,7 +174,13 @@ def _sorted_from_steps(ins, first_step: int):
     STEP and OP columns alone, or None where their stretches are short (then `_keys_from_steps` and
     `_sorted_rows`). Such rows are in layer order already, so a stretch of one key and opcode
     is one of one STEP and opcode, and only each stretch's first row gets a key (a key a row, and
-    its comparisons, cost more than the rest of the schedule at 10k qubits)."""
+    its comparisons, cost more than the rest of the schedule at 10k qubits). By the host's compiled
+    path (host_rows.cpp) where it is on, else in NumPy, the definition."""
+    lib = native.compiled()
+    if lib is not None:
+        moved = _sorted_from_steps_compiled(lib, ins, first_step)
+        if moved is not NotImplemented:
+            return moved
     blocks = row_blocks(ins)
     firsts, steps, ops = [], [], []
     at = 0
@@ -200,6 +206,41 @@ def _sorted_from_steps(ins, first_step: int):
     stretch_key *= opcodes.NUM_OPCODES + 1
     stretch_key += _RANK[stretch_op]
     return _moved(blocks, _block_starts(blocks), first, last, stretch_key, stretch_op)
+
+
+def _sorted_from_steps_compiled(lib, ins, first_step: int):
+    """`_sorted_from_steps` in two passes of the compiled path: the stretches (cut where NumPy's
+    reading cuts them, so that both say None alike), then their rows moved in a stable sort of their
+    keys; NotImplemented for blocks it does not read (not C-contiguous int32 rows)."""
+    blocks = row_blocks(ins)
+    if not all(b.dtype == np.int32 and b.ndim == 2 and b.shape[1] == NUM_FIELDS and b.flags.c_contiguous
+               for b in blocks):
+        return NotImplemented
+    address = native.address
+    where = np.array([address(b) for b in blocks], dtype=np.int64)
+    rows = np.array([len(b) for b in blocks], dtype=np.int64)
+    total = int(rows.sum())
+    room = total // _STRETCH_ROWS  # more stretches than this: short ones (None)
+    s_block, s_first, s_length, s_key = (np.empty(room, dtype=np.int64) for _ in range(4))
+    s_op = np.empty(room, dtype=np.uint8)
+    stretches = lib.qq_host_layer_stretches(address(where), address(rows), len(blocks), _BLOCK, first_step,
+                                            address(_RANK_I64), len(_RANK_I64), opcodes.NUM_OPCODES + 1, room,
+                                            address(s_block), address(s_first), address(s_length), address(s_key),
+                                            address(s_op))
+    if stretches == -1:
+        return NotImplemented
+    if stretches < 0:
+        return None
+    scheduled = np.empty((total, NUM_FIELDS), dtype=np.int32)
+    order, run_first, run_key = (np.empty(stretches, dtype=np.int64) for _ in range(3))
+    run_op = np.empty(stretches, dtype=np.uint8)
+    runs = lib.qq_host_move_stretches(address(where), stretches, address(s_block), address(s_first),
+                                      address(s_length), address(s_key), address(s_op), address(order),
+                                      address(scheduled), address(run_first), address(run_key), address(run_op))
+    return scheduled, run_first[:runs], run_key[:runs], run_op[:runs]
+
+
+_RANK_I64 = np.ascontiguousarray(_RANK, dtype=np.int64)
 
 
 def _block_starts(blocks: List[np.ndarray]) -> np.ndarray:
