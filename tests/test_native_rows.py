@@ -291,3 +291,20 @@ def test_a_layered_schedules_stretches_say_none_as_numpys(monkeypatch, seed):
         assert (compiled is None) == (numpy_made is None), stretch_rows
         if compiled is not None:
             assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(compiled, numpy_made))
+
+
+def test_a_long_blocks_stretches_are_cut_every_64k_rows_as_numpys(monkeypatch):
+    """NumPy reads a block in parts of 64k rows, each part a new stretch: a block of 70,000 rows of
+    one STEP and opcode is two stretches, so with stretches counted short past 50,000 rows a stretch
+    both paths say None (one stretch would not)."""
+    from cirq_quasarq.core.program import NUM_FIELDS, OP, STEP, RowBlocks
+    from cirq_quasarq.schedule import windows
+
+    table = np.zeros((70_000, NUM_FIELDS), dtype=np.int32)
+    table[:, STEP], table[:, OP] = 3, 5
+    monkeypatch.setattr(windows, "_STRETCH_ROWS", 50_000)
+    compiled, numpy_made = both(monkeypatch, lambda: windows._sorted_from_steps(RowBlocks([table]), 3))
+    assert compiled is None and numpy_made is None
+    monkeypatch.setattr(windows, "_STRETCH_ROWS", 35_000)
+    compiled, numpy_made = both(monkeypatch, lambda: windows._sorted_from_steps(RowBlocks([table]), 3))
+    assert all(np.array_equal(a, b) for a, b in zip(compiled, numpy_made)) and len(compiled[1]) == 1
