@@ -1,13 +1,14 @@
-// host_rows.cpp: the Stim compiler's whole instructions (compiler/stim_circuit.py, `_flush_segment`)
-// compiled for the CPU: a segment's target text read into qubits (`qq_host_parse_targets`), then its
-// rows given their positions (`qq_host_place_segment`) and written sorted by position
-// (`qq_host_write_segment`). These are the rows, positions and order that
-// stim_text._parse_targets, stim_rows.segment_rows, _StimCompiler._place_rows and
-// ProgramBuilder.emit_rows make in NumPy; the schedule of rows in layers already (schedule/windows.py,
-// `_sorted_from_steps`: `qq_host_layer_stretches`, `qq_host_move_stretches`); and, for the GPU
-// engine's device program, the qubits each gate window leaves idle (`qq_host_idle_lists`). The
-// NumPy code stays the definition, the oracle (tests/test_native_rows.py) and the fallback.
-// core/native.py builds this file with the others.
+// host_rows.cpp: passes over Program rows compiled for the CPU (core/native.py builds this file with
+// the others):
+// - the Stim compiler's whole instructions (compiler/stim_circuit.py, `_flush_segment`): a segment's
+//   target text read (`qq_host_parse_targets`), its rows placed (`qq_host_place_segment`) and written
+//   sorted by position (`qq_host_write_segment`), as stim_text._parse_targets, stim_rows.segment_rows,
+//   _StimCompiler._place_rows and ProgramBuilder.emit_rows make them;
+// - the schedule of rows in layers already (schedule/windows.py, `_sorted_from_steps`): their
+//   stretches (`qq_host_layer_stretches`) and the stretches moved in key order (`qq_host_move_stretches`);
+// - the qubits each of the GPU engine's gate windows leaves idle (engines/cuda/device_program.py,
+//   `idle_lists`): `qq_host_idle_lists`.
+// The NumPy code stays the definition, the oracle (tests/test_native_rows.py) and the fallback.
 #include <algorithm>
 #include <cstring>
 

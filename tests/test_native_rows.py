@@ -13,6 +13,7 @@ from cirq_quasarq.compiler import stim_circuit, stim_text
 from cirq_quasarq.compiler.stim_instructions import _N, _plain
 from cirq_quasarq.core import native
 
+from .test_pieces import compiled_in_pieces
 from .test_stim_compile_golden import program_digest
 
 stim = pytest.importorskip("stim")
@@ -220,13 +221,7 @@ def test_printers_hand_over_read_targets_which_the_compiled_path_places(monkeypa
         return
     monkeypatch.setattr(stim_printing, "printers_available", lambda: 3)
     circuit = paper_random_circuit_stim(2000, 30, seed=11, ticks=True)
-    streamed = stim_circuit.stim_pieces(circuit, 6, printers=3, ramp=3)
-    while True:
-        try:
-            next(streamed)
-        except StopIteration as finished:
-            program = finished.value
-            break
+    _, program = compiled_in_pieces(circuit, 6, printers=3)
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
     assert program_digest(program) == program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
 

@@ -177,7 +177,6 @@ def address(array) -> int:
         return array.__array_interface__["data"][0]
 
 
-
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     """Argument and result types of the library's functions (pointers pass as integer addresses)."""
     import ctypes
