@@ -159,18 +159,19 @@ extern "C" void qq_host_write_segment(const qq_entry* entries, qq_i64 m, const q
         counts[p] = 0;
     for (qq_i64 r = 0; r < rows; ++r)
         ++counts[pos[r] - low];
-    // the next free row of each position: counts' running sums, kept in a scratch of the same size
-    qq_i64* next = new qq_i64[width];
+    // counts becomes each position's next free row (their running sums), then, once every row is
+    // written, each position's end, from which the counts come back
     qq_i64 sum = 0;
     for (qq_i64 p = 0; p < width; ++p) {
-        next[p] = sum;
-        sum += counts[p];
+        const qq_i64 here = counts[p];
+        counts[p] = sum;
+        sum += here;
     }
     qq_i64 r = 0;
     qq_segment_rows(entries, m, qubits, inverted, bounds,
                     [&](qq_i64 a, qq_i64 b, int op, int aux, int takes_rand, int takes_rec, int flags) {
                         const qq_i64 p = pos[r++];
-                        int* f = out + QQ_FIELDS * next[p - low]++;
+                        int* f = out + QQ_FIELDS * counts[p - low]++;
                         f[QQ_OP] = op;
                         f[QQ_A] = (int)a;
                         f[QQ_B] = (int)b;
@@ -181,7 +182,8 @@ extern "C" void qq_host_write_segment(const qq_entry* entries, qq_i64 m, const q
                         f[QQ_FLAGS] = flags;
                         f[QQ_STEP] = (int)(step + p);
                     });
-    delete[] next;
+    for (qq_i64 p = width - 1; p > 0; --p)
+        counts[p] -= counts[p - 1];
 }
 
 // The qubits no row of each window acts on, in increasing order (DeviceProgram.idle_qubits: tableau
