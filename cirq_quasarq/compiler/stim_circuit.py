@@ -603,13 +603,12 @@ class _StimCompiler(_InstructionCompiler):
                 self._one(None, inst, index, self.table[inst.name])
             return
         qubits, inverted, starts = parsed
+        base = self.tid  # the segment's targets' ids: base + index
+        self.tid += len(qubits)
         lib = native.compiled()
         if lib is not None and self._compiled_segment(lib, segment, qubits, inverted, starts):
-            self.tid += len(qubits)
             return
         # the target before each on its qubit, as an id (< base: before the segment)
-        base = self.tid
-        self.tid += len(qubits)
         seen, named = previous_targets(qubits, starts.tolist(), self.last, base)
         if named.all():
             self._place_segment(segment, 0, len(segment), qubits, inverted, starts, seen, base)

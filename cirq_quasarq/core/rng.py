@@ -390,7 +390,7 @@ class _Tables:
         self.any_sparse = anyt[self.kind[self.sparse]]
         self._any_by_kind = anyt
         # the words a draw is expected to find nonzero, per shot word (sizes the compiled draw's output)
-        self.expected_words = len(self.certain) + len(self.dense) + float(np.sum(anyt[self.kind[self.sparse]])) / 2**32
+        self.expected_words = len(self.certain) + len(self.dense) + float(np.sum(self.any_sparse)) / 2**32
         self._native = None
 
     def native_arrays(self):
