@@ -259,6 +259,29 @@ def test_sinter_plug_in_on_heralded_erasures_matches_sinters_default_sampler():
     assert compiled.sample(100).shots == 100
 
 
+def test_a_sinter_worker_never_imports_cirq_over_a_noise_sweep():
+    """What a sinter worker does with the plug-in (import it, then compile and sample task after
+    task: a sweep's circuits differ only in their probabilities, so the second takes the first's
+    schedule and linear map) imports neither Cirq nor sympy: Cirq's import alone takes 1-1.5 s,
+    more than a small task's whole collection. Comparing two compiled programs' qubits once made
+    their `cirq.LineQubit`s."""
+    _sinter()
+    program = (
+        "import sys, sinter, stim\n"
+        "from cirq_quasarq.sinter import QuasarqSampler\n"
+        "sampler = QuasarqSampler(device='cpu', seed=1)\n"
+        "for d, p in ((3, 0.01), (3, 0.02), (5, 0.01), (5, 0.02), (3, 0.03)):\n"
+        "    c = stim.Circuit.generated('surface_code:rotated_memory_z', distance=d, rounds=d,\n"
+        "                               after_clifford_depolarization=p, before_measure_flip_probability=p)\n"
+        "    assert sampler.compiled_sampler_for_task(sinter.Task(circuit=c)).sample(300).shots == 300\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'cirq', 'sympy'}))\n")
+    root = pathlib.Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=pythonpath_with(root)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 def test_sinter_collect_command_takes_the_module_function(tmp_path):
     sinter, _ = _sinter()
     command = pathlib.Path(sys.executable).parent / "sinter"

@@ -297,6 +297,8 @@ class LineQubits(collections.abc.Sequence):
         return self._qubits()[index]
 
     def __eq__(self, other) -> bool:
+        if isinstance(other, LineQubits):  # two programs' qubits compared (a noise sweep's): no Cirq import
+            return self._n == other._n
         return tuple(self) == (tuple(other) if isinstance(other, collections.abc.Sequence) else other)
 
     def __repr__(self) -> str:
