@@ -2,13 +2,15 @@
 
 `compile_stim(circuit)` writes the Program through the `core.program.ProgramBuilder`, without
 building Cirq objects, so every engine samples Stim circuits; compiling the same circuit again is
-a cache hit. Stim is an optional dependency: it is imported inside the function only.
+a cache hit, and a circuit that differs from a cached one only in its Pauli channels'
+probabilities (a noise sweep's next point) takes that one's Program with its own channels
+(`stim_sweep.py`). Stim is an optional dependency: it is imported inside the function only.
 
 Modules: this one holds the entry point, its cache and the walk over a circuit (`_StimCompiler`)
 with its bulk paths, segments of whole instructions and runs of annotations; `stim_instructions.py`
 holds Stim's instruction tables and `_InstructionCompiler`, which `_StimCompiler` extends: the
 compilation's state and every instruction compiled on its own, target by target; `stim_text.py`
-reads a circuit's text into NumPy arrays.
+reads a circuit's text into NumPy arrays; `stim_sweep.py` finds a noise sweep's next point.
 
 Conventions
 -----------
@@ -99,6 +101,7 @@ from ..core.program import LAYERED_FROM, RAND, REC, Program
 from ..core.ranges import expand_ranges, ragged_rows
 from . import cache
 from .stim_printing import PrintedPieces, printers_available
+from .stim_sweep import swept_variant
 from .stim_rows import PAIRS, TRIPLES, PreparedPiece, SegmentRows, digest_piece, previous_targets, segment_rows
 from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
 from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
@@ -209,16 +212,23 @@ def _fingerprint(circuit) -> tuple:
 
 
 def cached_stim(circuit) -> Optional[Program]:
-    """The cached Program of `circuit` (a stim.Circuit), or None: nothing is compiled."""
+    """The cached Program of `circuit` (a stim.Circuit), or of a cached circuit it differs from only
+    in its Pauli channels' probabilities with its own channels (a noise sweep's next point:
+    `stim_sweep`), or None: nothing is compiled."""
     with _RECENT_LOCK:
         recent = _RECENT.get(id(circuit))
     if recent is not None and recent[0] is circuit and recent[1] == circuit:  # unchanged since
         program = recent[2]
     else:
         bucket = _PROGRAMS.get(_fingerprint(circuit))
-        hit = next((entry for entry in bucket[0] if entry[1] == circuit), None) if bucket is not None else None
-        if hit is None:
+        if bucket is None:
             return None
+        hit = next((entry for entry in bucket[0] if entry[1] == circuit), None)
+        if hit is None:
+            program = swept_variant(circuit, bucket[0])
+            if program is not None:
+                remember_stim(circuit, program)
+            return program
         program = hit[0]
         _remember_object(circuit, hit[1], program)
     return program

@@ -113,6 +113,25 @@ def _plain(stim) -> Dict[str, Tuple]:
     return _PLAIN
 
 
+def noise_spec(name: str, args: Tuple[float, ...], letters=None) -> Optional[channels.NoiseSpec]:
+    """The Pauli channel of a noise instruction with these arguments (`letters`: E's Pauli
+    product), as the Cirq compiler builds it for stimcirq's conversion; None when it does nothing.
+    Raises errors.UnsupportedOperationError (probabilities summing past 1)."""
+    if name in ("DEPOLARIZE1", "DEPOLARIZE2"):
+        return channels.depolarize(types.SimpleNamespace(p=args[0]), 1 if name == "DEPOLARIZE1" else 2)
+    if name in ("X_ERROR", "Y_ERROR", "Z_ERROR"):
+        return channels.spec_from_outcomes({(_LETTER[name[0]],): args[0]}, 1, name)
+    if name == "PAULI_CHANNEL_1":
+        return channels.spec_from_outcomes({(paulis.X,): args[0], (paulis.Y,): args[1], (paulis.Z,): args[2]}, 1, name)
+    if name == "PAULI_CHANNEL_2":
+        return channels.spec_from_outcomes(dict(zip(channels.TWO_QUBIT_ORDER, args)), 2, name)
+    if name in _HERALDED:  # on (scratch qubit, qubit): the herald's X with each Pauli
+        probs = (args[0] / 4,) * 4 if name == "HERALDED_ERASE" else args
+        return channels.spec_from_outcomes(
+            {(paulis.X, letter): p for letter, p in zip((paulis.I, paulis.X, paulis.Y, paulis.Z), probs)}, 2, name)
+    return channels.spec_from_outcomes({letters: args[0]}, len(letters), name)  # E: one Pauli product
+
+
 class _InstructionCompiler:
     """One compilation's state (the builder, the positions of the open step, the open REPEAT blocks)
     and every instruction compiled on its own, target by target (`_one`). `stim_circuit._StimCompiler`
@@ -425,22 +444,7 @@ class _InstructionCompiler:
         if any(p < 0 for p in args):
             self._fail(inst, index, "negative probability")
         try:
-            if name in ("DEPOLARIZE1", "DEPOLARIZE2"):
-                spec = channels.depolarize(types.SimpleNamespace(p=args[0]), 1 if name == "DEPOLARIZE1" else 2)
-            elif name in ("X_ERROR", "Y_ERROR", "Z_ERROR"):
-                spec = channels.spec_from_outcomes({(_LETTER[name[0]],): args[0]}, 1, name)
-            elif name == "PAULI_CHANNEL_1":
-                spec = channels.spec_from_outcomes(
-                    {(paulis.X,): args[0], (paulis.Y,): args[1], (paulis.Z,): args[2]}, 1, name)
-            elif name == "PAULI_CHANNEL_2":
-                spec = channels.spec_from_outcomes(dict(zip(channels.TWO_QUBIT_ORDER, args)), 2, name)
-            elif name in _HERALDED:  # on (scratch qubit, qubit): the herald's X with each Pauli
-                probs = (args[0] / 4,) * 4 if name == "HERALDED_ERASE" else args
-                spec = channels.spec_from_outcomes(
-                    {(paulis.X, letter): p for letter, p in zip((paulis.I, paulis.X, paulis.Y, paulis.Z), probs)},
-                    2, name)
-            else:  # E: one Pauli product
-                spec = channels.spec_from_outcomes({letters: args[0]}, len(letters), name)
+            spec = noise_spec(name, args, letters)
         except errors.UnsupportedOperationError as error:
             self._fail(inst, index, str(error))
         found = None

@@ -318,6 +318,16 @@ class Annotations(collections.abc.Sequence):
         return f"Annotations({self.kind!r}, {len(self)} of them, {len(self.records)} records)"
 
 
+def channel_entry(arity: int, probs: Sequence[float], paulis: Sequence[Sequence[int]]) -> Tuple[tuple, Channel]:
+    """A Pauli channel's key (equal channels share one id: `ProgramBuilder.channel_id`) and the
+    Channel, its outcomes of probability 0 dropped; paulis as core.paulis letters."""
+    probs_arr = np.asarray(probs, dtype=np.float64)
+    paulis_arr = np.asarray(paulis, dtype=np.uint8).reshape(len(probs_arr), arity)
+    keep = probs_arr > 0
+    probs_arr, paulis_arr = probs_arr[keep], paulis_arr[keep]
+    return (arity, probs_arr.tobytes(), paulis_arr.tobytes()), Channel(arity, probs_arr, paulis_arr)
+
+
 @dataclasses.dataclass(eq=False)  # identity semantics: simulators cache per Program object
 class Program:
     num_qubits: int
@@ -898,14 +908,10 @@ class ProgramBuilder:
 
     def channel_id(self, arity: int, probs: Sequence[float], paulis: Sequence[Sequence[int]]) -> int:
         """The id of a Pauli channel (equal channels share one); paulis as core.paulis letters."""
-        probs_arr = np.asarray(probs, dtype=np.float64)
-        paulis_arr = np.asarray(paulis, dtype=np.uint8).reshape(len(probs_arr), arity)
-        keep = probs_arr > 0
-        probs_arr, paulis_arr = probs_arr[keep], paulis_arr[keep]
-        key = (arity, probs_arr.tobytes(), paulis_arr.tobytes())
+        key, channel = channel_entry(arity, probs, paulis)
         if key not in self._channel_ids:
             self._channel_ids[key] = len(self.channels)
-            self.channels.append(Channel(arity, probs_arr, paulis_arr))
+            self.channels.append(channel)
         return self._channel_ids[key]
 
     def channel_slot(self, arity: int) -> int:
