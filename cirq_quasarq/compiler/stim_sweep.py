@@ -26,9 +26,9 @@ its template's `Program.derived` (schedule, frame plan, linear map: `stim_circui
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import re
+import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import errors
@@ -39,8 +39,9 @@ _SWEEP_MAX_ROWS = 1 << 20
 _MAKES_CHANNELS = frozenset(("E", "ELSE_CORRELATED_ERROR", "HERALDED_ERASE", "HERALDED_PAULI_CHANNEL_1", "MPAD",
                              "MPP", "MXX", "MYY", "MZZ"))
 _ARGUMENTS = re.compile(r"(?<=[A-Z0-9_])\([^)\n]*\)")  # an instruction's (arguments): targets have no parentheses
-_OUTLINES: "collections.OrderedDict[int, tuple]" = collections.OrderedDict()  # id(program) -> (program, outline)
-_OUTLINES_KEPT = 8
+# A cached program's circuit's (outline,), made once; kept while the program lives (the cache's
+# entries, not this, decide how long).
+_OUTLINES: "weakref.WeakKeyDictionary[Program, tuple]" = weakref.WeakKeyDictionary()
 
 
 class _RuledOut(Exception):
@@ -73,19 +74,11 @@ def _outline(circuit) -> Optional[Tuple[str, List[Tuple[str, Tuple[float, ...]]]
 
 
 def _kept_outline(program: Program, kept):
-    """`_outline` of `kept`, the circuit the compile cache keeps with `program` (never changed):
-    made once a program."""
-    found = _OUTLINES.get(id(program))
-    if found is None or found[0] is not program:
-        found = _remember_outline(program, _outline(kept))
-    return found[1]
-
-
-def _remember_outline(program: Program, outline) -> tuple:
-    found = _OUTLINES[id(program)] = (program, outline)  # the program is held: its id is not reused
-    while len(_OUTLINES) > _OUTLINES_KEPT:
-        _OUTLINES.popitem(last=False)
-    return found
+    """`_outline` of `kept`, the circuit the compile cache keeps with `program` (never changed)."""
+    found = _OUTLINES.get(program)
+    if found is None:  # (its outline,): None too is kept (a circuit the variant rules out)
+        found = _OUTLINES[program] = (_outline(kept),)
+    return found[0]
 
 
 def _channels(program: Program, old: Sequence[tuple], new: Sequence[tuple]) -> Optional[list]:
@@ -152,6 +145,6 @@ def swept_variant(circuit, entries: Sequence[tuple]) -> Optional[Program]:
         channels = _channels(program, before[1], arguments)
         if channels is not None:
             variant = dataclasses.replace(program, channels=channels)
-            _remember_outline(variant, outline)  # the next point's candidate
+            _OUTLINES[variant] = (outline,)  # the next point's candidate
             return variant
     return None
