@@ -3,8 +3,8 @@ before only in its Pauli channels' probabilities is that one's Program with the 
 
 A threshold sweep (sinter's tasks, a loop over p) compiles one circuit per probability. Their
 rows, records, tables and annotations are the same; only `Program.channels` differ. Compiling each
-in full took 2.5-4 ms at d = 3-7 on the 2-core machine, against Stim's 0.1-0.3 ms for its sampler;
-this takes a fraction of a millisecond: a print of the circuit and a walk over its instructions'
+in full took 1.8-2.6 ms at d = 3-7 on the 2-core machine (surface codes), against Stim's 0.1-0.3 ms
+for its sampler; this takes 0.4-0.9 ms: a print of the circuit and a walk over its instructions'
 arguments, no targets.
 
 The variant is taken only where it is exactly what the full compile would give:
