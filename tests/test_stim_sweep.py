@@ -221,6 +221,8 @@ def test_a_generated_codes_threshold_sweep_takes_the_path_with_the_full_compiles
      "DEPOLARIZE1(0.2) 0\nM 0\nSHIFT_COORDS(2)\nDETECTOR(0) rec[-1]"),
     ("X_ERROR(0.1) 0\nE(0.1) X0\nM 0", "X_ERROR(0.2) 0\nE(0.1) X0\nM 0"),  # E could share its channel
     ("X_ERROR(0.1) 0\nMPAD(0.1) 0\nM 0", "X_ERROR(0.2) 0\nMPAD(0.1) 0\nM 0"),
+    ("X_ERROR(0.1) 0\nMPAD 0 1\nMPP X0*Z1 Y2\nMZZ 0 1\nM 0", "X_ERROR(0.2) 0\nMPAD 0 1\nMPP X0*Z1 Y2\nMZZ 0 1\nM 0"),
+    ("X_ERROR(0.1) 0\nMPP(0.1) X0*Z1 X2*X2\nM 0", "X_ERROR(0.2) 0\nMPP(0.1) X0*Z1 X2*X2\nM 0"),  # +-I: a channel
     ("X_ERROR[a](0.1) 0\nM 0", "X_ERROR[a](0.2) 0\nM 0"),  # a tag
     ("X_ERROR(0.1) 0\nM 0", "X_ERROR(0.1) 1\nM 0"),  # other targets (equal counts)
     ("X_ERROR(0.1) 0\nM 0", "Z_ERROR(0.1) 0\nM 0"),
@@ -246,6 +248,7 @@ def test_the_path_refuses_what_would_change_the_rows(taken):
                ("DEPOLARIZE1(0.1) 0\nM 0 1\nOBSERVABLE_INCLUDE(0) rec[-1]\nOBSERVABLE_INCLUDE(1) rec[-2]",
                 "DEPOLARIZE1(0.2) 0\nM 0 1\nOBSERVABLE_INCLUDE(1) rec[-1]\nOBSERVABLE_INCLUDE(0) rec[-2]"),
                ("X_ERROR(0.1) 0\nE(0.1) X0\nM 0", "X_ERROR(0.2) 0\nE(0.1) X0\nM 0"),
+               ("X_ERROR(0.1) 0\nMPP(0.1) X0*Z1 X2*X2\nM 0", "X_ERROR(0.2) 0\nMPP(0.1) X0*Z1 X2*X2\nM 0"),
                ("X_ERROR[a](0.1) 0\nM 0", "X_ERROR[a](0.2) 0\nM 0"),
                ("X_ERROR(0.1) 0\nM 0", "X_ERROR(0.1) 1\nM 0")]
     for base, point in refused:
@@ -255,3 +258,6 @@ def test_the_path_refuses_what_would_change_the_rows(taken):
     variant_and_full(stim.Circuit("X_ERROR(0.1) 0\nZ_ERROR(0.2) 1\nM 0 1"),
                      stim.Circuit("X_ERROR(0.2) 0\nZ_ERROR(0.2) 1\nM 0 1"))
     assert taken[-1] is not None  # X and Z channels of one probability are two channels either way
+    variant_and_full(stim.Circuit("X_ERROR(0.1) 0\nMPAD 0 1\nMPP X0*Z1 Y2\nMZZ 0 1\nM 0"),
+                     stim.Circuit("X_ERROR(0.2) 0\nMPAD 0 1\nMPP X0*Z1 Y2\nMZZ 0 1\nM 0"))
+    assert taken[-1] is not None  # products and pads without a flip probability make no channel

@@ -12,8 +12,9 @@ The variant is taken only where it is exactly what the full compile would give:
   and REPEAT blocks alike: a text prints its targets exactly) and every argument of anything but
   X_ERROR, Y_ERROR, Z_ERROR, DEPOLARIZE1/2 and PAULI_CHANNEL_1/2 is equal (a text prints arguments
   to 6 digits, so they are compared as Stim holds them);
-- no instruction has a tag, and none makes channels otherwise (E / ELSE chains, heralds, MPAD, MPP
-  and pair measurements of +-I): a channel they make could be one a swept channel shares;
+- no instruction has a tag, and none makes channels otherwise (E / ELSE chains, heralds; MPAD, MPP
+  and pair measurements with a flip probability): a channel they make could be one a swept channel
+  shares;
 - each swept instruction's channel keeps its opcode and Paulis (a probability that becomes 0 or
   stops being 0 changes the rows), the instructions that shared a channel before share one now,
   and channels that were distinct stay distinct: then the full compile numbers the new channels as
@@ -36,8 +37,8 @@ from ..core.program import Program, channel_entry
 from .stim_instructions import _NOISE, noise_spec
 
 _SWEEP_MAX_ROWS = 1 << 20
-_MAKES_CHANNELS = frozenset(("E", "ELSE_CORRELATED_ERROR", "HERALDED_ERASE", "HERALDED_PAULI_CHANNEL_1", "MPAD",
-                             "MPP", "MXX", "MYY", "MZZ"))
+_MAKES_CHANNELS = frozenset(("E", "ELSE_CORRELATED_ERROR", "HERALDED_ERASE", "HERALDED_PAULI_CHANNEL_1"))
+_FLIP_CHANNELS = frozenset(("MPAD", "MPP", "MXX", "MYY", "MZZ"))  # a channel of their flip probability, if any
 _ARGUMENTS = re.compile(r"(?<=[A-Z0-9_])\([^)\n]*\)")  # an instruction's (arguments): targets have no parentheses
 # A cached program's circuit's (outline,), made once; kept while the program lives (the cache's
 # entries, not this, decide how long).
@@ -50,8 +51,8 @@ class _RuledOut(Exception):
 
 def _outline(circuit) -> Optional[Tuple[str, List[Tuple[str, Tuple[float, ...]]]]]:
     """(the circuit's text without arguments, every instruction's (name, arguments) in the text's
-    order, a REPEAT block's body once), or None where a tag or an instruction of `_MAKES_CHANNELS`
-    rules the variant out."""
+    order, a REPEAT block's body once), or None where a tag, an instruction of `_MAKES_CHANNELS` or
+    one of `_FLIP_CHANNELS` with a flip probability rules the variant out."""
     import stim
 
     repeat = stim.CircuitRepeatBlock
@@ -60,10 +61,11 @@ def _outline(circuit) -> Optional[Tuple[str, List[Tuple[str, Tuple[float, ...]]]
         for inst in block:
             if type(inst) is repeat:
                 walk(inst.body_copy(), out)
-            elif inst.tag or inst.name in _MAKES_CHANNELS:
-                raise _RuledOut
             else:
-                out.append((inst.name, tuple(inst.gate_args_copy())))
+                args = tuple(inst.gate_args_copy())
+                if inst.tag or inst.name in _MAKES_CHANNELS or (inst.name in _FLIP_CHANNELS and any(args)):
+                    raise _RuledOut
+                out.append((inst.name, args))
         return out
 
     try:
