@@ -31,9 +31,9 @@ def surface_code_stim(d: int, rounds: int, p: float):
     # Imported here: sinter starts its workers by 'spawn', and each imports this module again, as a
     # user's script's workers import theirs; `benchmarks.circuits` would bring Cirq into every
     # worker of both samplers (1-1.5 s each), which a script of stim and sinter does not.
-    from .circuits import surface_code_stim
+    from . import circuits
 
-    return surface_code_stim(d, rounds, p)
+    return circuits.surface_code_stim(d, rounds, p)
 
 
 def _best(fn, n: int = 7) -> float:
