@@ -85,11 +85,9 @@ def _kept_outline(program: Program, kept):
 
 def _channels(program: Program, old: Sequence[tuple], new: Sequence[tuple]) -> Optional[list]:
     """`program.channels` for the arguments `new` where `program` was compiled from `old`, or None."""
-    ids = {}
+    ids = {}  # (a channel equal to an earlier one keeps the earlier's id: it is never made, below)
     for i, channel in enumerate(program.channels):
         ids.setdefault(channel_entry(channel.arity, channel.probs, channel.paulis)[0], i)
-    if len(ids) != len(program.channels):
-        return None
     made: Dict[int, tuple] = {}  # channel id -> (key, Channel) of its new probabilities
     seen: Dict[tuple, Optional[tuple]] = {}  # (name, arguments) -> (spec, (key, Channel)), or None: no channel
 
@@ -124,7 +122,7 @@ def _channels(program: Program, old: Sequence[tuple], new: Sequence[tuple]) -> O
             return None  # not this program's channel, or one channel split in two
     if len(made) != len(program.channels) or len({key for key, _ in made.values()}) != len(made):
         # two channels merged; or a channel no swept instruction made (a maker missing from
-        # _MAKES_CHANNELS: no circuit reaches this today)
+        # _MAKES_CHANNELS, or two equal channels: no circuit reaches this today)
         return None
     return [made[i][1] for i in range(len(program.channels))]
 
