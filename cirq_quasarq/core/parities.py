@@ -50,7 +50,7 @@ class Parities:
             if length == 0:
                 continue
             index = self.offsets[rows][:, None] + np.arange(length)[None, :]
-            acc = packed[self.records[index[:, 0]]].copy()
+            acc = packed[self.records[index[:, 0]]]  # a gather: a new array
             for j in range(1, int(length)):
                 acc ^= packed[self.records[index[:, j]]]
             out[rows] = acc
