@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:  # the build's modules are imported when it is first asked for (start-up stays short)
     import ctypes
 
-SOURCES = ("host_draws.cpp", "host_tableau.cpp", "host_rows.cpp")
+SOURCES = ("host_draws.cpp", "host_tableau.cpp", "host_rows.cpp", "host_frames.cpp")
 HEADERS = ("philox.cuh",)
 FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas")
 
@@ -209,4 +209,6 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_layer_stretches.restype = i64
     lib.qq_host_move_stretches.argtypes = [p, i64, p, p, p, p, p, p, p, p, p, p]
     lib.qq_host_move_stretches.restype = i64
+    lib.qq_host_frame_gates.argtypes = [p, p, i64, p, p, i64, ctypes.c_int, p]
+    lib.qq_host_frame_gates.restype = None
     return lib

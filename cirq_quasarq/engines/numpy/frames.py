@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...core import opcodes
+from ...core import native, opcodes
 from ...core.draws import confusion_values, noise_targets
 from ...core.program import AUX, COND, OP, RAND, REC, A, B, Program
 from ...schedule.walk import LoopBlock, assignment_index, condition_refs, walk
@@ -47,6 +47,9 @@ class _Run:
 
     def __init__(self, fx, fz, flips, draws, shifts, rec_shift, depth, reference, key, start, count):
         self.fx, self.fz, self.flips, self.draws = fx, fz, flips, draws
+        # the compiled gate runs' library and the frames' addresses, where it takes these frames
+        self.gates = ((native.compiled(), native.address(fx), native.address(fz), fx.shape[1])
+                      if _compiled_frames(fx, fz) else None)
         self.shifts = shifts  # int64 [blocks]
         self.rec_shift = rec_shift
         self.depth = depth  # record shifts of the open loops, as Step.depth_rec_shifts
@@ -64,6 +67,26 @@ def _frame_outputs(code: int):
     return arity, tuple((o, terms) for o, terms in outputs if terms != (o,))
 
 
+@functools.lru_cache(maxsize=None)
+def _frame_masks(code: int) -> np.ndarray:
+    """uint8 [4]: bit i of entry o set where the opcode's frame output o takes input i (x0, z0, x1,
+    z1), as host_frames.cpp reads them."""
+    m = opcodes.FRAME_MAPS[code]
+    arity = int(opcodes.ARITY[code])
+    masks = np.zeros(4, dtype=np.uint8)
+    for o in range(2 * arity):
+        masks[o] = sum(1 << i for i in range(2 * arity) if m[o, i])
+    return masks
+
+
+def _compiled_frames(fx, fz) -> bool:
+    """Whether the compiled gate runs take these frames: the compiled path is on, and they are
+    writable C-contiguous uint64 tables of one shape."""
+    return (native.compiled() is not None and isinstance(fx, np.ndarray) and isinstance(fz, np.ndarray)
+            and fx.dtype == np.uint64 and fz.dtype == np.uint64 and fx.shape == fz.shape and fx.ndim == 2
+            and fx.flags.c_contiguous and fz.flags.c_contiguous and fx.flags.writeable and fz.flags.writeable)
+
+
 class _Unitary:
     def __init__(self, code: int, q0: np.ndarray, q1: np.ndarray):
         self.arity, self.outputs = _frame_outputs(code)
@@ -71,6 +94,17 @@ class _Unitary:
         self.q0 = int(q0[0]) if single else q0
         self.q1 = (int(q1[0]) if single else q1) if self.arity == 2 else None
         self.single = single
+        # the compiled path's form (host_frames.cpp): where the gates' qubits are distinct, as a
+        # schedule window's are, one gate after another gives the gather-then-scatter's result
+        self.native_args = None
+        if self.outputs and not single and self.arity in (1, 2):
+            qubits = np.concatenate([q0, q1]) if self.arity == 2 else np.asarray(q0)
+            if len(qubits) and np.bincount(qubits).max() == 1:
+                c0 = np.ascontiguousarray(q0, dtype=np.int64)
+                c1 = np.ascontiguousarray(q1, dtype=np.int64) if self.arity == 2 else c0
+                masks = _frame_masks(code)
+                self._native_arrays = (c0, c1, masks)  # kept alive: the library reads them by address
+                self.native_args = (native.address(c0), native.address(c1), len(c0), self.arity, native.address(masks))
 
     def is_identity(self) -> bool:
         return not self.outputs
@@ -82,6 +116,10 @@ class _Unitary:
 
     def run(self, r: _Run) -> None:
         fx, fz = r.fx, r.fz
+        if self.native_args is not None and r.gates is not None:
+            lib, x, z, words = r.gates
+            lib.qq_host_frame_gates(x, z, words, *self.native_args)
+            return
         q0, q1 = self.q0, self.q1
         bits = (fx[q0], fz[q0]) if self.arity == 1 else (fx[q0], fz[q0], fx[q1], fz[q1])
         new = []
