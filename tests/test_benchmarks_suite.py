@@ -421,3 +421,13 @@ def test_replay_finds_the_outcomes_stim_postselection_finds_impossible(n, depth,
     for refused in ("R 0", "X_ERROR(0.1) 0"):  # an outcome, or a draw, that no record holds
         with pytest.raises(ValueError, match="noise or resets"):
             replaying(compile_stim(circuit + stim.Circuit(refused)), key, noise)
+
+
+def test_cpu_frames_benchmark_reports_both_ways_with_the_same_bits(capsys):
+    """bench_cpu_frames at a tiny size: a line a size, the compiled and NumPy gate runs giving the
+    same bits."""
+    from benchmarks import bench_cpu_frames
+
+    bench_cpu_frames.main(["--n", "60", "--shots", "100", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert "n = 60, depth 100, 100 shots" in out and "same bits: True" in out
