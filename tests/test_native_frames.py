@@ -4,7 +4,6 @@ frames at the words' edges, bit for bit; then whole samples with the compiled pa
 
 import numpy as np
 import pytest
-import stim
 
 import cirq_quasarq
 from cirq_quasarq.core import native, opcodes
@@ -80,8 +79,10 @@ def test_frames_the_compiled_path_does_not_take_go_to_numpy(monkeypatch):
     np.testing.assert_array_equal(cz, nz)
 
 
-def _random_circuit(seed: int, n: int = 12, layers: int = 12) -> stim.Circuit:
-    """Random layers of every Clifford name Stim has on 1 and 2 qubits, noise, collapses and a loop."""
+def _random_circuit(seed: int, n: int = 12, layers: int = 12):
+    """Random layers of every Clifford name Stim has on 1 and 2 qubits, noise, collapses and a loop
+    (a stim.Circuit: these tests need the test extra's stim)."""
+    stim = pytest.importorskip("stim")
     r = np.random.default_rng(seed)
     one = [g.name for g in stim.gate_data().values() if g.is_unitary and g.is_single_qubit_gate]
     two = [g.name for g in stim.gate_data().values() if g.is_unitary and g.is_two_qubit_gate]
