@@ -120,3 +120,35 @@ def test_samples_with_and_without_the_compiled_gates_are_equal(monkeypatch, seed
         out.append(sim.sample_measurements(circuit, shots, bit_packed=True))  # the map's call, where one is made
     np.testing.assert_array_equal(out[0], out[2])
     np.testing.assert_array_equal(out[1], out[3])
+
+
+_WITHOUT_LIBRARY = """
+import sys, cirq, numpy as np, cirq_quasarq
+from cirq_quasarq.core import native
+q = cirq.LineQubit.range(8)
+c = cirq.Circuit([cirq.H.on_each(*q), cirq.CNOT(q[0], q[1]), cirq.CNOT(q[2], q[3]), cirq.CZ(q[4], q[5]),
+                  cirq.S.on_each(*q[::2]), cirq.depolarize(0.1).on_each(*q), cirq.measure(*q, key="m")])
+bits = cirq_quasarq.QuasarqSimulator(seed=3, device="cpu").run(c, repetitions=500).measurements["m"]
+assert native._char is None  # the library was never loaded in this process
+np.save(sys.argv[1], bits)
+"""
+
+
+def test_a_process_without_the_compiled_path_never_asks_for_it(tmp_path):
+    """With the compiled path off from the start (CIRQ_QUASARQ_NATIVE=0, as where there is no
+    compiler), a plan of multi-gate runs is made and run in NumPy alone, with the same bits."""
+    import os
+    import subprocess
+    import sys
+
+    import cirq
+
+    out = tmp_path / "bits.npy"
+    env = dict(os.environ, CIRQ_QUASARQ_NATIVE="0")
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_LIBRARY, str(out)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    q = cirq.LineQubit.range(8)
+    c = cirq.Circuit([cirq.H.on_each(*q), cirq.CNOT(q[0], q[1]), cirq.CNOT(q[2], q[3]), cirq.CZ(q[4], q[5]),
+                      cirq.S.on_each(*q[::2]), cirq.depolarize(0.1).on_each(*q), cirq.measure(*q, key="m")])
+    here = cirq_quasarq.QuasarqSimulator(seed=3, device="cpu").run(c, repetitions=500).measurements["m"]
+    np.testing.assert_array_equal(np.load(out), here)

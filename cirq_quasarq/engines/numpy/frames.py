@@ -94,10 +94,11 @@ class _Unitary:
         self.q0 = int(q0[0]) if single else q0
         self.q1 = (int(q1[0]) if single else q1) if self.arity == 2 else None
         self.single = single
-        # the compiled path's form (host_frames.cpp): where the gates' qubits are distinct, as a
-        # schedule window's are, one gate after another gives the gather-then-scatter's result
+        # the compiled path's form (host_frames.cpp), where it is on: where the gates' qubits are
+        # distinct, as a schedule window's are, one gate after another gives the gather-then-scatter's
+        # result
         self.native_args = None
-        if self.outputs and not single and self.arity in (1, 2):
+        if self.outputs and not single and self.arity in (1, 2) and native.compiled() is not None:
             qubits = np.concatenate([q0, q1]) if self.arity == 2 else np.asarray(q0)
             if len(qubits) and np.bincount(qubits).max() == 1:
                 c0 = np.ascontiguousarray(q0, dtype=np.int64)
