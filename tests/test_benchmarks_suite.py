@@ -426,6 +426,7 @@ def test_replay_finds_the_outcomes_stim_postselection_finds_impossible(n, depth,
 def test_cpu_frames_benchmark_reports_both_ways_with_the_same_bits(capsys):
     """bench_cpu_frames at a tiny size: a line a size, the compiled and NumPy gate runs giving the
     same bits."""
+    pytest.importorskip("stim")
     from benchmarks import bench_cpu_frames
 
     bench_cpu_frames.main(["--n", "60", "--shots", "100", "--repeats", "1"])
