@@ -15,30 +15,12 @@ import argparse
 import time
 
 import numpy as np
-import stim
 
 import cirq_quasarq
 from cirq_quasarq.engines.numpy import frames
 
-from .random_clifford import layers
-
-
-def random_stim(n: int, depth: int = 100, seed: int = 0) -> stim.Circuit:
-    c = stim.Circuit()
-    for ops, measured in layers(n, depth, seed):
-        for gate, qubits in ops:
-            c.append(gate, list(qubits))
-        c.append("M", measured)
-    return c
-
-
-def _best(call, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t)
-    return min(times)
+from .bench_small_calls import _best
+from .random_clifford import paper_random_circuit_stim
 
 
 def main(argv=None) -> None:
@@ -49,7 +31,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     real = frames._compiled_frames
     for n in args.n:
-        circuit = random_stim(n)
+        circuit = paper_random_circuit_stim(n, 100)
         sim = cirq_quasarq.QuasarqSimulator(seed=1, device="cpu")
         t = time.perf_counter()
         sim.sample_measurements(circuit, args.shots, bit_packed=True)
@@ -64,7 +46,7 @@ def main(argv=None) -> None:
                 circuit, args.shots, bit_packed=True))
         finally:
             frames._compiled_frames = real
-        sampler = stim.Circuit(str(circuit)).compile_sampler(seed=1)
+        sampler = circuit.compile_sampler(seed=1)
         sampler.sample(args.shots, bit_packed=True)
         ref = _best(lambda: sampler.sample(args.shots, bit_packed=True), args.repeats)
         print(f"n = {n}, depth 100, {args.shots} shots: first call {first_s * 1e3:.0f} ms; repeat with compiled gate "
