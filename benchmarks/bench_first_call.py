@@ -10,8 +10,11 @@ another new simulator (`repeat`: the compiled Program is cached; a single shot's
 redone). The stages of the first call are timed on a twin circuit (an equal circuit built again,
 the compile cache cleared): compile (stim.Circuit -> Program), schedule, the reference sample
 (tableau mode, when the call needs one) and the rest of the call (device preparation and
-sampling). Peers (`--peers`, where installed): quasarq's first and repeat call the same way
-(`compile_sampler` / `compile_detector_sampler` and a sample), each case in a process of its own
+sampling). The `cirq-random-*` cases give the same random circuits as a `cirq.Circuit` to
+`run(circuit, repetitions=shots)`, as a Cirq user samples (the stages: the Cirq compile, and so on).
+Peers (`--peers`, where installed): quasarq's first and repeat call the same way
+(`compile_sampler` / `compile_detector_sampler` and a sample), and for the Cirq cases stimcirq's
+`StimSampler().run` (it converts the circuit to Stim's on every call), each case in a process of its own
 (quasarq ends its process on an illegal memory access at 100k qubits). Our cases too run each in a
 process of its own (warmed as above), so that no case inherits another's result memory (a kept
 page-locked buffer, or the miss count that makes one); `--same-process` runs them one after the
@@ -65,8 +68,16 @@ CASES = {
     "surface-51-10k": ("surface", 51, 51, 10_000, False),
     "surface-51-10k-det": ("surface", 51, 51, 10_000, True),
 }
-CPU_CASES = ["random-2k-1", "surface-5-1024-det", "surface-11-10k"]
+# the same random circuits as a cirq.Circuit (a moment a layer: `random_clifford.paper_random_circuit`),
+# called as a Cirq user calls a sampler: `run(circuit, repetitions=shots)`; the peer is stimcirq's
+# `StimSampler().run` (the circuit converted to Stim's, then sampled)
+CASES.update({"cirq-random-5k-1": ("cirq-random", 5000, 100, 1, False),
+              "cirq-random-10k-1": ("cirq-random", 10000, 100, 1, False),
+              "cirq-random-10k-1024": ("cirq-random", 10000, 100, 1024, False),
+              "cirq-random-30k-1": ("cirq-random", 30000, 100, 1, False)})
+CPU_CASES = ["random-2k-1", "surface-5-1024-det", "surface-11-10k", "cirq-random-2k-1"]
 CASES.update({"random-2k-1": ("random", 2000, 100, 1, False),
+              "cirq-random-2k-1": ("cirq-random", 2000, 100, 1, False),
               "surface-5-1024-det": ("surface", 5, 5, 1024, True),
               "surface-11-10k": ("surface", 11, 11, 10_000, False)})
 
@@ -79,6 +90,10 @@ def build(name: str):
 
     kind, size, depth, _, _ = CASES[name]
     tag = zlib.crc32(name.encode()) % 1000
+    if kind == "cirq-random":
+        from .random_clifford import paper_random_circuit
+
+        return paper_random_circuit(size, depth, seed=tag)[0]
     if kind.startswith("random"):
         from .random_clifford import paper_random_circuit_stim
 
@@ -90,12 +105,28 @@ def build(name: str):
 
 
 def _call(sim, circuit, shots: int, detectors: bool):
+    if not _is_stim(circuit):  # a Cirq circuit: as a Cirq user samples
+        return sim.run(circuit, repetitions=shots)
     if detectors:
         return sim.sample_detectors(circuit, shots, separate_observables=True, bit_packed=True)
     return sim.sample_measurements(circuit, shots, bit_packed=True)
 
 
-def warm_process(device: str) -> None:
+def _is_stim(circuit) -> bool:
+    return type(circuit).__module__.startswith("stim")
+
+
+def _clear_compile_cache() -> None:
+    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache
+
+    clear_stim_cache()
+    if "cirq" in sys.modules:  # the Cirq compile's caches too (only a Cirq case imports it here)
+        from cirq_quasarq.compiler import clear_cache
+
+        clear_cache()
+
+
+def warm_process(device: str, cirq: bool = False) -> None:
     """What a warm process has done: a small circuit sampled (kernels built, caches warm), detection
     events and records."""
     import stim
@@ -105,6 +136,10 @@ def warm_process(device: str) -> None:
     warm = stim.Circuit("H 0\nCX 0 1\nX_ERROR(0.1) 1\nM 0 1\nDETECTOR rec[-1] rec[-2]")
     _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, True)
     _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), warm, 64, False)
+    if cirq:  # and a small Cirq circuit
+        from .random_clifford import paper_random_circuit
+
+        _call(cirq_quasarq.QuasarqSimulator(seed=0, device=device), paper_random_circuit(50, 10, seed=1)[0], 64, False)
 
 
 def _timed(fn):
@@ -157,11 +192,10 @@ def _count_streamed() -> list:
 
 def ours(name: str, device: str, first_calls: int = 0) -> dict:
     import cirq_quasarq
-    from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
     from cirq_quasarq.simulator import prepared
 
-    _, _, _, shots, detectors = CASES[name]
-    warm_process(device)
+    kind, _, _, shots, detectors = CASES[name]
+    warm_process(device, cirq=kind.startswith("cirq"))
     t_build, circuit = _timed(lambda: build(name))
     streamed = _count_streamed()
     with _CollectorTime() as first_gc:
@@ -171,16 +205,16 @@ def ours(name: str, device: str, first_calls: int = 0) -> dict:
         repeat, _ = _timed(lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
     more, more_cpu = [], []
     for _ in range(first_calls):
-        clear_stim_cache()
+        _clear_compile_cache()
         wall, cpu, _ = _timed_with_thread(
             lambda: _call(cirq_quasarq.QuasarqSimulator(seed=1, device=device), circuit, shots, detectors))
         more.append(wall)
         more_cpu.append(cpu)
     # the stages, on an equal circuit new to the compile cache
     twin = build(name)
-    clear_stim_cache()
+    _clear_compile_cache()
     sim = cirq_quasarq.QuasarqSimulator(seed=1, device=device)
-    t_compile, program = _timed(lambda: compile_stim(twin))
+    t_compile, program = _timed(lambda: sim.compile(twin))
     t_schedule, _ = _timed(lambda: prepared(program))
     needs_reference = not detectors or bool(program.conditions or program.confusions)
     t_reference = _timed(lambda: sim.reference(program))[0] if needs_reference else 0.0
@@ -193,6 +227,25 @@ def ours(name: str, device: str, first_calls: int = 0) -> dict:
             "prepare_and_sample_s": t_rest, "instructions": int(program.num_instructions),
             "records": int(program.num_records), "build_circuit_s": t_build,
             **({"first_calls_s": more, "first_calls_thread_cpu_s": more_cpu} if first_calls else {})}
+
+
+def peer_of(name: str) -> str:
+    return "stimcirq" if CASES[name][0].startswith("cirq") else "quasarq"
+
+
+def stimcirq_peer(name: str) -> dict:
+    """stimcirq's sampler as a Cirq user calls it: `StimSampler().run(circuit, repetitions)`, which
+    converts the circuit on every call (so its first and repeat calls do the same work)."""
+    import stimcirq
+
+    from .random_clifford import paper_random_circuit
+
+    _, _, _, shots, _ = CASES[name]
+    stimcirq.StimSampler().run(paper_random_circuit(50, 10, seed=1)[0], repetitions=64)
+    circuit = build(name)
+    first, _ = _timed(lambda: stimcirq.StimSampler().run(circuit, repetitions=shots))
+    repeat, _ = _timed(lambda: stimcirq.StimSampler().run(circuit, repetitions=shots))
+    return {"case": name, "peer": "stimcirq", "first_s": first, "repeat_s": repeat}
 
 
 def quasarq_peer(name: str) -> dict:
@@ -250,7 +303,8 @@ def main(argv=None):
     ap.add_argument("--ours-only", default=None, help=argparse.SUPPRESS)  # one of our cases, in its own process
     args = ap.parse_args(argv)
     if args.peer_only:
-        print(json.dumps(quasarq_peer(args.peer_only)), flush=True)
+        run_peer = stimcirq_peer if peer_of(args.peer_only) == "stimcirq" else quasarq_peer
+        print(json.dumps(run_peer(args.peer_only)), flush=True)
         return
     if args.ours_only:
         print(json.dumps(ours(args.ours_only, args.device, args.first_calls)), flush=True)
@@ -273,7 +327,7 @@ def main(argv=None):
                 if args.baseline:
                     rows.append(_in_own_process(ours_args, name, "cirq-quasarq", baseline=args.baseline))
             if args.peers:
-                rows.append(_in_own_process(["--peer-only", name], name, "quasarq"))
+                rows.append(_in_own_process(["--peer-only", name], name, peer_of(name)))
             for row in rows:
                 row["sample"] = sample
                 line = json.dumps(row)

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import contract
 from .compiler import compile_circuit, compile_stim, compile_template
+from .compiler.compile import circuit_qubits
 from .compiler.registry import NON_PAULI
 from .core import rng
 from .core.parities import Parities, parities_shot_major
@@ -419,7 +420,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
     def _qubits(self, circuit: Any, qubit_order, initial: Any) -> tuple:
         if _is_stim(circuit):
             return tuple(cirq.LineQubit.range(circuit.num_qubits))
-        qubits = set(circuit.all_qubits())
+        qubits = set(circuit_qubits(circuit))
         given = getattr(initial, "qubits", None)
         if given is None and isinstance(initial, cirq.ProductState):
             given = initial.qubits

@@ -299,6 +299,25 @@ def test_first_call_benchmark_runs_a_baseline_checkout_in_turn(tmp_path):
     assert {Path(r["package"]) for r in rows if "baseline" not in r} == {ROOT / "cirq_quasarq"}
 
 
+def test_first_call_benchmark_runs_a_cirq_case_and_its_peer(tmp_path):
+    """A `cirq-random-*` case samples a cirq.Circuit through `run()` (its stages: the Cirq compile
+    and the rest), and its peer is stimcirq's sampler."""
+    pytest.importorskip("stimcirq")
+    out = tmp_path / "rows.jsonl"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_first_call", "--device", "cpu", "--cases",
+                           "cirq-random-2k-1", "--peers", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ours, peer = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (ours["peer"], peer["peer"]) == ("cirq-quasarq", "stimcirq")
+    assert "error" not in ours and "error" not in peer
+    from benchmarks.random_clifford import measured_a_layer
+
+    assert ours["records"] == 100 * measured_a_layer(2000) and ours["instructions"] > 2000 * 100 // 2
+    assert all(ours[k] > 0 for k in ("first_s", "repeat_s", "compile_s", "schedule_s", "reference_s"))
+    assert peer["first_s"] > 0 and peer["repeat_s"] > 0
+
+
 def test_first_call_timeline_reports_each_stage_of_the_call():
     """first_call_timeline (in a process of its own: it wraps the package's stages for the rest of
     its process): each wrapped stage once at least, its thread, and the repeat call."""

@@ -335,6 +335,13 @@ def _edge_cases():
             cirq.Moment(copy.copy(TWO[i % 9]).on(p, q) for i, (p, q) in enumerate(zip(wide[::2], wide[1::2]))),
             cirq.Moment(cirq.depolarize(0.01 * (i % 3)).on(q) for i, q in enumerate(wide))), {}),
         "tagged": (cirq.Circuit(cirq.Moment(cirq.H(q).with_tags("t") for q in wide)), {}),
+        # qubits equal by value but a new object in every operation (Cirq's own qubit types are
+        # interned): the walk looks qubits up by object identity first, so each is new to it once
+        "a qubit object per operation": (cirq.Circuit(
+            cirq.Moment(cirq.H(_Fresh(i)) for i in range(40)),
+            cirq.Moment(cirq.CZ(_Fresh(i), _Fresh(i + 1)) for i in range(0, 40, 2)),
+            cirq.Moment(cirq.S(_Fresh(i)) for i in range(0, 40, 3)),
+            cirq.measure(*(_Fresh(i) for i in range(40)), key="m")), {}),
         "grid, explicit order": (cirq.Circuit(cirq.H.on_each(*grid), cirq.CZ(grid[0], grid[4]),
                                               cirq.measure(*grid, key="g")), {"qubit_order": grid[::-1]}),
         "named, order with extra qubits": (cirq.Circuit(cirq.H.on_each(*named[:5]), cirq.measure_each(*named[:5])),
@@ -364,6 +371,20 @@ def _edge_cases():
                                                                          for i, q in enumerate(wide))),
             repetitions=3, use_repetition_ids=True)), {}),
     }
+
+
+class _Fresh(cirq.Qid):
+    """A qubit type whose equal qubits are distinct objects."""
+
+    def __init__(self, x: int):
+        self.x = x
+
+    def _comparison_key(self):
+        return self.x
+
+    @property
+    def dimension(self) -> int:
+        return 2
 
 
 class _Elsewhere(cirq.NoiseModel):

@@ -45,6 +45,7 @@ class _Cache:
 
 TEMPLATES = _Cache(16, 1 << 24)
 PROGRAMS = _Cache(64, 1 << 24)
+QUBITS = _Cache(16, 1 << 24)  # a circuit's qubit set (`compile.circuit_qubits`)
 
 
 def option_key(value):

@@ -22,8 +22,24 @@ from .template import Template
 from .walker import Ops, Rewalk, Walker
 
 
+def circuit_qubits(circuit) -> frozenset:
+    """`circuit.all_qubits()`, made as one union of its moments' qubit sets (Cirq's own walks every
+    qubit of every moment in a Python generator: 80 ms against 8 at 10k qubits and depth 100 on two
+    CPU cores) and kept by circuit identity, as the compiled programs are."""
+    moments = getattr(circuit, "moments", None)
+    if moments is None:
+        return frozenset(circuit.all_qubits())
+    key = cache.circuit_key(circuit)
+    hit = cache.QUBITS.get(key)
+    if hit is not None:
+        return hit[0]
+    qubits = frozenset().union(*(moment.qubits for moment in moments))
+    cache.QUBITS.put(key, (qubits, circuit, tuple(moments)), len(qubits))
+    return qubits
+
+
 def _qubits_for(circuit, qubit_order) -> Tuple:
-    return tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit.all_qubits()))
+    return tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit_qubits(circuit)))
 
 
 def _top_moments(circuit, noise_model) -> Tuple[List, Optional[List[int]]]:
@@ -32,7 +48,7 @@ def _top_moments(circuit, noise_model) -> Tuple[List, Optional[List[int]]]:
         return list(circuit), None
     out: List = []
     indices: List[int] = []
-    system_qubits = sorted(circuit.all_qubits())
+    system_qubits = sorted(circuit_qubits(circuit))
     for index, tree in enumerate(noise_model.noisy_moments(circuit, system_qubits)):
         start = len(out)
         _append_tree(out, tree)
@@ -131,4 +147,5 @@ def clear_cache() -> None:
     """Forget every compiled circuit (Cirq and Stim)."""
     cache.TEMPLATES.clear()
     cache.PROGRAMS.clear()
+    cache.QUBITS.clear()
     clear_stim_cache()

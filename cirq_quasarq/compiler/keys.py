@@ -26,6 +26,7 @@ import cirq
 import numpy as np
 
 from .. import errors
+from .idmap import IdMap
 
 _QUBITS = operator.attrgetter("qubits")
 
@@ -50,7 +51,7 @@ def render(key: Tuple) -> str:
 class Scope:
     """Where a (sub)circuit is walked: its qubit indices, key path, key maps and resolvers."""
 
-    __slots__ = ("qidx", "path", "kmaps", "resolvers", "starts", "_by_id", "_held")
+    __slots__ = ("qidx", "path", "kmaps", "resolvers", "starts", "_known", "_by_id", "_held")
 
     def __init__(self, qidx: Dict, path: Tuple = (), kmaps: Tuple = (), resolvers: Tuple = (),
                  starts: Tuple[int, ...] = ()):
@@ -59,25 +60,34 @@ class Scope:
         self.kmaps = kmaps  # innermost first
         self.resolvers = resolvers  # innermost first
         self.starts = starts  # starts[i]: serial from which keys with an (i+1)-long path bind
-        self._by_id: Optional[Dict[int, int]] = None  # id(qubit object) -> index, see `indices`
+        self._known: Optional[Dict[int, int]] = None  # id(qubit object) -> index, see `indices`
+        self._by_id: Optional[IdMap] = None  # the same, for arrays of ids
         self._held: List = []  # qubit objects met that are not keys of qidx (their ids stay valid)
 
     def indices(self, ops) -> np.ndarray:
         """The indices of the operations' qubits, one operation after another (int64; KeyError for
-        a qubit outside the scope). Looked up by object identity: no qubit's hash (a Python method)
-        is called, nor its memory read; a qubit object met first is looked up by value once."""
+        a qubit outside the scope). Looked up by object identity, the whole array at once (`IdMap`):
+        no qubit's hash (a Python method) is called, nor its memory read; a qubit object met first
+        is looked up by value once."""
+        ids = np.fromiter(map(id, itertools.chain.from_iterable(map(_QUBITS, ops))), np.int64)
         by_id = self._by_id
         if by_id is None:
-            by_id = self._by_id = {id(q): i for q, i in self.qidx.items()}
-        try:
-            return np.fromiter(map(by_id.__getitem__, map(id, itertools.chain.from_iterable(map(_QUBITS, ops)))),
-                               np.int64)
-        except KeyError:
-            for q in itertools.chain.from_iterable(map(_QUBITS, ops)):
-                if id(q) not in by_id:
-                    by_id[id(q)] = self.qidx[q]
-                    self._held.append(q)
-            return self.indices(ops)
+            by_id = self._by_id = self._id_map()
+        found, every = by_id.lookup(ids)
+        if every:
+            return found
+        for q in itertools.chain.from_iterable(map(_QUBITS, ops)):  # objects not met before
+            if id(q) not in self._known:
+                self._held.append(q)
+                self._known[id(q)] = self.qidx[q]
+        self._by_id = None
+        return self.indices(ops)
+
+    def _id_map(self) -> IdMap:
+        known = self._known
+        if known is None:
+            known = self._known = {id(q): i for q, i in self.qidx.items()}
+        return IdMap(np.fromiter(known.keys(), np.int64, len(known)), np.fromiter(known.values(), np.int64, len(known)))
 
     def key_of(self, mkey: cirq.MeasurementKey, mapped: bool = True) -> Tuple:
         name = mkey.name

@@ -39,6 +39,7 @@ from ..core.ranges import expand_ranges
 from . import channels
 from .conditions import condition_table
 from .emitter import Cursor, Emitter
+from .idmap import IdMap
 from .keys import Scope
 from .lowerings import noise_on_many
 from .params import resolve_chain
@@ -97,6 +98,7 @@ class RowPlans:
 
     def __init__(self):
         self.number: Dict[int, int] = {}  # id(gate) -> its plan's number (equal plans share one)
+        self._by_id: Optional[IdMap] = None  # `number` for arrays of ids (made when first needed)
         self._numbers: Dict[Tuple, int] = {}  # (plan, qubits) -> number
         self._rows: List[Tuple] = []  # every plan's rows, plan after plan
         self._spans: List[Tuple[int, int, int]] = []  # per plan: first row, rows, qubits
@@ -111,6 +113,15 @@ class RowPlans:
             self._rows.extend(plan)
             self._table = None
         self.number[gate_id] = number
+        self._by_id = None
+
+    def numbers(self, gate_ids: np.ndarray) -> Tuple[np.ndarray, bool]:
+        """(the plan number of each gate id, -1 for a gate without one; whether every gate has one)."""
+        if self._by_id is None:
+            number = self.number
+            self._by_id = IdMap(np.fromiter(number.keys(), np.int64, len(number)),
+                                np.fromiter(number.values(), np.int64, len(number)))
+        return self._by_id.lookup(gate_ids)
 
     def _arrays(self):
         if self._table is None:
@@ -221,9 +232,8 @@ class Walker(Emitter):
 
     def _grouped(self, ops, scope: Scope) -> None:
         """A moment's operations (see the module's docstring)."""
-        numbers = np.fromiter(map(self._rows.number.get, map(id, map(_GATE, ops)), itertools.repeat(-1)),
-                              np.int64, len(ops))
-        if numbers.min() >= 0:  # row plans only (made before: no new object's id is among them)
+        numbers, every = self._rows.numbers(np.fromiter(map(id, map(_GATE, ops)), np.int64, len(ops)))
+        if every:  # row plans only (made before: no new object's id is among them)
             return self._row_run(ops, None, numbers, scope)
         gates = list(map(_GATE, ops))
         ids = list(map(id, gates))
