@@ -17,7 +17,7 @@ import numpy as np
 
 from . import contract
 from .compiler import compile_circuit, compile_stim, compile_template
-from .compiler.compile import circuit_qubits
+from .compiler.compile import circuit_qubits, ordered_qubits
 from .compiler.registry import NON_PAULI
 from .core import rng
 from .core.parities import Parities, parities_shot_major
@@ -418,23 +418,25 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         return run.tableau, _zero_state(n, prep.base_phase), [(prep, sched, _REFERENCE_KEY, run.records)]
 
     def _qubits(self, circuit: Any, qubit_order, initial: Any) -> tuple:
+        """(the simulated qubits, the order to compile with: the caller's where the initial state
+        names no qubits, so that a repeat call's compile key is not a tuple of every qubit)."""
         if _is_stim(circuit):
-            return tuple(cirq.LineQubit.range(circuit.num_qubits))
-        qubits = set(circuit_qubits(circuit))
+            return tuple(cirq.LineQubit.range(circuit.num_qubits)), qubit_order
         given = getattr(initial, "qubits", None)
         if given is None and isinstance(initial, cirq.ProductState):
             given = initial.qubits
-        if given is not None:
-            qubits |= set(given)
-        return tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(qubits))
+        if given is None:
+            return ordered_qubits(circuit, qubit_order), qubit_order
+        qubits = tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(set(circuit_qubits(circuit)) | set(given)))
+        return qubits, qubits
 
     def simulate_sweep_iter(self, program: cirq.AbstractCircuit, params: cirq.Sweepable,
                             qubit_order: cirq.QubitOrderOrList = cirq.QubitOrder.DEFAULT,
                             initial_state: Any = None) -> Iterator[QuasarqTrialResult]:
-        qubits = self._qubits(program, qubit_order, initial_state)
+        qubits, order = self._qubits(program, qubit_order, initial_state)
         initial = make_initial(initial_state, qubits)
         n = len(qubits)
-        for resolver, compiled in self._programs(program, params, qubits):
+        for resolver, compiled in self._programs(program, params, order):
             start_tableau, start, segments = self._start(initial, qubits)
             # A Stim circuit's scratch qubits (heralds, MPAD, Pauli observables) follow its own, in
             # |0> at the start and at the end: the state is shown without them.
@@ -461,8 +463,8 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
         """Yields the state after each moment, as cirq.CliffordSimulator does. The circuit is compiled
         once and run moment by moment, the records carried over, so a classical control may read a
         key measured in any earlier moment."""
-        qubits = self._qubits(circuit, qubit_order, initial_state)
-        compiled = compile_circuit(circuit, qubit_order=qubits, noise=self.noise, non_pauli=self.non_pauli,
+        qubits, order = self._qubits(circuit, qubit_order, initial_state)
+        compiled = compile_circuit(circuit, qubit_order=order, noise=self.noise, non_pauli=self.non_pauli,
                                    resolver=cirq.ParamResolver(param_resolver))
         tableau, start, segments = self._start(make_initial(initial_state, qubits), qubits)
         key = self._next_key()

@@ -314,3 +314,25 @@ def test_stabilizers_are_the_same_by_every_path():
     for half in ("stabilizers", "destabilizers"):
         got = getattr(first, half)()
         assert got == getattr(second, half)() == getattr(first.copy(), half)() == getattr(table, half)()
+
+
+def test_qubit_orders_and_initial_qubits_in_turn_on_one_circuit(device):
+    """The qubits and their order come from the circuit, the order given and the initial state's
+    qubits, call by call, though a circuit's qubit set and order are kept between calls: the same
+    circuit simulated with the default order, a reversed order, an initial state on a qubit it does
+    not touch, and the default order again, each against cirq.CliffordSimulator."""
+    a, b, c, spare = cirq.LineQubit.range(4)
+    circuit = cirq.Circuit(cirq.H(a), cirq.CNOT(a, b), cirq.S(b), cirq.CNOT(b, c), cirq.X(c))
+    calls = [dict(), dict(qubit_order=[c, b, a]),
+             "a state on four qubits", dict(qubit_order=[spare, c, b, a]), dict()]
+    sim = QuasarqSimulator(device=device)
+    for options in calls:
+        if options == "a state on four qubits":  # a fresh one each: a simulator may act on it
+            options = {"initial_state": lambda: cirq.StabilizerChFormSimulationState(qubits=[a, b, c, spare],
+                                                                                     initial_state=0b1001)}
+        fresh = {k: v() if callable(v) else v for k, v in options.items()}
+        ours = sim.simulate(circuit, **fresh)
+        fresh = {k: v() if callable(v) else v for k, v in options.items()}
+        theirs = cirq.CliffordSimulator().simulate(circuit, **fresh)
+        assert ours.qubit_map == theirs.qubit_map, options
+        assert cirq.allclose_up_to_global_phase(ours.final_state.state_vector(), theirs.final_state.state_vector())

@@ -38,8 +38,18 @@ def circuit_qubits(circuit) -> frozenset:
     return qubits
 
 
-def _qubits_for(circuit, qubit_order) -> Tuple:
-    return tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit_qubits(circuit)))
+def ordered_qubits(circuit, qubit_order) -> Tuple:
+    """The circuit's qubits in `qubit_order` (what the compiled Program's qubits are), kept by
+    circuit identity and order: a repeat call's is a lookup, where sorting 10k qubits was 2 ms."""
+    if getattr(circuit, "moments", None) is None:
+        return tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit_qubits(circuit)))
+    key = (cache.circuit_key(circuit), cache.option_key(qubit_order))
+    hit = cache.QUBITS.get(key)
+    if hit is not None:
+        return hit[0]
+    qubits = tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit_qubits(circuit)))
+    cache.QUBITS.put(key, (qubits, circuit, tuple(circuit.moments), qubit_order), len(qubits))
+    return qubits
 
 
 def _top_moments(circuit, noise_model) -> Tuple[List, Optional[List[int]]]:
@@ -91,7 +101,7 @@ def _walker(circuit, qubit_order, noise, mode: str, resolver=None, non_pauli: st
     if non_pauli not in NON_PAULI:
         raise errors.InvalidInputError(f"non_pauli must be one of {NON_PAULI}, not {non_pauli!r}")
     model = _noise_model(noise)
-    walker = Walker(_qubits_for(circuit, qubit_order), mode, resolver, non_pauli)
+    walker = Walker(ordered_qubits(circuit, qubit_order), mode, resolver, non_pauli)
     walker.top_circuit, walker.noisy = circuit, model is not None
     return walker, _top_moments(circuit, model)
 
