@@ -76,11 +76,11 @@ class Scope:
         found, every = by_id.lookup(ids)
         if every:
             return found
+        self._by_id = None
         for q in itertools.chain.from_iterable(map(_QUBITS, ops)):  # objects not met before
             if id(q) not in self._known:
+                self._known[id(q)] = self.qidx[q]  # (KeyError: a qubit outside the scope)
                 self._held.append(q)
-                self._known[id(q)] = self.qidx[q]
-        self._by_id = None
         return self.indices(ops)
 
     def _id_map(self) -> IdMap:
