@@ -6,6 +6,8 @@
 //   _StimCompiler._place_rows and ProgramBuilder.emit_rows make them;
 // - the schedule of rows in layers already (schedule/windows.py, `_sorted_from_steps`): their
 //   stretches (`qq_host_layer_stretches`) and the stretches moved in key order (`qq_host_move_stretches`);
+// - the rows of a schedule layered row by row (a Cirq circuit's), moved in a stable order of their
+//   keys by counting (`qq_host_sort_rows`);
 // - the qubits each of the GPU engine's gate windows leaves idle (engines/cuda/device_program.py,
 //   `idle_lists`): `qq_host_idle_lists`.
 // The NumPy code stays the definition, the oracle (tests/test_native_rows.py) and the fallback.
@@ -283,5 +285,36 @@ extern "C" qq_i64 qq_host_move_stretches(const qq_i64* blocks, qq_i64 stretches,
         std::memcpy(out + QQ_FIELDS * at, from, sizeof(int) * QQ_FIELDS * s_length[k]);
         at += s_length[k];
     }
+    return runs;
+}
+
+// The rows (n of them, QQ_FIELDS ints each) in a stable order of their keys, by counting: each key
+// is in 0 .. top - 1, so the rows move in one pass to where the keys before theirs end, and no key
+// is compared (windows._sorted_rows: a layer-by-layer argsort and a gather of the rows). counts:
+// top + 1 words of scratch; sorted_key, sorted_op: n each, the keys and opcodes in the new order.
+// Writes the rows moved and the runs of one key and opcode in that order (first row, key, opcode);
+// returns the number of runs.
+extern "C" qq_i64 qq_host_sort_rows(const int* rows, qq_i64 n, const int* key, const unsigned char* op, qq_i64 top,
+                                    qq_i64* counts, int* out, int* sorted_key, unsigned char* sorted_op,
+                                    qq_i64* run_first, qq_i64* run_key, unsigned char* run_op) {
+    std::memset(counts, 0, sizeof(qq_i64) * (top + 1));
+    for (qq_i64 i = 0; i < n; ++i)
+        ++counts[key[i] + 1];
+    for (qq_i64 k = 1; k <= top; ++k)
+        counts[k] += counts[k - 1];  // counts[k]: where the rows of key k begin
+    for (qq_i64 i = 0; i < n; ++i) {
+        const qq_i64 at = counts[key[i]]++;
+        std::memcpy(out + QQ_FIELDS * at, rows + QQ_FIELDS * i, sizeof(int) * QQ_FIELDS);
+        sorted_key[at] = key[i];
+        sorted_op[at] = op[i];
+    }
+    qq_i64 runs = 0;
+    for (qq_i64 j = 0; j < n; ++j)
+        if (!j || sorted_key[j] != sorted_key[j - 1] || sorted_op[j] != sorted_op[j - 1]) {
+            run_first[runs] = j;
+            run_key[runs] = sorted_key[j];
+            run_op[runs] = sorted_op[j];
+            ++runs;
+        }
     return runs;
 }

@@ -303,3 +303,59 @@ def test_a_long_blocks_stretches_are_cut_every_64k_rows_as_numpys(monkeypatch):
     monkeypatch.setattr(windows, "_STRETCH_ROWS", 35_000)
     compiled, numpy_made = both(monkeypatch, lambda: windows._sorted_from_steps(RowBlocks([table]), 3))
     assert all(np.array_equal(a, b) for a, b in zip(compiled, numpy_made)) and len(compiled[1]) == 1
+
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_rows_sorted_by_counting_equal_numpys(monkeypatch, seed):
+    """`_sorted_rows` of every row by the compiled counting sort gives NumPy's argsort and gather:
+    the same rows, runs and dtypes, for keys nearly in order (a schedule's) or in any order, few or
+    many opcodes, one row, one key for all, and keys past the counts' bound or of int64 (NumPy's
+    path on both sides then)."""
+    from cirq_quasarq.core import opcodes
+    from cirq_quasarq.core.program import NUM_FIELDS
+    from cirq_quasarq.schedule import windows
+
+    r = np.random.default_rng(seed)
+    n = [1, 2, 7, 100, 1000, 70_000][seed % 6]
+    table = r.integers(-5, 1000, (n, NUM_FIELDS)).astype(np.int32)
+    kind = seed // 6
+    if kind == 0:  # a schedule's: layers in order, a few ranks each
+        key = np.sort(r.integers(0, max(1, n // 50), n)) * (opcodes.NUM_OPCODES + 1) + r.integers(0, 5, n)
+    elif kind == 1:  # any order, up to the bound
+        key = r.integers(0, 4 * n + (1 << 16), n)
+    elif kind == 2:  # one key for every row, or two
+        key = np.full(n, 7) + (r.random(n) < 0.5) * (seed % 2)
+    else:  # one key past the counts' bound
+        key = r.integers(0, 4 * n + (1 << 16), n)
+        key[-1] = 4 * n + (1 << 16)
+    op8 = r.integers(0, [2, opcodes.NUM_OPCODES][seed % 2], n).astype(np.uint8)
+    for dtype in (np.int32, np.int64):
+        k = key.astype(dtype)
+        compiled, numpy_made = both(monkeypatch, lambda: windows._sorted_rows(table, k, op8))
+        assert compiled[4] is None and numpy_made[4] is None
+        for a, b in zip(compiled[:4], numpy_made[:4]):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_the_counting_sort_is_taken_where_it_applies(monkeypatch):
+    """The compiled sort runs for int32 keys within the bound (asserted: NumPy's argsort is not
+    called), and NumPy's path for the rest (a table given as a view with a stride)."""
+    from cirq_quasarq.core.program import NUM_FIELDS
+    from cirq_quasarq.schedule import windows
+
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    if native.library() is None:
+        pytest.fail(f"the compiled path did not build: {native.why_not()}")
+    r = np.random.default_rng(3)
+    table = r.integers(0, 100, (500, NUM_FIELDS)).astype(np.int32)
+    key = r.integers(0, 300, 500).astype(np.int32)
+    op8 = r.integers(0, 5, 500).astype(np.uint8)
+    sorts = []
+    real = np.argsort
+    monkeypatch.setattr(windows.np, "argsort", lambda *a, **k: (sorts.append(1), real(*a, **k))[1])
+    windows._sorted_rows(table, key, op8)
+    assert not sorts
+    wide = np.repeat(table, 2, axis=1)[:, ::2]  # equal rows, not C-contiguous
+    windows._sorted_rows(wide, key, op8)
+    assert sorts

@@ -275,7 +275,14 @@ def _moved(blocks: List[np.ndarray], block_first: np.ndarray, first: np.ndarray,
 
 def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
     """`_sorted` row by row: one stable argsort of the key (nearly sorted already: the sort's runs
-    make it cheap) and a gather of the rows."""
+    make it cheap) and a gather of the rows; all of them (no `limit`) by the host's compiled path
+    where it is on (a counting sort: `_sorted_rows_compiled`)."""
+    if limit is None:
+        lib = native.compiled()
+        if lib is not None:
+            moved = _sorted_rows_compiled(lib, ins, key, op8)
+            if moved is not NotImplemented:
+                return moved
     order = np.argsort(key, kind="stable")
     rest = None
     if limit is not None:
@@ -285,6 +292,31 @@ def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optio
             rest = (take_rows(ins, wait), key[wait], op8[wait])
             order = order[:cut]
     return (take_rows(ins, order), *_runs(key[order], op8[order]), rest)
+
+
+def _sorted_rows_compiled(lib, ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
+    """`_sorted_rows` of every row by a counting sort of the keys (host_rows.cpp); NotImplemented
+    where it does not apply: rows that are not a C-contiguous int32 table, keys that are not int32,
+    or keys so spread that the counts would outweigh the rows."""
+    n = len(key)
+    if not (n and ins.dtype == np.int32 and ins.ndim == 2 and ins.shape[1] == NUM_FIELDS
+            and ins.flags.c_contiguous and key.dtype == np.int32 and op8.dtype == np.uint8):
+        return NotImplemented
+    low, top = int(key.min()), int(key.max()) + 1
+    if low < 0 or top > 4 * n + (1 << 16):
+        return NotImplemented
+    key, op8 = np.ascontiguousarray(key), np.ascontiguousarray(op8)
+    counts = np.empty(top + 1, dtype=np.int64)
+    scheduled = np.empty((n, NUM_FIELDS), dtype=np.int32)
+    sorted_key = np.empty(n, dtype=np.int32)
+    sorted_op = np.empty(n, dtype=np.uint8)
+    run_first, run_key = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    run_op = np.empty(n, dtype=np.uint8)
+    address = native.address
+    runs = lib.qq_host_sort_rows(address(ins), n, address(key), address(op8), top, address(counts),
+                                 address(scheduled), address(sorted_key), address(sorted_op),
+                                 address(run_first), address(run_key), address(run_op))
+    return scheduled, run_first[:runs], run_key[:runs].astype(key.dtype), run_op[:runs], None
 
 
 def schedule(program: Program) -> Schedule:
