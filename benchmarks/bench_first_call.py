@@ -105,15 +105,13 @@ def build(name: str):
 
 
 def _call(sim, circuit, shots: int, detectors: bool):
-    if not _is_stim(circuit):  # a Cirq circuit: as a Cirq user samples
+    import stim
+
+    if not isinstance(circuit, stim.Circuit):  # a Cirq circuit: as a Cirq user samples
         return sim.run(circuit, repetitions=shots)
     if detectors:
         return sim.sample_detectors(circuit, shots, separate_observables=True, bit_packed=True)
     return sim.sample_measurements(circuit, shots, bit_packed=True)
-
-
-def _is_stim(circuit) -> bool:
-    return type(circuit).__module__.startswith("stim")
 
 
 def _clear_compile_cache() -> None:

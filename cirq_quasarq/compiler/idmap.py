@@ -14,7 +14,7 @@ met another id, as many rounds as the longest probe sequence any key took when i
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 
@@ -54,6 +54,12 @@ class IdMap:
             slot[todo] = (slot[todo] + 1) & np.int64(self._mask)
             probes += bool(len(todo))
         self._probes = probes
+
+    @classmethod
+    def of(cls, mapping: Dict[int, int]) -> "IdMap":
+        """The map of a dict from ids to values."""
+        return cls(np.fromiter(mapping.keys(), np.int64, len(mapping)),
+                   np.fromiter(mapping.values(), np.int64, len(mapping)))
 
     def _slots(self, ids: np.ndarray) -> np.ndarray:
         """Each id's home slot (int64: NumPy takes with it as it is)."""

@@ -70,10 +70,11 @@ class Scope:
         no qubit's hash (a Python method) is called, nor its memory read; a qubit object met first
         is looked up by value once."""
         ids = np.fromiter(map(id, itertools.chain.from_iterable(map(_QUBITS, ops))), np.int64)
-        by_id = self._by_id
-        if by_id is None:
-            by_id = self._by_id = self._id_map()
-        found, every = by_id.lookup(ids)
+        if self._known is None:
+            self._known = {id(q): i for q, i in self.qidx.items()}
+        if self._by_id is None:
+            self._by_id = IdMap.of(self._known)
+        found, every = self._by_id.lookup(ids)
         if every:
             return found
         self._by_id = None
@@ -82,12 +83,6 @@ class Scope:
                 self._known[id(q)] = self.qidx[q]  # (KeyError: a qubit outside the scope)
                 self._held.append(q)
         return self.indices(ops)
-
-    def _id_map(self) -> IdMap:
-        known = self._known
-        if known is None:
-            known = self._known = {id(q): i for q, i in self.qidx.items()}
-        return IdMap(np.fromiter(known.keys(), np.int64, len(known)), np.fromiter(known.values(), np.int64, len(known)))
 
     def key_of(self, mkey: cirq.MeasurementKey, mapped: bool = True) -> Tuple:
         name = mkey.name

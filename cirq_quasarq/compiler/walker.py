@@ -118,9 +118,7 @@ class RowPlans:
     def numbers(self, gate_ids: np.ndarray) -> Tuple[np.ndarray, bool]:
         """(the plan number of each gate id, -1 for a gate without one; whether every gate has one)."""
         if self._by_id is None:
-            number = self.number
-            self._by_id = IdMap(np.fromiter(number.keys(), np.int64, len(number)),
-                                np.fromiter(number.values(), np.int64, len(number)))
+            self._by_id = IdMap.of(self.number)
         return self._by_id.lookup(gate_ids)
 
     def _arrays(self):
