@@ -342,6 +342,14 @@ def _edge_cases():
             cirq.Moment(cirq.CZ(_Fresh(i), _Fresh(i + 1)) for i in range(0, 40, 2)),
             cirq.Moment(cirq.S(_Fresh(i)) for i in range(0, 40, 3)),
             cirq.measure(*(_Fresh(i) for i in range(40)), key="m")), {}),
+        # a GateOperation subclass whose properties differ from what it stores: the bulk path reads
+        # stored attributes only for types that keep GateOperation's properties (keys.readers)
+        "operations that override gate and qubits": (cirq.Circuit(
+            cirq.Moment(_Overriding(cirq.H, (q,), cirq.S) for q in wide),
+            cirq.Moment([cirq.X(q) for q in wide[:20]] + [_Overriding(cirq.Y, (q,), cirq.Z) for q in wide[20:]]),
+            cirq.Moment(_Overriding(cirq.CX, (p, q), cirq.CX, reverse=True) for p, q in zip(wide[::2], wide[1::2])),
+            cirq.Moment(cirq.Z(q) for q in wide),
+            cirq.measure_each(*wide)), {}),
         "grid, explicit order": (cirq.Circuit(cirq.H.on_each(*grid), cirq.CZ(grid[0], grid[4]),
                                               cirq.measure(*grid, key="g")), {"qubit_order": grid[::-1]}),
         "named, order with extra qubits": (cirq.Circuit(cirq.H.on_each(*named[:5]), cirq.measure_each(*named[:5])),
@@ -387,6 +395,22 @@ class _Fresh(cirq.Qid):
         return 2
 
 
+class _Overriding(cirq.GateOperation):
+    """Stores one gate (and qubit order) and gives another through its properties."""
+
+    def __init__(self, stored, qubits, shown, reverse: bool = False):
+        super().__init__(stored, qubits)
+        self._shown, self._reverse = shown, reverse
+
+    @property
+    def gate(self):
+        return self._shown
+
+    @property
+    def qubits(self):
+        return self._qubits[::-1] if self._reverse else self._qubits
+
+
 class _Elsewhere(cirq.NoiseModel):
     """Noise on a qubit the circuit does not have."""
 
@@ -412,6 +436,23 @@ def test_bulk_equals_one_at_a_time_on_edge_cases(monkeypatch, name):
 def test_bulk_equals_one_at_a_time_on_drawn_circuits(monkeypatch, drawn):
     circuit, _ = drawn
     assert_same_outcome(monkeypatch, circuit)
+
+
+def test_operations_read_through_their_stored_attributes_only_where_they_are_the_properties():
+    from cirq_quasarq.compiler.keys import readers
+
+    q = cirq.LineQubit.range(4)
+    plain, pauli = cirq.H(q[0]), cirq.X(q[1])
+    assert type(pauli) is not cirq.GateOperation and isinstance(pauli, cirq.GateOperation)
+    stored_gate, stored_qubits = readers([plain, pauli])
+    for op in (plain, pauli, cirq.CZ(q[2], q[3])):
+        assert stored_gate(op) is op.gate and stored_qubits(op) is op.qubits
+    assert stored_gate is not readers([plain, _Overriding(cirq.H, (q[2],), cirq.S)])[0]
+    gate_of, qubits_of = readers([plain, _Overriding(cirq.CX, (q[2], q[3]), cirq.CX, reverse=True)])
+    overriding = _Overriding(cirq.CX, (q[2], q[3]), cirq.CZ, reverse=True)
+    assert gate_of(overriding) is cirq.CZ and qubits_of(overriding) == (q[3], q[2])
+    tagged = cirq.H(q[0]).with_tags("t")
+    assert readers([tagged])[0](tagged) == cirq.H
 
 
 def test_wide_moments_go_in_bulk(monkeypatch):

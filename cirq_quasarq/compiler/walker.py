@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 from typing import Any, Dict, List, Optional, Tuple
 
 import cirq
@@ -40,7 +39,7 @@ from . import channels
 from .conditions import condition_table
 from .emitter import Cursor, Emitter
 from .idmap import IdMap
-from .keys import Scope
+from .keys import GATE as _GATE, Scope, readers
 from .lowerings import noise_on_many
 from .params import resolve_chain
 from .registry import Lowering, lower, lower_operation
@@ -55,7 +54,6 @@ _BYTES_PER_NAME = 120
 _TAGGED = cirq.TaggedOperation
 _CIRCUIT_OP = cirq.CircuitOperation
 _CONTROLLED = cirq.ClassicallyControlledOperation
-_GATE = operator.attrgetter("gate")
 _ROWS, _ALONE = 0, -1  # how a gate's operations go in bulk (see Walker._kinds)
 
 
@@ -230,14 +228,15 @@ class Walker(Emitter):
 
     def _grouped(self, ops, scope: Scope) -> None:
         """A moment's operations (see the module's docstring)."""
-        numbers, every = self._rows.numbers(np.fromiter(map(id, map(_GATE, ops)), np.int64, len(ops)))
+        gate_of, qubits_of = readers(ops)
+        numbers, every = self._rows.numbers(np.fromiter(map(id, map(gate_of, ops)), np.int64, len(ops)))
         if every:  # row plans only (made before: no new object's id is among them)
-            return self._row_run(ops, None, numbers, scope)
-        gates = list(map(_GATE, ops))
+            return self._row_run(ops, None, numbers, scope, qubits_of)
+        gates = list(map(gate_of, ops))
         ids = list(map(id, gates))
         plans = self._plans
         if None not in map(plans.get, ids):
-            return self._lower_span(ops, gates, ids, scope)
+            return self._lower_span(ops, gates, ids, scope, qubits_of)
         # New plans take phase and channel ids (the builder's tables) in the order the operations
         # one by one would take them: made ahead of earlier operations except where one of those
         # might take such ids itself (one lowered alone), which is written first.
@@ -245,14 +244,15 @@ class Walker(Emitter):
         for i, gate_id in enumerate(ids):
             if gate_id not in plans:
                 if alone >= start:
-                    self._lower_span(ops[start:alone + 1], gates[start:alone + 1], ids[start:alone + 1], scope)
+                    self._lower_span(ops[start:alone + 1], gates[start:alone + 1], ids[start:alone + 1], scope,
+                                     qubits_of)
                     start = alone + 1
                 self._plan(gates[i])
             if gate_id not in self._kinds:
                 alone = i
-        self._lower_span(ops[start:], gates[start:], ids[start:], scope)
+        self._lower_span(ops[start:], gates[start:], ids[start:], scope, qubits_of)
 
-    def _lower_span(self, ops, gates, ids, scope: Scope) -> None:
+    def _lower_span(self, ops, gates, ids, scope: Scope, qubits_of) -> None:
         """Operations of a moment whose plans are made, in runs of one kind: row plans as a block,
         one `many` lowering in one call, the rest (and short runs) one by one."""
         group_min = self.group_min
@@ -266,16 +266,16 @@ class Walker(Emitter):
                 self._one_by_one(ops[start:end], gates[start:end], scope)
             elif kind == _ROWS:
                 numbers = np.fromiter(map(self._rows.number.__getitem__, ids[start:end]), np.int64, end - start)
-                self._row_run(ops[start:end], gates[start:end], numbers, scope)
+                self._row_run(ops[start:end], gates[start:end], numbers, scope, qubits_of)
             else:
                 self._bulk[kind](self, ops[start:end], gates[start:end], scope)
 
-    def _row_run(self, ops, gates, numbers: np.ndarray, scope: Scope) -> None:
+    def _row_run(self, ops, gates, numbers: np.ndarray, scope: Scope, qubits_of) -> None:
         """Consecutive operations of a moment with row plans (`numbers`; `gates`: None for the
-        operations' own): one block."""
+        operations' own; `qubits_of`: their reader, `keys.readers`): one block."""
         if len(ops) >= self.group_min:
             try:
-                qubits = scope.indices(ops)
+                qubits = scope.indices(ops, qubits_of)
             except KeyError:  # a qubit outside the circuit: one by one, as ever
                 pass
             else:
