@@ -349,7 +349,31 @@ def _edge_cases():
             cirq.Moment([cirq.X(q) for q in wide[:20]] + [_Overriding(cirq.Y, (q,), cirq.Z) for q in wide[20:]]),
             cirq.Moment(_Overriding(cirq.CX, (p, q), cirq.CX, reverse=True) for p, q in zip(wide[::2], wide[1::2])),
             cirq.Moment(cirq.Z(q) for q in wide),
-            cirq.measure_each(*wide)), {}),
+            cirq.Moment(_Overriding(cirq.depolarize(0.2), (q,), cirq.bit_flip(0.3)) for q in wide),
+            cirq.Moment(_Overriding(cirq.MeasurementGate(2, key=f"r{i}"), (p, q), cirq.MeasurementGate(2, key=f"r{i}"),
+                                    reverse=True) for i, (p, q) in enumerate(zip(wide[::2], wide[1::2])))), {}),
+        # stimcirq's detectors in bulk (lowerings.detectors) and where they go one at a time
+        "detectors": (cirq.Circuit(
+            cirq.Moment(cirq.measure(q, key=f"d{i}") for i, q in enumerate(wide)),
+            cirq.Moment(stimcirq.ShiftCoordsAnnotation([1.5, -2.0])),
+            cirq.Moment(stimcirq.DetAnnotation(relative_keys=[-1 - i, -3 - i][:1 + i % 2],
+                                               coordinate_metadata=[(-0.0, 1, 2.5, 3)[j] for j in range(i % 5)])
+                        for i in range(30)),
+            cirq.Moment(stimcirq.DetAnnotation(coordinate_metadata=[i]) for i in range(20)),  # no records
+            cirq.Moment([stimcirq.DetAnnotation(relative_keys=[-1]) for _ in range(10)]
+                        + [stimcirq.DetAnnotation(parity_keys=["d3", "d5"], relative_keys=[-2])]
+                        + [stimcirq.DetAnnotation(relative_keys=[-4], coordinate_metadata=[7, 8, 9])
+                           for _ in range(20)]),
+            cirq.Moment([cirq.measure(q, key=f"e{i}") for i, q in enumerate(wide[:20])]
+                        + [stimcirq.DetAnnotation(relative_keys=[-1, -21]) for _ in range(20)]),
+            cirq.CircuitOperation(cirq.FrozenCircuit(
+                cirq.Moment(cirq.measure(q, key=f"f{i}") for i, q in enumerate(wide[:20])),
+                cirq.Moment(stimcirq.DetAnnotation(relative_keys=[-1 - i, -21 - i], coordinate_metadata=[i, 0])
+                            for i in range(20)),
+                cirq.Moment(stimcirq.ShiftCoordsAnnotation([0, 1, 2]))), repetitions=3)), {}),
+        "a detector before the first record": (cirq.Circuit(
+            cirq.Moment(cirq.measure(q, key=f"d{i}") for i, q in enumerate(wide[:4])),
+            cirq.Moment(stimcirq.DetAnnotation(relative_keys=[-1 - i % 6]) for i in range(20))), {}),
         "grid, explicit order": (cirq.Circuit(cirq.H.on_each(*grid), cirq.CZ(grid[0], grid[4]),
                                               cirq.measure(*grid, key="g")), {"qubit_order": grid[::-1]}),
         "named, order with extra qubits": (cirq.Circuit(cirq.H.on_each(*named[:5]), cirq.measure_each(*named[:5])),

@@ -1,10 +1,12 @@
 """Ragged gathers and index lists (core/ranges.py) against the ranges written out one by one and
 against np.nonzero."""
 
+import math
+
 import numpy as np
 import pytest
 
-from cirq_quasarq.core.ranges import expand_ranges, nonzero_2d
+from cirq_quasarq.core.ranges import expand_ranges, nonzero_2d, ragged_rows, shift_rows
 
 
 def test_expand_ranges_is_the_ranges_one_after_the_other():
@@ -26,3 +28,19 @@ def test_nonzero_2d_is_np_nonzero(shape, dtype):
         want_rows, want_cols = np.nonzero(view)
         assert rows.dtype == want_rows.dtype and cols.dtype == want_cols.dtype
         assert np.array_equal(rows, want_rows) and np.array_equal(cols, want_cols)
+
+
+@pytest.mark.parametrize("offset", [(), (1.5,), (1.5, -2.0, 0.25), (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)])
+def test_shift_rows_adds_the_offset_a_detector_has_and_keeps_the_padding_zero(offset):
+    rows_of = [(), (-0.0,), (1.0, -0.0), (2.0, 3.0, 4.0, 5.0), (0.5, 0.5, 0.5)]
+    widths = np.array([len(r) for r in rows_of])
+    rows = ragged_rows(np.array([c for r in rows_of for c in r]), widths)
+    got = shift_rows(rows, widths, offset)
+    want = [tuple(float(c) + (offset[i] if i < len(offset) else 0.0) for i, c in enumerate(r)) for r in rows_of]
+    for row, w, expected in zip(got, widths, want):
+        assert tuple(row[:w]) == expected
+        assert [math.copysign(1.0, c) for c in row[:w]] == [math.copysign(1.0, c) for c in expected]
+        assert not row[w:].any()
+    same = np.array([[1.0, 2.0], [3.0, -0.0]])
+    assert shift_rows(same.copy(), np.array([2, 2]), offset).tolist() == \
+        [[c + (offset[i] if i < len(offset) else 0.0) for i, c in enumerate(r)] for r in same.tolist()]

@@ -101,11 +101,13 @@ class Scope:
         self._by_id: Optional[IdMap] = None  # the same, for arrays of ids
         self._held: List = []  # qubit objects met that are not keys of qidx (their ids stay valid)
 
-    def indices(self, ops, qubits_of=_QUBITS) -> np.ndarray:
+    def indices(self, ops, qubits_of=None) -> np.ndarray:
         """The indices of the operations' qubits, one operation after another (int64; KeyError for
         a qubit outside the scope). Looked up by object identity, the whole array at once (`IdMap`):
         no qubit's hash (a Python method) is called, nor its memory read; a qubit object met first
-        is looked up by value once. `qubits_of`: the reader `readers(ops)` gave, where known."""
+        is looked up by value once. `qubits_of`: the reader `readers(ops)` gives, where known."""
+        if qubits_of is None:
+            qubits_of = readers(ops)[1]
         ids = np.fromiter(map(id, itertools.chain.from_iterable(map(qubits_of, ops))), np.int64)
         if self._known is None:
             self._known = {id(q): i for q, i in self.qidx.items()}

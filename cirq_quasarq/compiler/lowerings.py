@@ -5,13 +5,15 @@ Each is a registry entry (`registry.py`), called as ``lowering(em, op, gate, sco
 `emitter.Emitter` of the compilation, the operation's `keys.Scope` and its `emitter.Cursor`; gate-
 less operations (stimcirq's annotations) get ``gate=None``. They write rows only through `em.b`
 (the ProgramBuilder) and keys only through `em.register_key` / `em.read_key`. Some have a bulk
-form (`Lowering.many`: measurements, resets) called as ``many(em, ops, gates, scope)`` on a run of
+form (`Lowering.many`: measurements, resets, detectors) called as ``many(em, ops, gates, scope)`` on a run of
 a moment's operations, writing what the lowering on each in turn writes: rows, records,
 confusions and keys (never phase or channel ids: the walk relies on it).
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import TYPE_CHECKING, List
 
 import cirq
@@ -20,6 +22,7 @@ import numpy as np
 from .. import errors
 from ..core import opcodes, paulis
 from ..core.program import FLAG_INVERT
+from ..core.ranges import ragged_rows, shift_rows
 from .emitter import Cursor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -326,6 +329,33 @@ def detector(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
     coords = tuple(float(c) + (offset[i] if i < len(offset) else 0.0)
                    for i, c in enumerate(op.coordinate_metadata))
     em.b.add_annotation("detector", records, coords)
+
+
+_PARITY_KEYS = operator.attrgetter("parity_keys")
+
+
+def detectors(em: "Emitter", ops, gates, scope: "Scope") -> None:
+    """`detector` of many stimcirq.DetAnnotations in turn. Where none names a measurement key and
+    none looks back before the first record (stimcirq's conversion of Stim's rec targets), one
+    block of detectors (`add_detectors`); else one at a time, so that a key's read and an error
+    are `detector`'s own."""
+    b = em.b
+    relative = [sorted(op.relative_keys) for op in ops] if not any(map(_PARITY_KEYS, ops)) else None
+    if relative is not None:
+        counts = np.fromiter(map(len, relative), np.int64, len(ops))
+        back = np.fromiter(itertools.chain.from_iterable(relative), np.int64, int(counts.sum()))
+        records = b.num_records + back
+        if not len(back) or (back.max() < 0 and records.min() >= 0):
+            coords = [op.coordinate_metadata for op in ops]
+            widths = np.fromiter(map(len, coords), np.int64, len(ops))
+            rows = ragged_rows(np.fromiter(itertools.chain.from_iterable(coords), np.float64, int(widths.sum())),
+                               widths)
+            offsets = np.zeros(len(ops) + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            b.add_detectors(offsets, records, shift_rows(rows, widths, b.coord_offset), widths)
+            return
+    for op in ops:
+        detector(em, op, None, scope, None)
 
 
 def observable(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:

@@ -218,7 +218,7 @@ def _stimcirq_entries(stimcirq) -> Dict[type, Entry]:
         stimcirq.TwoQubitAsymmetricDepolarizingChannel: noise(channels.two_qubit_asymmetric_depolarize),
         stimcirq.IErrorGate: noise(channels.identity_error),
         stimcirq.IIErrorGate: noise(channels.identity_error),
-        stimcirq.DetAnnotation: emit(lowerings.detector),
+        stimcirq.DetAnnotation: emit(lowerings.detector, many=lowerings.detectors),
         stimcirq.CumulativeObservableAnnotation: emit(lowerings.observable),
         stimcirq.ShiftCoordsAnnotation: emit(lowerings.shift_coords),
     }

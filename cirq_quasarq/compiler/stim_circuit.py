@@ -98,7 +98,7 @@ import numpy as np
 from .. import errors
 from ..core import native, opcodes
 from ..core.program import LAYERED_FROM, RAND, REC, Program
-from ..core.ranges import expand_ranges, ragged_rows
+from ..core.ranges import expand_ranges, ragged_rows, shift_rows
 from . import cache
 from .stim_printing import PrintedPieces, printers_available
 from .stim_sweep import swept_variant
@@ -853,14 +853,7 @@ class _StimCompiler(_InstructionCompiler):
                 widths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
                 coords = ragged_rows(np.fromiter(itertools.chain.from_iterable(found), dtype=np.float64,
                                                  count=int(widths.sum())), widths)
-                # plus the offset of SHIFT_COORDS so far, on the coordinates each has (`_annotation`)
-                shift = np.zeros(coords.shape[1])
-                offset = b.coord_offset[:coords.shape[1]]
-                shift[:len(offset)] = offset
-                if (widths == coords.shape[1]).all():
-                    coords += shift
-                else:
-                    coords = np.where(np.arange(coords.shape[1])[None, :] < widths[:, None], coords + shift, 0.0)
+                coords = shift_rows(coords, widths, b.coord_offset)  # SHIFT_COORDS so far (`_annotation`)
             else:
                 widths, coords = np.zeros(len(lines), dtype=np.int64), np.zeros((len(lines), 0))
             b.add_detectors(offsets, records[on_detector], coords, widths)

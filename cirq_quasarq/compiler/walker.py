@@ -15,7 +15,8 @@ or a callable for the rest.
 
 Moments are lowered in bulk: the operations of a moment whose plans are rows become one block of
 rows (`RowPlans`: a few array operations for the whole run, whatever its gates), and a run of
-operations whose lowering takes many at once (`Lowering.many`: measurements, resets) is one call.
+operations whose lowering takes many at once (`Lowering.many`: measurements, resets; gate-less
+operations by their type: stimcirq's detectors) is one call.
 Everything else, and runs shorter than `Walker.group_min`, goes one operation at a time. The block
 holds the rows, record and random slots that the operations one by one would write, in the same
 order (operations in moment order, then rows by position), so the Program is the same.
@@ -55,6 +56,7 @@ _TAGGED = cirq.TaggedOperation
 _CIRCUIT_OP = cirq.CircuitOperation
 _CONTROLLED = cirq.ClassicallyControlledOperation
 _ROWS, _ALONE = 0, -1  # how a gate's operations go in bulk (see Walker._kinds)
+_NO_GATE = id(None)  # the gate id of a gate-less operation
 
 
 def _unsupported(error: Exception, op) -> str:
@@ -185,6 +187,7 @@ class Walker(Emitter):
         self._kinds: Dict[int, int] = {}
         self._bulk: List[Any] = [None]
         self._bulk_kind: Dict[Any, int] = {}  # `many` lowering -> k
+        self._kinds_by_type: Dict[type, int] = {}  # a gate-less operation's type -> its kind
         self._warned: set = set()  # the twirled channels named in a warning
 
     def run(self, moments, indices: Optional[List[int]] = None, num_moments: Optional[int] = None) -> Program:
@@ -259,6 +262,9 @@ class Walker(Emitter):
         if len(ops) < group_min:
             return self._one_by_one(ops, gates, scope)
         kinds = np.fromiter(map(self._kinds.get, ids, itertools.repeat(_ALONE)), np.int64, len(ids))
+        for i in np.flatnonzero(kinds == _ALONE).tolist():  # gate-less operations go by their type
+            if ids[i] == _NO_GATE:
+                kinds[i] = self._type_kind(ops[i])
         starts = (np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist()
         for start, end in zip([0] + starts, starts + [len(ops)]):
             kind = int(kinds[start])
@@ -358,12 +364,27 @@ class Walker(Emitter):
             self._rows.add(id(gate), plan, n)
             self._kinds[id(gate)] = _ROWS
         elif lowering.many is not None:
-            kind = self._bulk_kind.get(lowering.many)
-            if kind is None:
-                kind = self._bulk_kind[lowering.many] = len(self._bulk)
-                self._bulk.append(lowering.many)
-            self._kinds[id(gate)] = kind
+            self._kinds[id(gate)] = self._bulk_kind_of(lowering.many)
         return plan
+
+    def _bulk_kind_of(self, many) -> int:
+        """The kind (`_kinds`' values) of a `many` lowering: its index in `_bulk`."""
+        kind = self._bulk_kind.get(many)
+        if kind is None:
+            kind = self._bulk_kind[many] = len(self._bulk)
+            self._bulk.append(many)
+        return kind
+
+    def _type_kind(self, op) -> int:
+        """How a gate-less operation goes in bulk, by its type: its lowering's `many` (an EMIT
+        lowering of the registry's by-type table is the same for every operation of a type), or
+        one at a time (tagged, controlled and subcircuit operations among them)."""
+        kind = self._kinds_by_type.get(type(op))
+        if kind is None:
+            lowering = lower_operation(op)
+            many = lowering.many if lowering.kind == Lowering.EMIT else None
+            kind = self._kinds_by_type[type(op)] = _ALONE if many is None else self._bulk_kind_of(many)
+        return kind
 
     def _plan_of(self, lowering: Lowering, gate):
         kind = lowering.kind

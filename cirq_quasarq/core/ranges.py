@@ -29,6 +29,24 @@ def ragged_rows(values: np.ndarray, widths: np.ndarray) -> np.ndarray:
     return rows
 
 
+def shift_rows(rows: np.ndarray, widths: np.ndarray, offset) -> np.ndarray:
+    """`rows` (ragged_rows' form) with offset[i] added to column i of each row that has it (i <
+    widths[row]), 0.0 past the offset, as `float(c) + (offset[i] if i < len(offset) else 0.0)` does
+    (so a -0.0 comes out 0.0 alike): a detector's coordinates after SHIFT_COORDS so far. The padding
+    stays zero."""
+    width = rows.shape[1]
+    if width:
+        shift = np.zeros(width)
+        v = min(width, len(offset))
+        shift[:v] = offset[:v]
+        widths = np.asarray(widths)
+        if (widths == width).all():
+            rows += shift
+        else:
+            rows = np.where(np.arange(width)[None, :] < widths[:, None], rows + shift, 0.0)
+    return rows
+
+
 def nonzero_2d(a: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """`np.nonzero` of a 2-D array, (rows, columns) in row-major order, from its flat indices: on
     the few-thousand-element masks of a sampling call a quarter of np.nonzero's time, which makes
