@@ -11,7 +11,8 @@ redone). The stages of the first call are timed on a twin circuit (an equal circ
 the compile cache cleared): compile (stim.Circuit -> Program), schedule, the reference sample
 (tableau mode, when the call needs one) and the rest of the call (device preparation and
 sampling). The `cirq-random-*` cases give the same random circuits as a `cirq.Circuit` to
-`run(circuit, repetitions=shots)`, as a Cirq user samples (the stages: the Cirq compile, and so on).
+`run(circuit, repetitions=shots)`, as a Cirq user samples (the stages: the Cirq compile, and so on);
+the `cirq-surface-*` cases a surface code so, its rounds written out as moments.
 Peers (`--peers`, where installed): quasarq's first and repeat call the same way
 (`compile_sampler` / `compile_detector_sampler` and a sample), and for the Cirq cases stimcirq's
 `StimSampler().run` (it converts the circuit to Stim's on every call), each case in a process of its own
@@ -75,6 +76,10 @@ CASES.update({"cirq-random-5k-1": ("cirq-random", 5000, 100, 1, False),
               "cirq-random-10k-1": ("cirq-random", 10000, 100, 1, False),
               "cirq-random-10k-1024": ("cirq-random", 10000, 100, 1024, False),
               "cirq-random-30k-1": ("cirq-random", 30000, 100, 1, False)})
+# a surface code as a Cirq user writes one round after another: Stim's memory experiment converted by
+# stimcirq (its detectors as stimcirq.DetAnnotation) with its REPEAT blocks unrolled into moments
+CASES.update({"cirq-surface-11-10k": ("cirq-surface", 11, 11, 10_000, False),
+              "cirq-surface-25-10k": ("cirq-surface", 25, 25, 10_000, False)})
 CPU_CASES = ["random-2k-1", "surface-5-1024-det", "surface-11-10k", "cirq-random-2k-1"]
 CASES.update({"random-2k-1": ("random", 2000, 100, 1, False),
               "cirq-random-2k-1": ("cirq-random", 2000, 100, 1, False),
@@ -86,19 +91,30 @@ def build(name: str):
     """The case's circuit, made from the case's name so that no two cases share a circuit (a
     shared one would be a cache hit): random Clifford circuits seeded by it, surface codes with
     a measurement flip probability that differs from 1e-3 in its sixth digit."""
-    import stim
-
     kind, size, depth, _, _ = CASES[name]
     tag = zlib.crc32(name.encode()) % 1000
     if kind == "cirq-random":
         from .random_clifford import paper_random_circuit
 
         return paper_random_circuit(size, depth, seed=tag)[0]
+    if kind == "cirq-surface":
+        import cirq
+        import stimcirq
+
+        surface = _surface(size, depth, tag)
+        return cirq.Circuit(cirq.unroll_circuit_op(stimcirq.stim_circuit_to_cirq_circuit(surface), deep=True,
+                                                   tags_to_check=None))
     if kind.startswith("random"):
         from .random_clifford import paper_random_circuit_stim
 
         return paper_random_circuit_stim(size, depth, seed=tag, ticks=kind == "random-ticks")
-    return stim.Circuit.generated("surface_code:rotated_memory_z", distance=size, rounds=depth,
+    return _surface(size, depth, tag)
+
+
+def _surface(distance: int, rounds: int, tag: int):
+    import stim
+
+    return stim.Circuit.generated("surface_code:rotated_memory_z", distance=distance, rounds=rounds,
                                   after_clifford_depolarization=1e-3, before_round_data_depolarization=1e-3,
                                   before_measure_flip_probability=1e-3 * (1 + tag * 1e-6),
                                   after_reset_flip_probability=1e-3)

@@ -318,6 +318,27 @@ def test_first_call_benchmark_runs_a_cirq_case_and_its_peer(tmp_path):
     assert peer["first_s"] > 0 and peer["repeat_s"] > 0
 
 
+def test_first_call_benchmark_runs_a_cirq_surface_code_written_out_in_moments(tmp_path):
+    """A `cirq-surface-*` case: Stim's surface code through stimcirq with its loops unrolled (every
+    round's measurements and detectors in moments of their own), sampled through `run()`."""
+    pytest.importorskip("stimcirq")
+    out = tmp_path / "rows.jsonl"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_first_call", "--device", "cpu", "--cases",
+                           "cirq-surface-11-10k", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (ours,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "error" not in ours
+    import cirq
+
+    from benchmarks.bench_first_call import build
+
+    circuit = build("cirq-surface-11-10k")
+    assert not any(isinstance(op, cirq.CircuitOperation) for op in circuit.all_operations())
+    assert ours["records"] == (11 * 11 - 1) * 11 + 11 * 11  # every round's ancillas, then the data qubits
+    assert all(ours[k] > 0 for k in ("first_s", "repeat_s", "compile_s", "schedule_s", "reference_s"))
+
+
 def test_first_call_timeline_reports_each_stage_of_the_call():
     """first_call_timeline (in a process of its own: it wraps the package's stages for the rest of
     its process): each wrapped stage once at least, its thread, and the repeat call."""

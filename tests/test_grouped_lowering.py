@@ -479,6 +479,17 @@ def test_operations_read_through_their_stored_attributes_only_where_they_are_the
     assert readers([tagged])[0](tagged) == cirq.H
 
 
+def test_a_stimcirq_key_as_written_is_the_parsed_key():
+    from cirq_quasarq.compiler.keys import Scope
+    from cirq_quasarq.compiler.lowerings import _key_of, _key_written
+
+    scope = Scope({})
+    for key in ("0", "17", "", "name", "a:b", "a:b:c", ":x", "x:", cirq.MeasurementKey("m"),
+                cirq.MeasurementKey("m", path=("p", "q")), 5):
+        gate = stimcirq.MeasureAndOrResetGate(measure=True, reset=False, basis="Z", invert_measure=False, key=key)
+        assert _key_written(gate, scope) == scope.key_as_written(_key_of(gate)), key
+
+
 def test_wide_moments_go_in_bulk(monkeypatch):
     """A wide moment of gates, of measurements, of resets and of stimcirq's measurements is one block
     of rows each: the bulk path runs (not one operation at a time)."""

@@ -186,13 +186,22 @@ def measure_reset(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None
         # Cirq does not see this gate's key (it has no measurement-key protocol), so a
         # CircuitOperation neither prefixes it (parent path, repetition ids) nor maps it: it
         # stays as written, one instance per iteration, as stimcirq.StimSampler records it.
-        em.register_key(scope.key_as_written(_key_of(gate)), [rec])
+        em.register_key(_key_written(gate, scope), [rec])
 
 
 def _key_of(gate) -> cirq.MeasurementKey:
     """stimcirq.MeasureAndOrResetGate's key."""
     key = gate.key
     return key if isinstance(key, cirq.MeasurementKey) else cirq.MeasurementKey.parse_serialized(str(key))
+
+
+def _key_written(gate, scope: "Scope") -> tuple:
+    """`scope.key_as_written(_key_of(gate))`: a name with no path in it (stimcirq's keys, "0", "1",
+    ...) is that key, without a MeasurementKey made and read back for each."""
+    key = gate.key
+    if type(key) is str and ":" not in key:
+        return (key,)
+    return scope.key_as_written(_key_of(gate))
 
 
 def _flip_probability(gate) -> float:
@@ -239,7 +248,7 @@ def measure_resets(em: "Emitter", ops, gates, scope: "Scope") -> None:
     rows = np.stack(parts, axis=1)  # [k, rows per operation, fields]: the operations' rows in turn
     b.emit_rows(rows.reshape(-1, rows.shape[2]), np.tile(np.arange(len(parts)), k))
     if measure:
-        em.register_keys([scope.key_as_written(_key_of(gate)) for gate in gates], records.reshape(-1, 1))
+        em.register_keys([_key_written(gate, scope) for gate in gates], records.reshape(-1, 1))
 
 
 def reset(em: "Emitter", op, gate: cirq.ResetChannel, scope: "Scope", at: "Cursor") -> None:
