@@ -61,8 +61,8 @@ def _reads_stored(kind: type) -> bool:
 def readers(ops):
     """(gate of, qubits of): how to read a run of operations' gates and qubits. Where every one's
     type reads them through GateOperation's properties, the attributes those return: a read in C,
-    not a call of a Python property (about a tenth of a 10k-qubit Cirq compile). Any other type (one that
-    overrides the properties too) is read through its properties."""
+    not a call of a Python property (about a tenth of a 10k-qubit Cirq compile). Any other type
+    (one that overrides the properties too) is read through its properties."""
     if _STORED is not None and all(map(_reads_stored, set(map(type, ops)))):
         return _STORED
     return GATE, _QUBITS

@@ -5,9 +5,9 @@ Each is a registry entry (`registry.py`), called as ``lowering(em, op, gate, sco
 `emitter.Emitter` of the compilation, the operation's `keys.Scope` and its `emitter.Cursor`; gate-
 less operations (stimcirq's annotations) get ``gate=None``. They write rows only through `em.b`
 (the ProgramBuilder) and keys only through `em.register_key` / `em.read_key`. Some have a bulk
-form (`Lowering.many`: measurements, resets, detectors) called as ``many(em, ops, gates, scope)`` on a run of
-a moment's operations, writing what the lowering on each in turn writes: rows, records,
-confusions and keys (never phase or channel ids: the walk relies on it).
+form (`Lowering.many`: measurements, resets, detectors) called as ``many(em, ops, gates, scope)``
+on a run of a moment's operations, writing what the lowering on each in turn writes: rows,
+records, confusions, keys and detectors (never phase or channel ids: the walk relies on it).
 """
 
 from __future__ import annotations
