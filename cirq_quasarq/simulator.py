@@ -427,7 +427,7 @@ class QuasarqSimulator(cirq.SimulatesSamples, cirq.SimulatesFinalState, cirq.Sim
             given = initial.qubits
         if given is None:
             return ordered_qubits(circuit, qubit_order), qubit_order
-        qubits = tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(set(circuit_qubits(circuit)) | set(given)))
+        qubits = tuple(cirq.QubitOrder.as_qubit_order(qubit_order).order_for(circuit_qubits(circuit) | set(given)))
         return qubits, qubits
 
     def simulate_sweep_iter(self, program: cirq.AbstractCircuit, params: cirq.Sweepable,

@@ -344,27 +344,32 @@ _PARITY_KEYS = operator.attrgetter("parity_keys")
 
 
 def detectors(em: "Emitter", ops, gates, scope: "Scope") -> None:
-    """`detector` of many stimcirq.DetAnnotations in turn. Where none names a measurement key and
-    none looks back before the first record (stimcirq's conversion of Stim's rec targets), one
-    block of detectors (`add_detectors`); else one at a time, so that a key's read and an error
-    are `detector`'s own."""
-    b = em.b
-    relative = [sorted(op.relative_keys) for op in ops] if not any(map(_PARITY_KEYS, ops)) else None
-    if relative is not None:
-        counts = np.fromiter(map(len, relative), np.int64, len(ops))
-        back = np.fromiter(itertools.chain.from_iterable(relative), np.int64, int(counts.sum()))
-        records = b.num_records + back
-        if not len(back) or (back.max() < 0 and records.min() >= 0):
-            coords = [op.coordinate_metadata for op in ops]
-            widths = np.fromiter(map(len, coords), np.int64, len(ops))
-            rows = ragged_rows(np.fromiter(itertools.chain.from_iterable(coords), np.float64, int(widths.sum())),
-                               widths)
-            offsets = np.zeros(len(ops) + 1, dtype=np.int64)
-            np.cumsum(counts, out=offsets[1:])
-            b.add_detectors(offsets, records, shift_rows(rows, widths, b.coord_offset), widths)
-            return
-    for op in ops:
-        detector(em, op, None, scope, None)
+    """`detector` of many stimcirq.DetAnnotations in turn: one block of detectors where it can be
+    (`_detector_block`), else one at a time, so that a key's read and an error are `detector`'s own."""
+    if not _detector_block(em.b, ops):
+        for op in ops:
+            detector(em, op, None, scope, None)
+
+
+def _detector_block(b, ops) -> bool:
+    """The detectors as one block (`add_detectors`) where none names a measurement key and none
+    looks back before the first record (stimcirq's conversion of Stim's rec targets); False, having
+    written nothing, where that does not hold."""
+    if any(map(_PARITY_KEYS, ops)):
+        return False
+    relative = [sorted(op.relative_keys) for op in ops]
+    counts = np.fromiter(map(len, relative), np.int64, len(ops))
+    back = np.fromiter(itertools.chain.from_iterable(relative), np.int64, int(counts.sum()))
+    records = b.num_records + back
+    if len(back) and (back.max() >= 0 or records.min() < 0):
+        return False
+    coords = [op.coordinate_metadata for op in ops]
+    widths = np.fromiter(map(len, coords), np.int64, len(ops))
+    rows = ragged_rows(np.fromiter(itertools.chain.from_iterable(coords), np.float64, int(widths.sum())), widths)
+    offsets = np.zeros(len(ops) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    b.add_detectors(offsets, records, shift_rows(rows, widths, b.coord_offset), widths)
+    return True
 
 
 def observable(em: "Emitter", op, gate, scope: "Scope", at: "Cursor") -> None:
