@@ -978,16 +978,28 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         };
         if (gates) {  // the new row of this slot: a product of the group's rows (after the update)
             // The group's words go through the warp's share of shared memory; a slot reads only
-            // the rows its gate multiplies (none where its row stays itself).
+            // the rows its gate multiplies (sel: its own row alone where it stays itself).
             __syncwarp();  // the previous group's words are read
             exchange();
             __syncwarp();
-            if (sel != 1 << slot) {  // the products' phases counted bit-sliced: one popcount a row
-                qq_u64 ox[QQ_LR_LANE_WORDS] = {}, oz[QQ_LR_LANE_WORDS] = {};
-                QQPhaseCount count{0ull, 0ull};
+            // The product in slot order: its first row copied (nothing to count against the
+            // identity), each further row's phase counted bit-sliced (one popcount a row). The warp
+            // takes as many further rows as its slot of most needs: 0 to 3 for the gates' images,
+            // where one step for each row any slot named had taken all four for every two-qubit gate.
+            if (__any_sync(0xFFFFFFFFu, sel != 1 << slot)) {
+                const int first_row = __ffs(sel) - 1;
+                qq_u64 ox[QQ_LR_LANE_WORDS], oz[QQ_LR_LANE_WORDS];
 #pragma unroll
-                for (int s = 0; s < 4; ++s)
-                    if ((sel >> s) & 1)
+                for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
+                    ox[h] = xch[h * 32 + QQ_LR_ROW_LANES * first_row + wl];
+                    oz[h] = xch[(QQ_LR_LANE_WORDS + h) * 32 + QQ_LR_ROW_LANES * first_row + wl];
+                }
+                QQPhaseCount count{0ull, 0ull};
+                int rest = sel & (sel - 1);
+                while (__any_sync(0xFFFFFFFFu, rest != 0))
+                    if (rest) {
+                        const int s = __ffs(rest) - 1;
+                        rest &= rest - 1;
 #pragma unroll
                         for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                             const qq_u64 rx = xch[h * 32 + QQ_LR_ROW_LANES * s + wl];
@@ -996,6 +1008,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                             ox[h] ^= rx;
                             oz[h] ^= rz;
                         }
+                    }
                 phase = qq_phase_total(count);
 #pragma unroll
                 for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
