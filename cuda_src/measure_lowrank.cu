@@ -719,9 +719,10 @@ __host__ __device__ __forceinline__ int qq_lr_lookup_groups(int kc) {
 #define QQ_LR_XCH_WORDS (2 * QQ_LR_LANE_WORDS * 32)
 
 // The next collapse window's share of lowrank_apply_gates_counts: its victim masks (without its
-// pivots), pivots, and whether it has random collapses; where pass 1's partial counts go (per tile,
-// octet of rows and lane a byte a tile of 16 collapses, eight a word: the words of tiles 8p..8p+7
-// in plane p of the buffer) and the rows' bits on its pivots (2 QQ_LR_WORDS words a row: x on the
+// pivots), pivots, and whether it has random collapses; where pass 1's partial counts go (per octet
+// of rows, tile of columns and lane, in that order, so that lowrank_reduce reads an octet's tiles as
+// one run: a byte a tile of 16 collapses, eight a word, the words of tiles 8p..8p+7 in plane p of
+// the buffer) and the rows' bits on its pivots (2 QQ_LR_WORDS words a row: x on the
 // pivot columns, then z; OR-ed in, zero before the pass).
 struct QQNextCounts {
     const qq_u64* VN;
@@ -746,9 +747,10 @@ static_assert(QQ_LR_PCOUNT_PLANES == 2, "qq_lr_octet_counts writes one plane or 
 // 2q, 2q + 1 of collapses 16 mt + g and 16 mt + g + 8 (the accumulator's layout) and keeps their
 // e mod 4 as byte mt & 7 of its partial word in plane mt >> 3 (`plane` words apart): bits 2f..2f+1
 // for f = 2 (collapse g + 8) + (row 2q + 1). Row j of the octet is slot j & 3 of group j >> 2.
+// `at`: the octet's index times the tiles, plus this tile's (its 32 words are at 32 at).
 template <bool WIDE>  // WIDE: the next window's chunk may have more than QQ_LR_NARROW collapses
 __device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4* vt, int mtiles, int lane,
-                                                   qq_u64* pcounts, size_t octet, size_t plane, bool write) {
+                                                   qq_u64* pcounts, size_t at, size_t plane, bool write) {
     const int g = lane >> 2, q = lane & 3;
     const qq_u64* rows = st + (g >> 2) * QQ_LR_XCH_WORDS;
     unsigned bz[4][2], bxz[4][2];
@@ -776,11 +778,11 @@ __device__ __forceinline__ void qq_lr_octet_counts(const qq_u64* st, const uint4
     };
     qq_u64 packed = 0ull;
     for (int mt = 0; mt < min(mtiles, 8); ++mt) packed |= tile(mt) << (8 * mt);
-    if (write) __stcs((unsigned long long*)pcounts + octet * 32 + lane, packed);
+    if (write) __stcs((unsigned long long*)pcounts + at * 32 + lane, packed);
     if (WIDE && mtiles > 8) {  // a next window of more than QQ_LR_NARROW collapses: its second plane
         packed = 0ull;
         for (int mt = 8; mt < mtiles; ++mt) packed |= tile(mt) << (8 * (mt - 8));
-        if (write) __stcs((unsigned long long*)pcounts + plane + octet * 32 + lane, packed);
+        if (write) __stcs((unsigned long long*)pcounts + plane + at * 32 + lane, packed);
     }
 }
 
@@ -1072,7 +1074,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             if (it & 1) {
                 __syncwarp();
                 qq_lr_octet_counts<NEXT_WIDE>(xch_base + (size_t)2 * warp * QQ_LR_XCH_WORDS, vt, mtiles, lane,
-                                   next.pcounts, (size_t)blockIdx.x * next.octets + (gb >> 1) + (it >> 1) * warps + warp,
+                                   next.pcounts, (size_t)((gb >> 1) + (it >> 1) * warps + warp) * gridDim.x + blockIdx.x,
                                    (size_t)gridDim.x * next.octets * 32, group_at(it) - 1 < count);
             }
         }
@@ -1200,7 +1202,7 @@ __device__ __forceinline__ void qq_lr_reduce(unsigned char* S, const int* plan, 
     const int o0 = 4 * ((int)blockIdx.x * (QQ_LR_REDUCE_BLOCK / 32) + (tid >> 5));
     if (o0 >= octets) return;  // warp-uniform
     const qq_u64 lo2 = 0x3333333333333333ull, hi2 = 0xCCCCCCCCCCCCCCCCull;
-    const size_t stride = (size_t)octets * 32, plane = stride * tiles;  // a tile's partial words, a plane's
+    const size_t plane = (size_t)octets * tiles * 32;  // a plane's partial words: an octet's tiles are 32 words apart
     const int j = lane & 7, c = j & 1;            // row j of its octet: B column j = 2q + c
     const int mtiles = (kc + 15) >> 4;
     // this lane's row's bit sets e0, e1: in registers with two words, in shared memory with three
@@ -1216,13 +1218,14 @@ __device__ __forceinline__ void qq_lr_reduce(unsigned char* S, const int* plan, 
         for (int p = 0; p < (N > 2 ? QQ_LR_PCOUNT_PLANES : 1); ++p) {  // tiles of collapses 8p .. 8p + 7
             if (8 * p >= mtiles) break;
             const unsigned long long* part =
-                (const unsigned long long*)pcounts + p * plane + (size_t)(o0 + oo) * 32 + lane;
+                (const unsigned long long*)pcounts + p * plane + (size_t)(o0 + oo) * tiles * 32 + lane;
+            const unsigned long long* const end = part + (size_t)tiles * 32;  // the octet's run of tiles
             qq_u64 sum = 0ull;
-            for (int t0 = 0; t0 < tiles; t0 += QQ_LR_REDUCE_INFLIGHT) {  // that many loads in flight a lane
+            for (; part < end; part += QQ_LR_REDUCE_INFLIGHT * 32) {  // that many loads in flight a lane
                 qq_u64 v[QQ_LR_REDUCE_INFLIGHT];
 #pragma unroll
                 for (int u = 0; u < QQ_LR_REDUCE_INFLIGHT; ++u)
-                    v[u] = t0 + u < tiles ? __ldcs(part + (t0 + u) * stride) : 0ull;
+                    v[u] = part + 32 * u < end ? __ldcs(part + 32 * u) : 0ull;
 #pragma unroll
                 for (int u = 0; u < QQ_LR_REDUCE_INFLIGHT; ++u)
                     sum = (((sum & lo2) + (v[u] & lo2)) & lo2) | (((sum & hi2) + (v[u] & hi2)) & hi2);

@@ -326,7 +326,7 @@ def lowrank_part_words(n: int, W: int) -> int:
 
 def fused_count_words(n: int, W: int, max_collapses: int) -> int:
     """8-byte words of lowrank_apply_gates_counts' partial counts for next windows of up to
-    max_collapses: per tile of columns, octet of rows (two groups of four) and lane, 2 bits a row and
+    max_collapses: per octet of rows (two groups of four), tile of columns and lane, 2 bits a row and
     collapse, 8 x 16 collapses a word, in planes of a word each (`pcount_planes`)."""
     groups = -(-n // 2)
     octets = -(-groups // 2)
