@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_first_call [--device gpu|cpu] [--cases NAME ...] [--peers] [--json FILE]
                                           [--samples N] [--baseline DIR] [--same-process] [--first-calls N]
+                                          [--compiles N]
 
 What a user meets: a process that has already run a small circuit (kernels built, caches warm),
 then `sample_measurements(circuit, shots, bit_packed=True)` (or `sample_detectors`) with a new
@@ -28,6 +29,8 @@ move by 30-50 % between samples).
 cleared before each (`first_calls_s`; the kernels and the workspace stay warm): more first calls a
 process for the price of one circuit's build (8-16 s at 100k qubits on an H100 host). Where a first
 call's time goes, stage by stage on a timeline: `python -m benchmarks.first_call_timeline CASE`.
+`--compiles N` times N compiles alone in the case's process, each of a new copy of its circuit
+with the compile cache cleared (`compiles_s`): the compile stage, N times a process.
 One JSON line a case and sample; `first_gc_s` / `repeat_gc_s` are the seconds the cyclic
 garbage collector ran inside those calls (a full collection of a process with Cirq imported takes
 about 100 ms, and lands in whichever call allocates when it comes due). `first_thread_cpu_s` (and
@@ -204,7 +207,7 @@ def _count_streamed() -> list:
     return done
 
 
-def ours(name: str, device: str, first_calls: int = 0) -> dict:
+def ours(name: str, device: str, first_calls: int = 0, compiles: int = 0) -> dict:
     import cirq_quasarq
     from cirq_quasarq.simulator import prepared
 
@@ -233,6 +236,12 @@ def ours(name: str, device: str, first_calls: int = 0) -> dict:
     needs_reference = not detectors or bool(program.conditions or program.confusions)
     t_reference = _timed(lambda: sim.reference(program))[0] if needs_reference else 0.0
     t_rest, _ = _timed(lambda: _call(sim, twin, shots, detectors))
+    compiled = []
+    for _ in range(compiles):
+        twin = build(name)
+        _clear_compile_cache()
+        sim = cirq_quasarq.QuasarqSimulator(seed=1, device=device)
+        compiled.append(_timed(lambda: sim.compile(twin))[0])
     return {"case": name, "peer": "cirq-quasarq", "device": device, "first_s": first, "repeat_s": repeat,
             "first_gc_s": first_gc.seconds, "repeat_gc_s": repeat_gc.seconds, "first_streamed": bool(streamed),
             "first_thread_cpu_s": first_cpu,
@@ -240,7 +249,8 @@ def ours(name: str, device: str, first_calls: int = 0) -> dict:
             "compile_s": t_compile, "schedule_s": t_schedule, "reference_s": t_reference,
             "prepare_and_sample_s": t_rest, "instructions": int(program.num_instructions),
             "records": int(program.num_records), "build_circuit_s": t_build,
-            **({"first_calls_s": more, "first_calls_thread_cpu_s": more_cpu} if first_calls else {})}
+            **({"first_calls_s": more, "first_calls_thread_cpu_s": more_cpu} if first_calls else {}),
+            **({"compiles_s": compiled} if compiles else {})}
 
 
 def peer_of(name: str) -> str:
@@ -313,6 +323,8 @@ def main(argv=None):
                          "with this one (e.g. `git worktree add DIR REV`): the code before, in the same run")
     ap.add_argument("--first-calls", type=int, default=0, metavar="N",
                     help="N more first calls a case's process, the compile cache cleared before each")
+    ap.add_argument("--compiles", type=int, default=0, metavar="N",
+                    help="N compiles alone a case's process, each of a new copy of its circuit")
     ap.add_argument("--peer-only", default=None, help=argparse.SUPPRESS)  # one peer case, in its own process
     ap.add_argument("--ours-only", default=None, help=argparse.SUPPRESS)  # one of our cases, in its own process
     args = ap.parse_args(argv)
@@ -321,7 +333,7 @@ def main(argv=None):
         print(json.dumps(run_peer(args.peer_only)), flush=True)
         return
     if args.ours_only:
-        print(json.dumps(ours(args.ours_only, args.device, args.first_calls)), flush=True)
+        print(json.dumps(ours(args.ours_only, args.device, args.first_calls, args.compiles)), flush=True)
         return
     names = args.cases or (CPU_CASES if args.device == "cpu" else
                            [n for n in CASES if n not in CPU_CASES])
@@ -330,9 +342,10 @@ def main(argv=None):
     out = open(args.json, "a") if args.json else None
     for sample in range(args.samples):
         for name in names:
-            ours_args = ["--ours-only", name, "--device", args.device, "--first-calls", str(args.first_calls)]
+            ours_args = ["--ours-only", name, "--device", args.device, "--first-calls", str(args.first_calls),
+                         "--compiles", str(args.compiles)]
             if args.same_process:
-                rows = [ours(name, args.device, args.first_calls)]
+                rows = [ours(name, args.device, args.first_calls, args.compiles)]
             elif args.baseline and sample % 2:  # the two versions in turn, the baseline first every other sample
                 rows = [_in_own_process(ours_args, name, "cirq-quasarq", baseline=args.baseline),
                         _in_own_process(ours_args, name, "cirq-quasarq")]

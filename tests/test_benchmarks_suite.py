@@ -320,15 +320,17 @@ def test_first_call_benchmark_runs_a_cirq_case_and_its_peer(tmp_path):
 
 def test_first_call_benchmark_runs_a_cirq_surface_code_written_out_in_moments(tmp_path):
     """A `cirq-surface-*` case: Stim's surface code through stimcirq with its loops unrolled (every
-    round's measurements and detectors in moments of their own), sampled through `run()`."""
+    round's measurements and detectors in moments of their own), sampled through `run()`; with
+    `--compiles 2`, two compiles alone."""
     pytest.importorskip("stimcirq")
     out = tmp_path / "rows.jsonl"
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_first_call", "--device", "cpu", "--cases",
-                           "cirq-surface-11-10k", "--json", str(out)],
+                           "cirq-surface-11-10k", "--json", str(out), "--compiles", "2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     (ours,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert "error" not in ours
+    assert len(ours["compiles_s"]) == 2 and min(ours["compiles_s"]) > 0  # compiles alone, of new copies
     import cirq
 
     from benchmarks.bench_first_call import build

@@ -8,6 +8,7 @@ from __future__ import annotations
 import types
 
 import numpy as np
+import pytest
 
 from cirq_quasarq.core.program import ProgramBuilder
 
@@ -111,3 +112,58 @@ def test_record_keys_equal_add_key():
 
     assert keys(True) == keys(False)
     assert keys(True, twice=True) == keys(False, twice=True)  # a slot named twice: its key's instances merge
+
+
+def _keyed_builder(seed: int, widths=(1,), loops: bool = False, names: bool = False, record_keys: bool = False):
+    """Keys given by `add_key` and `add_keys`: a pool of names measured again and again (a key's
+    instances from several entries, out of order among the keys), of the given widths; with
+    `loops`, some inside a loop; with `names`, one entry naming each iteration; with
+    `record_keys`, some records keyed by `add_record_keys`."""
+    rng = np.random.default_rng(seed)
+    b = ProgramBuilder(4)
+    pool = [str(i) for i in range(7)] + ["a:b", "q", ""]
+    width_of = {name: int(rng.choice(widths)) for name in pool}
+
+    def some(k):
+        # the records taken first, then keyed in another order: entries out of slot order
+        chosen = [pool[i] for i in rng.integers(0, len(pool), k)]
+        counts = [width_of[name] for name in chosen]
+        first = b.take_records(sum(counts))
+        rows = np.split(first + np.arange(sum(counts), dtype=np.int64), np.cumsum(counts)[:-1])
+        order = rng.permutation(k)
+        if rng.random() < 0.5:
+            for i in order:
+                b.add_key(chosen[i], rows[i])
+        else:  # add_keys: the lowerings' bulk form
+            b.add_keys([chosen[i] for i in order], [rows[i] for i in order])
+
+    some(5)
+    if record_keys:
+        b.add_record_keys(b.take_records(3), 3)
+    if loops:
+        b.begin_loop(3)
+        some(4)
+        b.end_loop()
+    if names:
+        b.begin_loop(2)
+        b.add_key("r", b.take_records(1) + np.zeros(1, dtype=np.int64), names=["r0", "r1"])
+        b.end_loop()
+    some(30)
+    return b
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("shape", ["outside loops", "widths 1 to 3", "loops", "names", "record keys"])
+def test_keys_outside_loops_equal_one_entry_at_a_time(seed, shape):
+    """Named keys outside loops of one width are merged at once (`_keys_outside_loops`): the same
+    keys, in the same order, their instances in the same order, as one entry at a time; every
+    other shape takes the general path (asserted, so that each case tests the path it names)."""
+    kwargs = {"outside loops": {}, "widths 1 to 3": {"widths": (1, 2, 3)}, "loops": {"loops": True},
+              "names": {"names": True}, "record keys": {"record_keys": True}}[shape]
+    b = _keyed_builder(seed, **kwargs)
+    assert (b._keys_outside_loops() is not None) == (shape == "outside loops")
+    program = b.build()
+    want = annotation_oracle.expand_keys(b)
+    assert key_table(program) == key_table(types.SimpleNamespace(keys=want))
+    assert len(want) >= 8 and max(k.records.shape[0] for k in want) >= 4  # keys measured again and again
+    assert all((np.diff(k.records[:, 0]) > 0).all() for k in program.keys)  # by slot, not by entry

@@ -490,6 +490,39 @@ def test_a_stimcirq_key_as_written_is_the_parsed_key():
         assert _key_written(gate, scope) == scope.key_as_written(_key_of(gate)), key
 
 
+def test_keys_measured_in_bulk_are_read_as_measured_one_by_one():
+    """`KeyTable.measured_many` defers its entries until a key is read or a loop closes: a read
+    straight after it (no `bind` first), an older instance, a scoped bind and a loop's close see
+    what measuring the keys one at a time gives."""
+    from cirq_quasarq.compiler.keys import KeyTable, Scope
+
+    def table(bulk):
+        t = KeyTable()
+        rows = np.arange(6, dtype=np.int64).reshape(-1, 1)
+        keys = [("a",), ("b",), ("a",), ("c",), ("b",), ("a",)]
+        if bulk:
+            t.measured_many(keys[:4], rows[:4])
+            t.measured_many(keys[4:], rows[4:])
+        else:
+            for key, row in zip(keys, rows):
+                t.measured(key, row)
+        return t
+
+    for bulk in (False, True):
+        t = table(bulk)
+        assert t.serial == 6
+        slots, depth = t.read(("a",), "here", None, False)
+        assert slots.tolist() == [5] and depth == 0, bulk
+        assert t.read(("a",), "here", None, False, index=-3)[0].tolist() == [0], bulk
+        t = table(bulk)
+        assert t.bind(Scope({}), ("b",)) == ("b",) and t.entries[("b",)].serial == 5, bulk
+        t = table(bulk)
+        t.open_loop(0, 2, None)
+        t.measured_many([("d",)], [np.array([6])])
+        t.close_loop(1)
+        assert t.entries[("d",)].slots.tolist() == [7] and t.entries[("c",)].serial == 4, bulk
+
+
 def test_wide_moments_go_in_bulk(monkeypatch):
     """A wide moment of gates, of measurements, of resets and of stimcirq's measurements is one block
     of rows each: the bulk path runs (not one operation at a time)."""

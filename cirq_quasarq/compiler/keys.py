@@ -210,6 +210,10 @@ class KeyTable:
         self.instances: Dict[Tuple, List[Tuple[object, Tuple[int, ...]]]] = {}
         self.frames: List[LoopFrame] = []
         self.serial = 0
+        # Measurements not yet made entries: (keys, their slots, loops open, serial before them).
+        # They become entries when a key is first read or a loop closes (`_settle`): a QEC circuit
+        # measures tens of thousands of keys and reads none of them (a d = 25 surface code: 9 ms).
+        self._unsettled: List[Tuple[Sequence[Tuple], Sequence[np.ndarray], Tuple[int, ...], int]] = []
 
     # -- measurements -------------------------------------------------------------------------
     def nest(self) -> Tuple[int, ...]:
@@ -219,14 +223,21 @@ class KeyTable:
         self.measured_many((key,), (slots,))
 
     def measured_many(self, keys: Sequence[Tuple], slots: Sequence[np.ndarray]) -> None:
-        """Each key measured in turn, with its slots."""
-        nest = self.nest()
-        for key, arr in zip(keys, slots):
-            self.serial += 1
-            self.entries[key] = Entry(arr, nest, self.serial)
-            self.instances.setdefault(key, []).append((arr, nest))
+        """Each key measured in turn, with its slots (an entry of each when one is next read)."""
+        self._unsettled.append((keys, slots, self.nest(), self.serial))
+        self.serial += len(keys)
         if self.frames:
             self.frames[-1].measured.extend(keys)
+
+    def _settle(self) -> None:
+        """The entries and instances of the measurements `measured_many` deferred, in their order."""
+        entries, instances = self.entries, self.instances
+        for keys, slots, nest, serial in self._unsettled:
+            for key, arr in zip(keys, slots):
+                serial += 1
+                entries[key] = Entry(arr, nest, serial)
+                instances.setdefault(key, []).append((arr, nest))
+        self._unsettled.clear()
 
     def names(self, key: Tuple) -> Optional[List[str]]:
         """Per-iteration names of a key with repetition components (None if it has none)."""
@@ -243,6 +254,8 @@ class KeyTable:
     def bind(self, scope: Scope, tail: Tuple) -> Optional[Tuple]:
         """Cirq's scoping: the longest scope-path prefix under which the key was measured in
         reach (keys of sibling subcircuits do not bind), else the key as written."""
+        if self._unsettled:
+            self._settle()
         path = scope.path
         for i in range(len(path), 0, -1):
             cand = path[:i] + tail
@@ -256,6 +269,8 @@ class KeyTable:
         """(iteration-0 slots, depth) of the key's latest instance (`index` -1; -2 the one before,
         ...). When the instance precedes open loops, `finish(depth)` is called once they close
         with the final depth."""
+        if self._unsettled:
+            self._settle()
         if index != -1:
             return self._read_older(key, where, index)
         e = self.entries[key]
@@ -290,6 +305,8 @@ class KeyTable:
         return var
 
     def close_loop(self, stride: int) -> None:
+        if self._unsettled:
+            self._settle()
         frame = self.frames.pop()
         level = len(self.frames)
         for pending in frame.pending:

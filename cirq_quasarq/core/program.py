@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import itertools
+import operator
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -1082,6 +1083,10 @@ class ProgramBuilder:
             found = self._record_keys()
             if found is not None:
                 return found
+        else:
+            found = self._keys_outside_loops()
+            if found is not None:
+                return found
         grouped: Dict[str, List[np.ndarray]] = {}
         nests: Dict[Tuple[int, ...], np.ndarray] = {}  # loop ids -> their record shifts, as a column
         for index, (key, records, loop_ids) in enumerate(self._key_entries):
@@ -1112,6 +1117,29 @@ class ProgramBuilder:
             # Record slots grow with time, so sorting restores Cirq's instance order.
             keys.append(MeasurementKey(key, recs[np.argsort(recs[:, 0], kind="stable")]))
         return keys
+
+    def _keys_outside_loops(self) -> Optional[List[MeasurementKey]]:
+        """`_expand_keys` when every entry is a named key outside loops (`add_key` without names,
+        `add_keys`) and every key has the same width: the entries' records stacked, ordered by key
+        (in order of first use) and by first slot at once. None otherwise (the general path, its
+        oracle: tests/test_builder_annotations.py). A d = 25 surface code written out in Cirq
+        moments has 16,225 entries of 1,873 keys, merged one key at a time in 12 ms."""
+        entries = self._key_entries
+        if (not entries or self._key_names or any(map(operator.itemgetter(2), entries))
+                or None in map(operator.itemgetter(0), entries)):
+            return None
+        records = list(map(operator.itemgetter(1), entries))
+        widths = set(map(len, records))
+        if len(widths) != 1 or 0 in widths:
+            return None
+        stacked = np.concatenate(records).reshape(len(records), widths.pop())
+        first_use: Dict[str, int] = {}  # key -> the index of its first entry
+        which = np.fromiter(map(first_use.setdefault, map(operator.itemgetter(0), entries), itertools.count()),
+                            np.int64, len(entries))
+        order = np.lexsort((stacked[:, 0], which))  # by key, then in time (record slots grow with it)
+        which = which[order]
+        blocks = np.split(stacked[order], (np.flatnonzero(which[1:] != which[:-1]) + 1).tolist())
+        return list(map(MeasurementKey, first_use, blocks))
 
     def _record_keys(self) -> Optional[RecordKeys]:
         """`_expand_keys` when every entry is `add_record_keys`': key str(r) per record slot r, its
