@@ -207,6 +207,15 @@ def _count_streamed() -> list:
     return done
 
 
+def _new_to_the_cache(name: str, device: str):
+    """(an equal circuit built again, a new simulator), the compile cache cleared."""
+    import cirq_quasarq
+
+    twin = build(name)
+    _clear_compile_cache()
+    return twin, cirq_quasarq.QuasarqSimulator(seed=1, device=device)
+
+
 def ours(name: str, device: str, first_calls: int = 0, compiles: int = 0) -> dict:
     import cirq_quasarq
     from cirq_quasarq.simulator import prepared
@@ -228,9 +237,7 @@ def ours(name: str, device: str, first_calls: int = 0, compiles: int = 0) -> dic
         more.append(wall)
         more_cpu.append(cpu)
     # the stages, on an equal circuit new to the compile cache
-    twin = build(name)
-    _clear_compile_cache()
-    sim = cirq_quasarq.QuasarqSimulator(seed=1, device=device)
+    twin, sim = _new_to_the_cache(name, device)
     t_compile, program = _timed(lambda: sim.compile(twin))
     t_schedule, _ = _timed(lambda: prepared(program))
     needs_reference = not detectors or bool(program.conditions or program.confusions)
@@ -238,9 +245,7 @@ def ours(name: str, device: str, first_calls: int = 0, compiles: int = 0) -> dic
     t_rest, _ = _timed(lambda: _call(sim, twin, shots, detectors))
     compiled = []
     for _ in range(compiles):
-        twin = build(name)
-        _clear_compile_cache()
-        sim = cirq_quasarq.QuasarqSimulator(seed=1, device=device)
+        twin, sim = _new_to_the_cache(name, device)
         compiled.append(_timed(lambda: sim.compile(twin))[0])
     return {"case": name, "peer": "cirq-quasarq", "device": device, "first_s": first, "repeat_s": repeat,
             "first_gc_s": first_gc.seconds, "repeat_gc_s": repeat_gc.seconds, "first_streamed": bool(streamed),

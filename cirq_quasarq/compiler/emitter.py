@@ -179,8 +179,7 @@ class Emitter:
             for key, arr in zip(keys, slots):
                 self.register_key(key, arr)
             return
-        # a key of one name (stimcirq's "0", "1", ...) is that name, without a join each
-        self.b.add_keys([key[0] if len(key) == 1 and key[0].__class__ is str else render(key) for key in keys], slots)
+        self.b.add_keys(list(map(render, keys)), slots)
         self.keys.measured_many(keys, slots)
 
     def read_key(self, scope: Scope, mkey: cirq.MeasurementKey, op, mapped: bool, finish, all_levels: bool,

@@ -82,7 +82,9 @@ class RepVar:
 
 
 def render(key: Tuple) -> str:
-    return ":".join(map(str, key))
+    """A key's name: its components joined by ':' (a key of one name, stimcirq's "0", "1", ..., is
+    that name, without a join)."""
+    return key[0] if len(key) == 1 and key[0].__class__ is str else ":".join(map(str, key))
 
 
 class Scope:

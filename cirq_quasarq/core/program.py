@@ -1125,8 +1125,8 @@ class ProgramBuilder:
         oracle: tests/test_builder_annotations.py). A d = 25 surface code written out in Cirq
         moments has 16,225 entries of 1,873 keys, merged one key at a time in 12 ms."""
         entries = self._key_entries
-        if (not entries or self._key_names or any(map(operator.itemgetter(2), entries))
-                or None in map(operator.itemgetter(0), entries)):
+        names = list(map(operator.itemgetter(0), entries))
+        if not entries or self._key_names or any(map(operator.itemgetter(2), entries)) or None in names:
             return None
         records = list(map(operator.itemgetter(1), entries))
         widths = set(map(len, records))
@@ -1134,8 +1134,7 @@ class ProgramBuilder:
             return None
         stacked = np.concatenate(records).reshape(len(records), widths.pop())
         first_use: Dict[str, int] = {}  # key -> the index of its first entry
-        which = np.fromiter(map(first_use.setdefault, map(operator.itemgetter(0), entries), itertools.count()),
-                            np.int64, len(entries))
+        which = np.fromiter(map(first_use.setdefault, names, itertools.count()), np.int64, len(names))
         order = np.lexsort((stacked[:, 0], which))  # by key, then in time (record slots grow with it)
         which = which[order]
         blocks = np.split(stacked[order], (np.flatnonzero(which[1:] != which[:-1]) + 1).tolist())
