@@ -89,7 +89,7 @@
 #define QQ_LR_COUNT_ROWS ((QQ_LR_COUNT_BLOCK >> 5) * 16)  // a warp per 16 rows
 #define QQ_LR_COUNT_STEP 8                                 // words of a row a stage
 #define QQ_LR_COUNT_STAGES 3  // stages in flight (cp.async): two ahead of the one multiplied
-#define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 160 collapses' tables (136 KiB)
+#define QQ_LR_APPLY_BLOCK 1024  // one block a multiprocessor holds 160 collapses' tables (128 KiB)
 #define QQ_LR_TILE 16              // words of a row pass 2 takes a tile
 #define QQ_LR_SIGNS_BLOCK 256
 #define QQ_LR_GROUPS_BLOCK 256
@@ -691,30 +691,24 @@ __device__ __forceinline__ void qq_lr_describe_half(int4* desc, int num_pairs, u
 #define QQ_LR_LANE_WORDS 2                               // words of a tile row a lane takes
 #define QQ_LR_ROW_LANES (QQ_LR_TILE / QQ_LR_LANE_WORDS)  // lanes a row
 #define QQ_LR_ENTRY_WORDS QQ_LR_TILE                     // an entry: the tile's words
-// A group is 5 collapses of one 64-bit word of alpha (bits 5j .. 5j + 4 for j < 12, and 60 .. 63):
-// 13 groups a word, 32 entries a group (a 4-collapse group's upper half is never looked up).
+// A lookup group is QQ_LR_GROUP_BITS consecutive collapses: group g holds collapses 5g .. 5g + 4
+// (bits of alpha, which may span two of its words: 60 .. 64 and 125 .. 129), 32 entries. The tables'
+// build and the lookups read the layout here; qq_lr_lookup_groups counts the groups (its host twin:
+// measure.py's _tables_bytes).
 #define QQ_LR_GROUP_BITS 5
-#define QQ_LR_GROUPS_A_WORD 13
 #define QQ_LR_GROUP_BYTES ((1 << QQ_LR_GROUP_BITS) * 8 * QQ_LR_ENTRY_WORDS)  // a group's 32 entries
 static_assert(QQ_LR_TILE == 16 && QQ_LR_ENTRY_WORDS * 8 == 128 && QQ_LR_LANE_WORDS % 2 == 0,
               "an entry is 128 bytes: index << 7 is its offset; a lane's words come in 16-byte pairs");
-static_assert(QQ_LR_GROUP_BITS * (QQ_LR_GROUPS_A_WORD - 1) < 64 && QQ_LR_GROUP_BITS * QQ_LR_GROUPS_A_WORD >= 64,
-              "a word's last group holds its last bits");
-// Lookup group g: the bits of alpha word qq_lr_group_word(g) from qq_lr_group_shift(g) on, five of
-// them (a word's last group four): collapses 64 word + shift on. The tables' build and the lookups
-// read the layout here; qq_lr_lookup_groups counts the groups (its host twin: measure.py's
-// _tables_bytes).
-__host__ __device__ __forceinline__ int qq_lr_group_word(int g) { return g / QQ_LR_GROUPS_A_WORD; }
-__host__ __device__ __forceinline__ int qq_lr_group_shift(int g) { return QQ_LR_GROUP_BITS * (g % QQ_LR_GROUPS_A_WORD); }
 static_assert(4 * QQ_LR_ROW_LANES == 32, "a warp holds a group: four rows");
 
 // The lookup groups a chunk of kc collapses needs, rounded up to an even number (the lookups go in
-// pairs; alpha's bits past kc are zero, so a group past them looks up entry 0, which is zero).
-__host__ __device__ __forceinline__ int qq_lr_lookup_groups(int kc) {
-    const int full = kc >> 6, rest = kc & 63;
-    const int groups = full * QQ_LR_GROUPS_A_WORD + (rest + QQ_LR_GROUP_BITS - 1) / QQ_LR_GROUP_BITS;
-    return (groups + 1) & ~1;
+// pairs; alpha's bits past kc are zero and so are the tables' victims past kc, so a group past them
+// looks up a zero entry).
+__host__ __device__ constexpr int qq_lr_lookup_groups(int kc) {
+    return ((kc + QQ_LR_GROUP_BITS - 1) / QQ_LR_GROUP_BITS + 1) & ~1;
 }
+// The lowest set bit of idx > 0, as a constant where idx is one (the tables' build, unrolled).
+__host__ __device__ constexpr int qq_lr_lowest_bit(int idx) { return idx & 1 ? 0 : 1 + qq_lr_lowest_bit(idx >> 1); }
 // lowrank_apply_gates' words a warp in shared memory after the tables: a group's words, both planes.
 #define QQ_LR_XCH_WORDS (2 * QQ_LR_LANE_WORDS * 32)
 
@@ -824,19 +818,16 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     for (int e = tid; e < groups * QQ_LR_TILE; e += QQ_LR_APPLY_BLOCK) {  // a thread a (group, word)
         const int g = e / QQ_LR_TILE, wt = e % QQ_LR_TILE, w = w0 + wt;
         const int at = (wt % QQ_LR_ROW_LANES) * QQ_LR_LANE_WORDS + wt / QQ_LR_ROW_LANES;
-        const int c0 = 64 * qq_lr_group_word(g) + qq_lr_group_shift(g);  // its first collapse
-        const int bits = min(QQ_LR_GROUP_BITS, 64 - qq_lr_group_shift(g));
+        const int c0 = QQ_LR_GROUP_BITS * g;  // its first collapse
         qq_u64 v[QQ_LR_GROUP_BITS];
 #pragma unroll
-        for (int b = 0; b < QQ_LR_GROUP_BITS; ++b)
-            v[b] = (b < bits && c0 + b < kc && w < last) ? VN[(size_t)(c0 + b) * W + w] : 0ull;
-        qq_u64* entry = qq_lr_tab + (size_t)g * (1 << QQ_LR_GROUP_BITS) * QQ_LR_ENTRY_WORDS + at;
+        for (int b = 0; b < QQ_LR_GROUP_BITS; ++b) v[b] = (c0 + b < kc && w < last) ? VN[(size_t)(c0 + b) * W + w] : 0ull;
+        qq_u64* entry = qq_lr_tab + (size_t)g * QQ_LR_GROUP_BYTES / 8 + at;
         entry[0] = 0ull;
 #pragma unroll
-        for (int idx = 1; idx < 1 << QQ_LR_GROUP_BITS; ++idx) {  // the entry without idx's lowest bit, and that victim
-            const int low = idx & 1 ? 0 : idx & 2 ? 1 : idx & 4 ? 2 : idx & 8 ? 3 : 4;  // a constant once unrolled
-            entry[(size_t)idx * QQ_LR_ENTRY_WORDS] = entry[(size_t)(idx & (idx - 1)) * QQ_LR_ENTRY_WORDS] ^ v[low];
-        }
+        for (int idx = 1; idx < 1 << QQ_LR_GROUP_BITS; ++idx)  // the entry without idx's lowest bit, and that victim
+            entry[(size_t)idx * QQ_LR_ENTRY_WORDS] =
+                entry[(size_t)(idx & (idx - 1)) * QQ_LR_ENTRY_WORDS] ^ v[qq_lr_lowest_bit(idx)];
     }
     if (COUNTS)  // the next window's victim words of this tile as A fragments: [tile mt][step c][lane]
         for (int e = tid; e < mtiles * 4 * 32; e += QQ_LR_APPLY_BLOCK) {
@@ -887,19 +878,30 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     auto group_at = [&](int it) { return COUNTS ? (it >> 1) * 2 * warps + 2 * warp + (it & 1) : it * warps + warp; };
     auto more = [&](int it) { return (COUNTS ? (it >> 1) * 2 : it) * warps < count; };
     // A slot's row, the rows its gate multiplies (sel) and its alpha come first: they are loaded an
-    // iteration ahead.
+    // iteration ahead, and with alpha of two words the group's descriptor they come from two ahead
+    // (else each iteration waits for the descriptor's load before it asks for the alpha words; the
+    // kernels of three words would spill its registers).
+    constexpr bool desc_early = N == 2;
     size_t r_next;
     int sel_next = 0;
     qq_u64 al_next[N];
+    // A lane's share of the descriptor: its slot's qubit and the rows of both slots of its half.
+    auto load_desc = [&](int it) {
+        const int l = group_at(it);
+        const int* d = (const int*)(desc + gb + l) + (slot >> 1);
+        return GATES && l < count ? make_int2(d[0], d[2]) : make_int2(-1, 0);
+    };
+    int2 desc_next = desc_early ? load_desc(0) : make_int2(-1, 0);
     auto load_next = [&](int it) {
         const int l = group_at(it), g = gb + l;
         size_t r;
         if (GATES) {  // the group's descriptor: its qubits and each slot's rows (qq_lr_describe_half)
-            int4 d = l < count ? desc[g] : make_int4(-1, -1, 0, 0);
-            if (g >= num_pairs && 2 * (g - num_pairs) + 1 >= num_halves) d.y = -1;  // no second half
-            const int q = slot < 2 ? d.x : d.y;
+            const int2 d = desc_early ? desc_next : load_desc(it);
+            if (desc_early) desc_next = load_desc(it + 1);
+            const bool half = slot >= 2 && g >= num_pairs && 2 * (g - num_pairs) + 1 >= num_halves;
+            const int q = half ? -1 : d.x;  // a last group without a second half: slots 2, 3 none
             r = q < 0 ? (size_t)-1 : (size_t)q + (slot & 1 ? (size_t)n : 0);
-            sel_next = q < 0 ? 1 << slot : ((slot < 2 ? d.z : d.w) >> (4 * (slot & 1))) & 15;
+            sel_next = q < 0 ? 1 << slot : (d.y >> (4 * (slot & 1))) & 15;
         } else {
             const int4 grp = l < count ? qq_lr_group(nullptr, nullptr, 0, 0, n, g) : make_int4(-1, -1, -1, -1);
             r = qq_lr_slot_row(grp, slot, n);
@@ -929,15 +931,18 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         // Two groups a step (the tables hold an even number, the last zero where kc asks for an
         // odd one): one three-input XOR folds both entries in, and one test ends the loop.
 #pragma unroll
-        for (int g = 0; g < QQ_LR_GROUPS_A_WORD * N; g += 2) {
+        for (int g = 0; g < qq_lr_lookup_groups(64 * N); g += 2) {
             if (g >= groups) break;
             const unsigned char* entry[2];
 #pragma unroll
             for (int k = 0; k < 2; ++k) {
-                // the group's index as the entry's offset (index << 7), without a variable shift
-                const qq_u64 word = al[qq_lr_group_word(g + k)];
-                const int sh = qq_lr_group_shift(g + k);
-                const unsigned off = (unsigned)(sh >= 7 ? word >> (sh - 7) : word << (7 - sh)) & 0xF80u;
+                // the group's index as the entry's offset (index << 7), without a variable shift:
+                // its bits from alpha word wi on, and the next word's where it spans two
+                const int b0 = QQ_LR_GROUP_BITS * (g + k), wi = b0 >> 6, sh = b0 & 63;
+                const qq_u64 word = wi < N ? al[wi] : 0ull;
+                qq_u64 bits = sh >= 7 ? word >> (sh - 7) : word << (7 - sh);
+                if (sh + QQ_LR_GROUP_BITS > 64 && wi + 1 < N) bits |= al[wi + 1] << (64 - sh + 7);
+                const unsigned off = (unsigned)bits & (((1u << QQ_LR_GROUP_BITS) - 1u) << 7);
                 entry[k] = tab + off + QQ_LR_GROUP_BYTES * (g + k);
             }
 #pragma unroll

@@ -115,7 +115,6 @@ LOWRANK_TAIL_BYTES = 8 * loader.source_define("measure_lowrank.cu", "QQ_LR_TAIL_
 LOWRANK_APPLY_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_APPLY_BLOCK")
 LOWRANK_TILE = loader.source_define("measure_lowrank.cu", "QQ_LR_TILE")
 LOWRANK_GROUP_BITS = loader.source_define("measure_lowrank.cu", "QQ_LR_GROUP_BITS")
-LOWRANK_GROUPS_A_WORD = loader.source_define("measure_lowrank.cu", "QQ_LR_GROUPS_A_WORD")
 LOWRANK_XCH_WORDS = loader.source_define("measure_lowrank.cu", "QQ_LR_XCH_WORDS")  # a warp's words, gates folded in
 LOWRANK_SIGNS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_SIGNS_BLOCK")
 LOWRANK_GROUPS_BLOCK = loader.source_define("measure_lowrank.cu", "QQ_LR_GROUPS_BLOCK")
@@ -454,11 +453,10 @@ def _lowrank(engine, ws, T, ctx, cstart, cend, ins, X, Z, k0, k1, rep, ref_flag,
 
 
 def _tables_bytes(kc: int) -> int:
-    """Pass 2's tables for a chunk of kc collapses (qq_lr_lookup_groups): groups of 5 collapses of a
-    64-bit word of alpha (13 a word), an even number of them (the lookups go in pairs), 32 entries a
-    group, a word of the tile each."""
-    full, rest = divmod(kc, 64)
-    groups = LOWRANK_GROUPS_A_WORD * full + -(-rest // LOWRANK_GROUP_BITS)
+    """Pass 2's tables for a chunk of kc collapses (qq_lr_lookup_groups): groups of
+    LOWRANK_GROUP_BITS consecutive collapses, an even number of them (the lookups go in pairs),
+    2^LOWRANK_GROUP_BITS entries a group, a word of the tile each."""
+    groups = -(-kc // LOWRANK_GROUP_BITS)
     return 8 * (1 << LOWRANK_GROUP_BITS) * LOWRANK_TILE * (groups + (groups & 1))
 
 
