@@ -869,6 +869,15 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     bool in_span[QQ_LR_LANE_WORDS];
 #pragma unroll
     for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) in_span[h] = w0 + wl + QQ_LR_ROW_LANES * h < last;
+    // This lane's words that hold a pivot of this chunk (bit h: word wl + QQ_LR_ROW_LANES h) and
+    // whether they hold one of the next window's: most words hold none, and skip those loops.
+    int pivots_here = 0;
+    for (int k = 0; k < np; ++k)
+        if (s_pw[k] % QQ_LR_ROW_LANES == wl) pivots_here |= 1 << (s_pw[k] / QQ_LR_ROW_LANES);
+    bool next_pivots_here = false;
+#pragma unroll
+    for (int h = 0; h < QQ_LR_LANE_WORDS; ++h)
+        next_pivots_here |= COUNTS && s_at2[wl + QQ_LR_ROW_LANES * h + 1] > s_at2[wl + QQ_LR_ROW_LANES * h];
     const unsigned char* tab = (const unsigned char*)qq_lr_tab + 8 * QQ_LR_LANE_WORDS * wl;
     const int num_groups = qq_lr_num_groups(GATES, num_pairs, num_halves, n);
     const int gb = (int)blockIdx.y * groups_per_block, count = min(groups_per_block, num_groups - gb);
@@ -882,7 +891,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     // (else each iteration waits for the descriptor's load before it asks for the alpha words; the
     // kernels of three words would spill its registers).
     constexpr bool desc_early = N == 2;
-    size_t r_next;
+    int r_next;  // a slot's row, -1 none (a row index fits an int: 2n rows)
     int sel_next = 0;
     qq_u64 al_next[N];
     // A lane's share of the descriptor: its slot's qubit and the rows of both slots of its half.
@@ -894,26 +903,26 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     int2 desc_next = desc_early ? load_desc(0) : make_int2(-1, 0);
     auto load_next = [&](int it) {
         const int l = group_at(it), g = gb + l;
-        size_t r;
+        int r;
         if (GATES) {  // the group's descriptor: its qubits and each slot's rows (qq_lr_describe_half)
             const int2 d = desc_early ? desc_next : load_desc(it);
             if (desc_early) desc_next = load_desc(it + 1);
             const bool half = slot >= 2 && g >= num_pairs && 2 * (g - num_pairs) + 1 >= num_halves;
             const int q = half ? -1 : d.x;  // a last group without a second half: slots 2, 3 none
-            r = q < 0 ? (size_t)-1 : (size_t)q + (slot & 1 ? (size_t)n : 0);
+            r = q < 0 ? -1 : q + (slot & 1 ? n : 0);
             sel_next = q < 0 ? 1 << slot : (d.y >> (4 * (slot & 1))) & 15;
         } else {
             const int4 grp = l < count ? qq_lr_group(nullptr, nullptr, 0, 0, n, g) : make_int4(-1, -1, -1, -1);
-            r = qq_lr_slot_row(grp, slot, n);
+            r = (int)qq_lr_slot_row(grp, slot, n);
         }
         r_next = r;
 #pragma unroll
         for (int k = 0; k < N; ++k)
-            al_next[k] = update && r != (size_t)-1 ? rowbits[QQ_LR_ROWBITS * r + k] : 0ull;
+            al_next[k] = update && r >= 0 ? rowbits[QQ_LR_ROWBITS * (size_t)r + k] : 0ull;
     };
     load_next(0);
     for (int it = 0; more(it); ++it) {
-        const size_t r = r_next;
+        const int r = r_next;
         const int sel = GATES ? sel_next : 0;
         qq_u64 al[N];
 #pragma unroll
@@ -922,9 +931,9 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         qq_u64 x[QQ_LR_LANE_WORDS], z[QQ_LR_LANE_WORDS];
 #pragma unroll
         for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {  // every load first: the row's words in flight together
-            const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
-            x[h] = r != (size_t)-1 && in_span[h] ? X[a] : 0ull;
-            z[h] = r != (size_t)-1 && in_span[h] ? Z[a] : 0ull;
+            const size_t a = (size_t)r * W + w0 + wl + QQ_LR_ROW_LANES * h;
+            x[h] = r >= 0 && in_span[h] ? X[a] : 0ull;
+            z[h] = r >= 0 && in_span[h] ? Z[a] : 0ull;
         }
         const int l = group_at(it);
         qq_u64 d[QQ_LR_LANE_WORDS] = {};
@@ -955,7 +964,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         }
         int t4 = 0;  // T over this lane's words: |z & d| + 2 |x & z & d|
         qq_u64 xw[QQ_LR_LANE_WORDS], zw[QQ_LR_LANE_WORDS];
-        const qq_u64* bits = rowbits + QQ_LR_ROWBITS * (r == (size_t)-1 ? 0 : r);
+        const qq_u64* bits = rowbits + QQ_LR_ROWBITS * (size_t)max(r, 0);
 #pragma unroll
         for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
             const int wt = wl + QQ_LR_ROW_LANES * h;
@@ -963,7 +972,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
             t4 += qq_popc(zd) + 2 * qq_popc(x[h] & zd);
             xw[h] = x[h] ^ d[h];
             zw[h] = z[h];
-            if (r != (size_t)-1)
+            if (r >= 0 && (pivots_here >> h & 1))
                 for (int k = 0; k < np; ++k)
                     if (s_pw[k] == wt) {
                         const int j = s_pj[k];
@@ -1024,11 +1033,11 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
                 }
             }
         }
-        if (r != (size_t)-1)
+        if (r >= 0)
 #pragma unroll
             for (int h = 0; h < QQ_LR_LANE_WORDS; ++h)
                 if (in_span[h]) {
-                    const size_t a = r * W + w0 + wl + QQ_LR_ROW_LANES * h;
+                    const size_t a = (size_t)r * W + w0 + wl + QQ_LR_ROW_LANES * h;
                     if (xw[h] != x[h]) X[a] = xw[h];
                     if (zw[h] != z[h]) Z[a] = zw[h];
                 }
@@ -1044,12 +1053,12 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         if (counts) {
             // The next window's pass 1 on the new rows: their bits on its pivots (in this tile),
             // then, every second group, the octet's counts on the tensor cores.
-            if (r != (size_t)-1) {  // a lane's pivot bits gathered first: at most four atomics
+            if (r >= 0 && next_pivots_here) {  // a lane's pivot bits gathered first: at most four atomics
                 // x bits of pivot columns 0..63, 64..127, then z: OR-ed in at the end; columns from 128
                 // on (a next window of more than QQ_LR_NARROW collapses) go straight in, so that the
                 // pass keeps the registers it had with two words
                 qq_u64 pb[4] = {};
-                unsigned long long* row_pbits = (unsigned long long*)next.pbits + 2 * QQ_LR_WORDS * r;
+                unsigned long long* row_pbits = (unsigned long long*)next.pbits + 2 * QQ_LR_WORDS * (size_t)r;
 #pragma unroll
                 for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) {
                     const int wt = wl + QQ_LR_ROW_LANES * h;
