@@ -821,7 +821,8 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         const int c0 = QQ_LR_GROUP_BITS * g;  // its first collapse
         qq_u64 v[QQ_LR_GROUP_BITS];
 #pragma unroll
-        for (int b = 0; b < QQ_LR_GROUP_BITS; ++b) v[b] = (c0 + b < kc && w < last) ? VN[(size_t)(c0 + b) * W + w] : 0ull;
+        for (int b = 0; b < QQ_LR_GROUP_BITS; ++b)
+            v[b] = (c0 + b < kc && w < last) ? VN[(size_t)(c0 + b) * W + w] : 0ull;
         qq_u64* entry = qq_lr_tab + (size_t)g * QQ_LR_GROUP_BYTES / 8 + at;
         entry[0] = 0ull;
 #pragma unroll
@@ -890,7 +891,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     // iteration ahead, and with alpha of two words the group's descriptor they come from two ahead
     // (else each iteration waits for the descriptor's load before it asks for the alpha words; the
     // kernels of three words would spill its registers).
-    constexpr bool desc_early = N == 2;
+    constexpr bool desc_early = GATES && N == 2;
     int r_next;  // a slot's row, -1 none (a row index fits an int: 2n rows)
     int sel_next = 0;
     qq_u64 al_next[N];
