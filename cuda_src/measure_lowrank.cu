@@ -823,7 +823,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
 #pragma unroll
         for (int b = 0; b < QQ_LR_GROUP_BITS; ++b)
             v[b] = (c0 + b < kc && w < last) ? VN[(size_t)(c0 + b) * W + w] : 0ull;
-        qq_u64* entry = qq_lr_tab + (size_t)g * QQ_LR_GROUP_BYTES / 8 + at;
+        qq_u64* entry = qq_lr_tab + (size_t)g * (1 << QQ_LR_GROUP_BITS) * QQ_LR_ENTRY_WORDS + at;
         entry[0] = 0ull;
 #pragma unroll
         for (int idx = 1; idx < 1 << QQ_LR_GROUP_BITS; ++idx)  // the entry without idx's lowest bit, and that victim
