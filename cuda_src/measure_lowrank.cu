@@ -815,6 +815,52 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     qq_u64* xch_base = qq_lr_tab + (size_t)groups * (1 << QQ_LR_GROUP_BITS) * QQ_LR_ENTRY_WORDS;
     uint4* vt = (uint4*)(xch_base + (size_t)warps * (COUNTS ? 2 : 1) * QQ_LR_XCH_WORDS);
     const int mtiles = counts ? (next.kc + 15) >> 4 : 0;
+    const int lane = tid & 31, slot = lane / QQ_LR_ROW_LANES, wl = lane % QQ_LR_ROW_LANES;
+    const int num_groups = qq_lr_num_groups(GATES, num_pairs, num_halves, n);
+    const int gb = (int)blockIdx.y * groups_per_block, count = min(groups_per_block, num_groups - gb);
+    unsigned* part_tile = part + (size_t)blockIdx.x * num_groups;
+    // Iteration `it`'s group of this warp. With COUNTS a warp takes two neighbouring groups in turn
+    // (an octet of rows, octet (gb + l) / 2 of the window's: groups_per_block is even).
+    auto group_at = [&](int it) { return COUNTS ? (it >> 1) * 2 * warps + 2 * warp + (it & 1) : it * warps + warp; };
+    auto more = [&](int it) { return (COUNTS ? (it >> 1) * 2 : it) * warps < count; };
+    // A slot's row, the rows its gate multiplies (sel) and its alpha come first: they are loaded an
+    // iteration ahead, and with alpha of two words the group's descriptor they come from two ahead
+    // (else each iteration waits for the descriptor's load before it asks for the alpha words; the
+    // kernels of three words would spill its registers).
+    constexpr bool desc_early = GATES && N == 2;
+    int r_next;  // a slot's row, -1 none (a row index fits an int: 2n rows)
+    int sel_next = 0;
+    qq_u64 al_next[N];
+    // A lane's share of the descriptor: its slot's qubit and the rows of both slots of its half.
+    auto load_desc = [&](int it) {
+        const int l = group_at(it);
+        const int* d = (const int*)(desc + gb + l) + (slot >> 1);
+        return GATES && l < count ? make_int2(d[0], d[2]) : make_int2(-1, 0);
+    };
+    int2 desc_next = desc_early ? load_desc(0) : make_int2(-1, 0);
+    auto load_next = [&](int it) {
+        const int l = group_at(it), g = gb + l;
+        int r;
+        if (GATES) {  // the group's descriptor: its qubits and each slot's rows (qq_lr_describe_half)
+            const int2 d = desc_early ? desc_next : load_desc(it);
+            if (desc_early) desc_next = load_desc(it + 1);
+            const bool half = slot >= 2 && g >= num_pairs && 2 * (g - num_pairs) + 1 >= num_halves;
+            const int q = half ? -1 : d.x;  // a last group without a second half: slots 2, 3 none
+            r = q < 0 ? -1 : q + (slot & 1 ? n : 0);
+            sel_next = q < 0 ? 1 << slot : (d.y >> (4 * (slot & 1))) & 15;
+        } else {
+            const int4 grp = l < count ? qq_lr_group(nullptr, nullptr, 0, 0, n, g) : make_int4(-1, -1, -1, -1);
+            r = (int)qq_lr_slot_row(grp, slot, n);
+        }
+        r_next = r;
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+            al_next[k] = update && r >= 0 ? rowbits[QQ_LR_ROWBITS * (size_t)r + k] : 0ull;
+    };
+    // The first group's descriptor and alpha are asked for before the block builds its tables, so
+    // their loads are in flight during the build, not waited for after it (a block's start is on
+    // no other block's time: one block a multiprocessor).
+    load_next(0);
     for (int e = tid; e < groups * QQ_LR_TILE; e += QQ_LR_APPLY_BLOCK) {  // a thread a (group, word)
         const int g = e / QQ_LR_TILE, wt = e % QQ_LR_TILE, w = w0 + wt;
         const int at = (wt % QQ_LR_ROW_LANES) * QQ_LR_LANE_WORDS + wt / QQ_LR_ROW_LANES;
@@ -866,7 +912,7 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
         }
         __syncthreads();
     }
-    const int np = s_np, lane = tid & 31, slot = lane / QQ_LR_ROW_LANES, wl = lane % QQ_LR_ROW_LANES;
+    const int np = s_np;
     bool in_span[QQ_LR_LANE_WORDS];
 #pragma unroll
     for (int h = 0; h < QQ_LR_LANE_WORDS; ++h) in_span[h] = w0 + wl + QQ_LR_ROW_LANES * h < last;
@@ -880,48 +926,6 @@ __device__ __forceinline__ void qq_lr_apply(qq_u64* X, qq_u64* Z, const qq_u64* 
     for (int h = 0; h < QQ_LR_LANE_WORDS; ++h)
         next_pivots_here |= COUNTS && s_at2[wl + QQ_LR_ROW_LANES * h + 1] > s_at2[wl + QQ_LR_ROW_LANES * h];
     const unsigned char* tab = (const unsigned char*)qq_lr_tab + 8 * QQ_LR_LANE_WORDS * wl;
-    const int num_groups = qq_lr_num_groups(GATES, num_pairs, num_halves, n);
-    const int gb = (int)blockIdx.y * groups_per_block, count = min(groups_per_block, num_groups - gb);
-    unsigned* part_tile = part + (size_t)blockIdx.x * num_groups;
-    // Iteration `it`'s group of this warp. With COUNTS a warp takes two neighbouring groups in turn
-    // (an octet of rows, octet (gb + l) / 2 of the window's: groups_per_block is even).
-    auto group_at = [&](int it) { return COUNTS ? (it >> 1) * 2 * warps + 2 * warp + (it & 1) : it * warps + warp; };
-    auto more = [&](int it) { return (COUNTS ? (it >> 1) * 2 : it) * warps < count; };
-    // A slot's row, the rows its gate multiplies (sel) and its alpha come first: they are loaded an
-    // iteration ahead, and with alpha of two words the group's descriptor they come from two ahead
-    // (else each iteration waits for the descriptor's load before it asks for the alpha words; the
-    // kernels of three words would spill its registers).
-    constexpr bool desc_early = GATES && N == 2;
-    int r_next;  // a slot's row, -1 none (a row index fits an int: 2n rows)
-    int sel_next = 0;
-    qq_u64 al_next[N];
-    // A lane's share of the descriptor: its slot's qubit and the rows of both slots of its half.
-    auto load_desc = [&](int it) {
-        const int l = group_at(it);
-        const int* d = (const int*)(desc + gb + l) + (slot >> 1);
-        return GATES && l < count ? make_int2(d[0], d[2]) : make_int2(-1, 0);
-    };
-    int2 desc_next = desc_early ? load_desc(0) : make_int2(-1, 0);
-    auto load_next = [&](int it) {
-        const int l = group_at(it), g = gb + l;
-        int r;
-        if (GATES) {  // the group's descriptor: its qubits and each slot's rows (qq_lr_describe_half)
-            const int2 d = desc_early ? desc_next : load_desc(it);
-            if (desc_early) desc_next = load_desc(it + 1);
-            const bool half = slot >= 2 && g >= num_pairs && 2 * (g - num_pairs) + 1 >= num_halves;
-            const int q = half ? -1 : d.x;  // a last group without a second half: slots 2, 3 none
-            r = q < 0 ? -1 : q + (slot & 1 ? n : 0);
-            sel_next = q < 0 ? 1 << slot : (d.y >> (4 * (slot & 1))) & 15;
-        } else {
-            const int4 grp = l < count ? qq_lr_group(nullptr, nullptr, 0, 0, n, g) : make_int4(-1, -1, -1, -1);
-            r = (int)qq_lr_slot_row(grp, slot, n);
-        }
-        r_next = r;
-#pragma unroll
-        for (int k = 0; k < N; ++k)
-            al_next[k] = update && r >= 0 ? rowbits[QQ_LR_ROWBITS * (size_t)r + k] : 0ull;
-    };
-    load_next(0);
     for (int it = 0; more(it); ++it) {
         const int r = r_next;
         const int sel = GATES ? sel_next : 0;
