@@ -4,12 +4,14 @@ also run on the device (`Engine.reduce_frames`)."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 HOST_THREADS = min(8, os.cpu_count() or 1)  # the pool's threads
 _POOL = None
@@ -25,6 +27,10 @@ def host_pool() -> concurrent.futures.ThreadPoolExecutor:
     global _POOL
     with _LOCK:
         if _POOL is None:
+            # imported here: a process that never needs the pool (a sinter worker's small batches)
+            # does not pay concurrent.futures' import (4 ms)
+            import concurrent.futures
+
             _POOL = concurrent.futures.ThreadPoolExecutor(HOST_THREADS, thread_name_prefix="quasarq-host")
     return _POOL
 
