@@ -1,7 +1,7 @@
 """Small calls and first calls on the CPU engine, each beside its Stim counterpart in the same run.
 
     python -m benchmarks.bench_small_calls [--sinter SHOTS [--sinter-pairs N] [--sinter-sweep] [--sinter-only]]
-        [--first-call-pairs N]
+        [--first-call-pairs N] [--worker-imports N]
 
 - `sample_detectors` of 1,024 shots of a d = 5 surface code (p = 1e-3), a new call on a compiled
   circuit (what sinter's batches pay), against Stim's compiled detector sampler, and compile + sample;
@@ -17,7 +17,9 @@
   x 1e-3 (twelve tasks). The package's bytecode is compiled first, as `pip install` leaves it:
   each of sinter's worker processes imports the plug-in, and a checkout run where bytecode is not
   written (PYTHONDONTWRITEBYTECODE) would compile our modules from source in every worker (about
-  45 ms each on the 2-core machine), where sinter's and Stim's come compiled.
+  45 ms each on the 2-core machine), where sinter's and Stim's come compiled;
+- with `--worker-imports N`, only what each of those workers adds to sinter's own start: the
+  plug-in's import after sinter, numpy and stim, in N new processes (bytecode compiled first).
 Times are the best of several (wall clock); ratios are ours over Stim's within this run.
 """
 
@@ -161,6 +163,24 @@ def first_call_pairs(pairs: int) -> None:
               f"({min(ratios):.2f}-{max(ratios):.2f})")
 
 
+def worker_imports(processes: int) -> None:
+    import compileall
+    import os
+    import statistics
+    import subprocess
+    import sys
+
+    import cirq_quasarq
+
+    compileall.compile_dir(os.path.dirname(cirq_quasarq.__file__), quiet=1)  # as an install leaves it
+    probe = ("import time, sinter, numpy, stim; t = time.perf_counter(); import cirq_quasarq.sinter; "
+             "print(time.perf_counter() - t)")
+    got = [float(subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout)
+           for _ in range(processes)]
+    print(f"import cirq_quasarq.sinter after sinter, numpy and stim (a sinter worker's share), {processes} "
+          f"processes: median {statistics.median(got) * 1e3:.1f} ms, range {min(got) * 1e3:.1f}-{max(got) * 1e3:.1f}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sinter", type=int, default=0, metavar="SHOTS", help="also time sinter.collect (qec extra)")
@@ -170,7 +190,12 @@ def main(argv=None) -> None:
     ap.add_argument("--sinter-only", action="store_true", help="only the sinter.collect pairs")
     ap.add_argument("--first-call-pairs", type=int, default=0, metavar="N",
                     help="only the first call, its frames in the reference run and not, N pairs in turn")
+    ap.add_argument("--worker-imports", type=int, default=0, metavar="N",
+                    help="only the sinter plug-in's import after sinter, numpy and stim, in N new processes")
     args = ap.parse_args(argv)
+    if args.worker_imports:
+        worker_imports(args.worker_imports)
+        return
     if args.first_call_pairs:
         first_call_pairs(args.first_call_pairs)
         return
