@@ -1,7 +1,7 @@
 """Small calls and first calls on the CPU engine, each beside its Stim counterpart in the same run.
 
     python -m benchmarks.bench_small_calls [--sinter SHOTS [--sinter-pairs N] [--sinter-sweep] [--sinter-only]]
-        [--first-call-pairs N] [--worker-imports N]
+        [--first-call-pairs N] [--worker-imports N] [--worker-tasks N]
 
 - `sample_detectors` of 1,024 shots of a d = 5 surface code (p = 1e-3), a new call on a compiled
   circuit (what sinter's batches pay), against Stim's compiled detector sampler, and compile + sample;
@@ -19,7 +19,12 @@
   written (PYTHONDONTWRITEBYTECODE) would compile our modules from source in every worker (about
   45 ms each on the 2-core machine), where sinter's and Stim's come compiled;
 - with `--worker-imports N`, only what each of those workers adds to sinter's own start: the
-  plug-in's import after sinter, numpy and stim, in N new processes (bytecode compiled first).
+  plug-in's import after sinter, numpy and stim, in N new processes (bytecode compiled first);
+- with `--worker-tasks N`, one worker's whole share without sinter's pool: in a new process each
+  (N a sampler, in turn), the sampler's import, then for the d = 3 and d = 5 tasks in turn the
+  compiled sampler (the decoder's import and build included) and 100,000 shots in the batches each
+  sampler asks for, ours against sinter's default (Stim, then pymatching). The sampler object itself
+  is made in sinter's parent process, so its making is not counted.
 Times are the best of several (wall clock); ratios are ours over Stim's within this run.
 """
 
@@ -181,6 +186,72 @@ def worker_imports(processes: int) -> None:
           f"processes: median {statistics.median(got) * 1e3:.1f} ms, range {min(got) * 1e3:.1f}-{max(got) * 1e3:.1f}")
 
 
+def _worker_share(which: str) -> None:
+    # one sinter worker's work on the d = 3 and 5 tasks, in this (new) process; the circuits from Stim
+    # alone, as a worker has them (benchmarks.circuits would import Cirq)
+    import sinter
+    import stim
+
+    tasks = []
+    for d in (3, 5):
+        circuit = stim.Circuit.generated("surface_code:rotated_memory_z", distance=d, rounds=d,
+                                         after_clifford_depolarization=1e-3, before_measure_flip_probability=1e-3,
+                                         after_reset_flip_probability=1e-3, before_round_data_depolarization=1e-3)
+        dem = circuit.detector_error_model(decompose_errors=True, approximate_disjoint_errors=True)
+        tasks.append(sinter.Task(circuit=circuit, decoder="pymatching", detector_error_model=dem))
+    # the sampler is made in sinter's parent process and reaches a worker pickled; here it is made
+    # after the import and left out of the worker's share (ours starts a multiprocessing counter)
+    t0 = time.perf_counter()
+    if which == "ours":
+        from cirq_quasarq.sinter import QuasarqSampler
+    parts = [time.perf_counter() - t0]
+    if which == "ours":
+        sampler = QuasarqSampler(device="cpu", seed=1)
+    else:  # what sinter.collect makes of decoders=["pymatching"]
+        from sinter._decoding._stim_then_decode_sampler import StimThenDecodeSampler
+
+        sampler = StimThenDecodeSampler(decoder=sinter.BUILT_IN_DECODERS["pymatching"], count_detection_events=False,
+                                        count_observable_error_combos=False, tmp_dir=None)
+    for task in tasks:
+        t0 = time.perf_counter()
+        compiled = sampler.compiled_sampler_for_task(task)
+        parts.append(time.perf_counter() - t0)
+        t0, shots = time.perf_counter(), 0
+        while shots < 100_000:
+            shots += compiled.sample(100_000 - shots if compiled.handles_throttling() else 1024).shots
+        parts.append(time.perf_counter() - t0)
+    print(" ".join(f"{x:.6f}" for x in parts))
+
+
+def worker_tasks(processes: int) -> None:
+    import compileall
+    import os
+    import statistics
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    import cirq_quasarq
+
+    compileall.compile_dir(os.path.dirname(cirq_quasarq.__file__), quiet=1)  # as an install leaves it
+    got = {"ours": [], "sinter's default": []}
+    for i in range(processes):
+        for name in got if i % 2 == 0 else list(got)[::-1]:
+            out = subprocess.run([sys.executable, "-m", "benchmarks.bench_small_calls", "--worker-share",
+                                  "ours" if name == "ours" else "default"], check=True, capture_output=True, text=True)
+            got[name].append([float(x) for x in out.stdout.split()])
+    labels = ("import", "d = 3 compiled sampler", "d = 3 shots", "d = 5 compiled sampler", "d = 5 shots")
+    for name, runs in got.items():
+        med = np.median(np.array(runs), axis=0) * 1e3
+        print(f"one worker's share, {name} ({processes} processes, medians): "
+              + ", ".join(f"{label} {m:.1f} ms" for label, m in zip(labels, med)) + f"; in all {med.sum():.1f} ms")
+    totals = {name: [sum(r) for r in runs] for name, runs in got.items()}
+    ratios = [a / b for a, b in zip(totals["ours"], totals["sinter's default"])]
+    print(f"  ours / sinter's default, process by process: median {statistics.median(ratios):.3f} "
+          f"({min(ratios):.2f}-{max(ratios):.2f})")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sinter", type=int, default=0, metavar="SHOTS", help="also time sinter.collect (qec extra)")
@@ -192,7 +263,17 @@ def main(argv=None) -> None:
                     help="only the first call, its frames in the reference run and not, N pairs in turn")
     ap.add_argument("--worker-imports", type=int, default=0, metavar="N",
                     help="only the sinter plug-in's import after sinter, numpy and stim, in N new processes")
+    ap.add_argument("--worker-tasks", type=int, default=0, metavar="N",
+                    help="only one sinter worker's share (import, compiled samplers, shots), ours and sinter's "
+                         "default, in N new processes a sampler")
+    ap.add_argument("--worker-share", choices=("ours", "default"), help=argparse.SUPPRESS)  # --worker-tasks' child
     args = ap.parse_args(argv)
+    if args.worker_share:
+        _worker_share(args.worker_share)
+        return
+    if args.worker_tasks:
+        worker_tasks(args.worker_tasks)
+        return
     if args.worker_imports:
         worker_imports(args.worker_imports)
         return
