@@ -19,12 +19,13 @@
   written (PYTHONDONTWRITEBYTECODE) would compile our modules from source in every worker (about
   45 ms each on the 2-core machine), where sinter's and Stim's come compiled;
 - with `--worker-imports N`, only what each of those workers adds to sinter's own start: the
-  plug-in's import after sinter, numpy and stim, in N new processes (bytecode compiled first);
+  plug-in's import after sinter, numpy and stim, in N new processes (bytecode compiled first; the
+  median and range);
 - with `--worker-tasks N`, one worker's whole share without sinter's pool: in a new process each
   (N a sampler, in turn), the sampler's import, then for the d = 3 and d = 5 tasks in turn the
   compiled sampler (the decoder's import and build included) and 100,000 shots in the batches each
-  sampler asks for, ours against sinter's default (Stim, then pymatching). The sampler object itself
-  is made in sinter's parent process, so its making is not counted.
+  sampler asks for, ours against sinter's default (Stim, then pymatching), medians of each part. The
+  sampler object itself is made in sinter's parent process, so its making is not counted.
 Times are the best of several (wall clock); ratios are ours over Stim's within this run.
 """
 

@@ -474,3 +474,26 @@ def test_cpu_frames_benchmark_reports_both_ways_with_the_same_bits(capsys):
     bench_cpu_frames.main(["--n", "60", "--shots", "100", "--repeats", "1"])
     out = capsys.readouterr().out
     assert "n = 60, depth 100, 100 shots" in out and "same bits: True" in out
+
+
+def test_sinter_worker_benchmarks_time_each_share_in_new_processes(capsys):
+    """bench_small_calls --worker-imports and --worker-tasks (qec extra): the plug-in's import in new
+    processes, and one worker's share of each sampler, a figure for every part, positive."""
+    pytest.importorskip("sinter")
+    pytest.importorskip("pymatching")
+    from benchmarks import bench_small_calls
+
+    bench_small_calls.main(["--worker-imports", "2"])
+    bench_small_calls.main(["--worker-tasks", "1"])
+    out = capsys.readouterr().out
+    imports = re.search(r"stim \(a sinter worker's share\), 2 processes: median ([0-9.]+) ms", out)
+    assert imports and float(imports.group(1)) > 0, out
+    for name in ("ours", "sinter's default"):
+        line = re.search(rf"one worker's share, {re.escape(name)} \(1 processes, medians\): (.*); in all ([0-9.]+) ms",
+                         out)
+        assert line, out
+        parts = {k.strip(): v for k, v in re.findall(r"([a-z0-9 =]+?) ([0-9.]+) ms", line.group(1))}
+        assert set(parts) == {"import", "d = 3 compiled sampler", "d = 3 shots", "d = 5 compiled sampler",
+                              "d = 5 shots"}, parts
+        assert all(float(v) > 0 for k, v in parts.items() if not (name != "ours" and k == "import")), parts
+    assert "ours / sinter's default, process by process: median" in out
