@@ -98,17 +98,24 @@ def small_calls() -> None:
           f"stim.TableauSimulator().do(c) {theirs * 1e3:.0f} ms: {ours / theirs:.2f}x")
 
 
-def sinter_collect(shots: int, pairs: int = 1, sweep: bool = False) -> None:
+def _compile_our_bytecode() -> None:
+    """The package's bytecode written, as an install leaves it (sinter's workers import the plug-in)."""
     import compileall
     import os
+
+    import cirq_quasarq
+
+    compileall.compile_dir(os.path.dirname(cirq_quasarq.__file__), quiet=1)
+
+
+def sinter_collect(shots: int, pairs: int = 1, sweep: bool = False) -> None:
     import statistics
 
     import sinter
 
-    import cirq_quasarq
     from cirq_quasarq.sinter import QuasarqSampler
 
-    compileall.compile_dir(os.path.dirname(cirq_quasarq.__file__), quiet=1)  # as an install leaves it
+    _compile_our_bytecode()
     codes = [(d, p) for d in (3, 5, 7) for p in (1e-3, 2e-3, 3e-3, 5e-3)] if sweep else [(3, 1e-3), (5, 1e-3)]
     tasks = [sinter.Task(circuit=surface_code_stim(d, d, p), json_metadata={"d": d, "p": p}) for d, p in codes]
     what = "d = 3, 5 and 7 at p = 1e-3 to 5e-3 (12 tasks)" if sweep else "d = 3 and 5"
@@ -170,15 +177,11 @@ def first_call_pairs(pairs: int) -> None:
 
 
 def worker_imports(processes: int) -> None:
-    import compileall
-    import os
     import statistics
     import subprocess
     import sys
 
-    import cirq_quasarq
-
-    compileall.compile_dir(os.path.dirname(cirq_quasarq.__file__), quiet=1)  # as an install leaves it
+    _compile_our_bytecode()
     probe = ("import time, sinter, numpy, stim; t = time.perf_counter(); import cirq_quasarq.sinter; "
              "print(time.perf_counter() - t)")
     got = [float(subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout)
@@ -225,17 +228,13 @@ def _worker_share(which: str) -> None:
 
 
 def worker_tasks(processes: int) -> None:
-    import compileall
-    import os
     import statistics
     import subprocess
     import sys
 
     import numpy as np
 
-    import cirq_quasarq
-
-    compileall.compile_dir(os.path.dirname(cirq_quasarq.__file__), quiet=1)  # as an install leaves it
+    _compile_our_bytecode()
     got = {"ours": [], "sinter's default": []}
     for i in range(processes):
         for name in got if i % 2 == 0 else list(got)[::-1]:
@@ -269,18 +268,12 @@ def main(argv=None) -> None:
                          "default, in N new processes a sampler")
     ap.add_argument("--worker-share", choices=("ours", "default"), help=argparse.SUPPRESS)  # --worker-tasks' child
     args = ap.parse_args(argv)
-    if args.worker_share:
-        _worker_share(args.worker_share)
-        return
-    if args.worker_tasks:
-        worker_tasks(args.worker_tasks)
-        return
-    if args.worker_imports:
-        worker_imports(args.worker_imports)
-        return
-    if args.first_call_pairs:
-        first_call_pairs(args.first_call_pairs)
-        return
+    alone = ((args.worker_share, _worker_share), (args.worker_tasks, worker_tasks),
+             (args.worker_imports, worker_imports), (args.first_call_pairs, first_call_pairs))
+    for value, run in alone:  # each of these options runs on its own
+        if value:
+            run(value)
+            return
     if not args.sinter_only:
         small_calls()
     if args.sinter:
