@@ -49,7 +49,7 @@ from .core.program import Annotation, Program
 from .engines import Engine, branching, cuda_available, select_engine
 from .errors import DeviceUnavailableError, InvalidInputError
 from .results import records_from_packed, shot_major
-from .simulator import _REFERENCE_KEY, QuasarqSimulator, _is_stim, prepared
+from .simulator import QuasarqSimulator, _is_stim, prepared
 
 # What a shard returns (iter_shards(what=...)); the single-process call each one matches.
 WHAT = {
@@ -174,8 +174,7 @@ class _Job:
         """The program's reference sample, as QuasarqSimulator.reference makes and keeps it."""
         ref = program.derived.get("reference")
         if ref is None:
-            ref = program.derived["reference"] = self.engine().run_tableau(
-                program, prepared(program), _REFERENCE_KEY, reference=True).records
+            ref = program.derived["reference"] = self.engine().reference_records(program, prepared(program))
         return ref
 
     def annotations(self, program: Program, what: str) -> List[Annotation]:

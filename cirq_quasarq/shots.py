@@ -54,8 +54,7 @@ def reference(engine: Engine, program: Program) -> np.ndarray:
     """The program's reference sample (every random outcome 0), made once and kept with it."""
     ref = program.derived.get("reference")
     if ref is None:
-        ref = program.derived["reference"] = engine.run_tableau(
-            program, prepared(program), REFERENCE_KEY, reference=True).records
+        ref = program.derived["reference"] = engine.reference_records(program, prepared(program))
     return ref
 
 
@@ -122,12 +121,28 @@ def compiled_with_reference(engine: Engine, circuit) -> Program:
     if engine.streams_pieces and len(circuit) >= 2 * STREAM_PIECES and not (circuit.num_detectors
                                                                             or circuit.num_observables):
         num_qubits = circuit.num_qubits
-        if num_qubits >= (STREAM_MIN_QUBITS if forked_compile_available() else STREAM_MIN_QUBITS_UNFORKED):
+        if num_qubits >= (STREAM_MIN_QUBITS if forked_compile_available() else STREAM_MIN_QUBITS_UNFORKED) \
+                and not _measured_rows_likely(engine, circuit, num_qubits):
             try:
                 return _streamed(engine, circuit, num_qubits)
             except NotStreamable:
                 pass
     return compile_new_stim(circuit, num_qubits)
+
+
+# Stim's names of the instructions that reset a qubit (the GPU's measured rows take none).
+_RESET_NAMES = frozenset(("R", "RX", "RY", "RZ", "MR", "MRX", "MRY", "MRZ"))
+
+
+def _measured_rows_likely(engine: Engine, circuit, num_qubits: int) -> bool:
+    """Whether the engine's reference of `circuit` will come from its measured rows
+    (engines/measured_rows.py: at most `measured_rows_share` * n collapses, no reset, no loop), which cost a fraction
+    of the full run that streaming overlaps with the compile: then the circuit compiles whole. Read
+    off the circuit's top-level instructions (1,200 for the paper's 100k-qubit circuit)."""
+    if not getattr(engine, "measured_rows", False) or \
+            circuit.num_measurements > getattr(engine, "measured_rows_share", 0.0) * num_qubits:
+        return False
+    return not any(instruction.name in _RESET_NAMES or instruction.name == "REPEAT" for instruction in circuit)
 
 
 class StreamedCompile:

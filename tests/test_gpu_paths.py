@@ -765,6 +765,7 @@ def test_streamed_first_calls_sample_the_bits_of_a_whole_compile(monkeypatch):
         return program
 
     monkeypatch.setattr(shots, "_streamed", spy)
+    monkeypatch.setattr(shots, "_measured_rows_likely", lambda *args: False)  # the full run streams
     for circuit, way in ((paper_random_circuit_stim(3000, 40, seed=7, ticks=True), "streamed"),
                          (paper_random_circuit_stim(3000, 40, seed=5), "streamed"), (wide, "whole")):
         stream_from(monkeypatch, 1)
@@ -787,7 +788,7 @@ def test_streamed_first_calls_short_of_device_memory(monkeypatch, short):
     frames upload the table: the same bits either way."""
     pytest.importorskip("stim")
     from benchmarks.random_clifford import paper_random_circuit_stim
-    from cirq_quasarq import QuasarqSimulator
+    from cirq_quasarq import QuasarqSimulator, shots
     from cirq_quasarq.compiler.stim_circuit import clear_stim_cache, compile_stim
     from cirq_quasarq.engines.cuda import tableau
 
@@ -807,6 +808,7 @@ def test_streamed_first_calls_short_of_device_memory(monkeypatch, short):
         return room(engine, nbytes)
 
     monkeypatch.setattr(tableau, "_room", short_room)
+    monkeypatch.setattr(shots, "_measured_rows_likely", lambda *args: False)  # the full run streams
     stream_from(monkeypatch, 1)
     got = QuasarqSimulator(seed=4, device="gpu").sample_measurements(circuit, 300, bit_packed=True)
     assert refused and np.array_equal(got, want)

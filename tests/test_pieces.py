@@ -270,7 +270,7 @@ class StreamingNumpy(NumpyEngine):
     streams_pieces = True
 
     def __init__(self):
-        super().__init__()
+        super().__init__(measured_rows=False)  # the full run, which streams (shots._measured_rows_likely)
         self.streamed = 0
 
     def run_reference_pieces(self, num_qubits, num_records, pieces, key, whole=None):

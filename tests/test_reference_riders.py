@@ -45,7 +45,7 @@ def _oracle(engine, program, sched, key, shots, word):
 def test_riders_give_frame_modes_bits(n, widths, batch_windows, exact):
     """`exact`: the windows are those widths (a window of every qubit among them); else as the
     schedule's layering merges and splits them (at n = 700, windows of 1 to 657 collapses)."""
-    engine = NumpyEngine(batch_windows=batch_windows)
+    engine = NumpyEngine(batch_windows=batch_windows, measured_rows=False)
     for seed, shots, word in ((0, 1, 0), (1, 2, 3), (2, 63, 1), (3, 64, 0), (4, 37, 2)):
         program = window_program(n, seed=100 * n + seed, widths=widths, layers=5, exact=exact)
         sched = schedule(program)
@@ -67,7 +67,7 @@ def test_riders_over_every_gate_and_interleaved_collapses(seed):
     sched = schedule(program)
     key = rng.make_key(seed)
     for fast, shots in itertools.product((True, False), (1, 64)):
-        engine = NumpyEngine(fast_paths=fast)
+        engine = NumpyEngine(fast_paths=fast, measured_rows=False)
         ref, packed = engine.sample_with_reference(program, sched, key, shots)
         want_ref, want = _oracle(engine, program, sched, key, shots, 0)
         np.testing.assert_array_equal(ref, want_ref)
@@ -119,7 +119,7 @@ def test_riders_carry_every_pauli_channel(nq):
         assert program.channels
         sched = schedule(program)
         shots, word = (1, 37, 64)[i % 3], i % 3
-        engine = NumpyEngine(batch_windows=(True, False, "always")[i % 3])
+        engine = NumpyEngine(batch_windows=(True, False, "always")[i % 3], measured_rows=False)
         key = rng.make_key(1000 * nq + i)
         ref, packed = engine.sample_with_reference(program, sched, key, shots, first_word=word)
         want_ref, want = _oracle(engine, program, sched, key, shots, word)
@@ -131,7 +131,7 @@ def test_riders_only_where_frames_read_no_records():
     """Confusion maps (a measurement's flip probability among them), classical control and loops
     (frame mode reads records for them, or shifts random slots), no shots or more than a word of
     them: no riders, the caller takes frame mode."""
-    engine = NumpyEngine()
+    engine = NumpyEngine(measured_rows=False)  # riders, not the measured rows' reference
     plain = window_program(6, seed=1, widths=(2,), layers=2)
     key = rng.make_key(1)
     assert engine.sample_with_reference(plain, schedule(plain), key, 64) is not None
@@ -198,7 +198,7 @@ def test_riders_shot_major_layout():
     """`shots.sample_frames` lays a first call's words out as frame mode's shot-major samples."""
     program = window_program(20, seed=3, widths=(4, 20), layers=3)
     key = rng.make_key(5)
-    got = sample_frames(NumpyEngine(), program, key, 33, shot_major=True)
+    got = sample_frames(NumpyEngine(measured_rows=False), program, key, 33, shot_major=True)
     sched = schedule(program)
     ref = NumpyEngine().run_tableau(program, sched, REFERENCE_KEY, reference=True).records
     want = NumpyEngine().sample_frames(program, sched, key, ref, 33)
@@ -218,7 +218,7 @@ def test_riders_through_scratch_qubits_and_pauli_products(text):
 
     program = compile_stim(stim.Circuit(text))
     sched = schedule(program)
-    engine = NumpyEngine()
+    engine = NumpyEngine(measured_rows=False)  # riders, not the measured rows' reference
     for shots in (1, 17, 64):
         key = rng.make_key(shots)
         ref, packed = engine.sample_with_reference(program, sched, key, shots)

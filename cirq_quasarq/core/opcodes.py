@@ -266,6 +266,35 @@ def __getattr__(name: str):
     return value
 
 
+@functools.lru_cache(maxsize=None)
+def pullback_map(code: int) -> Tuple[int, Tuple[int, ...], Tuple[int, ...]]:
+    """(arity, output masks, sign monomials) of G† P G for a unitary opcode G, on the bits
+    (x0, z0, x1, z1) of the Pauli P on the gate's qubits (bit 0 = x0, bit 1 = z0, ...): output bit
+    j is the parity of the input bits in mask j, and the sign flips by the parity of the monomials
+    (each a mask of input bits, all set), its algebraic normal form."""
+    arity = int(ARITY[code])
+    inverse = [paulis.parse(s) for s in __getattr__("INVERSE_IMAGES")[code]]
+    signs, letters = paulis.conjugation_table(inverse)
+    bits = 2 * arity
+    outs, truth = np.zeros(1 << bits, dtype=np.int64), np.zeros(1 << bits, dtype=np.uint8)
+    for u in range(1 << bits):
+        index = sum(int(paulis.letter_of((u >> 2 * j) & 1, (u >> 2 * j + 1) & 1)) << 2 * j for j in range(arity))
+        out = 0
+        for j in range(arity):
+            letter = int(letters[index, j])
+            out |= int(paulis.X_BIT[letter]) << 2 * j | int(paulis.Z_BIT[letter]) << 2 * j + 1
+        outs[u], truth[u] = out, signs[index]
+    masks = tuple(sum(((int(outs[1 << i]) >> j) & 1) << i for i in range(bits)) for j in range(bits))
+    for u in range(1 << bits):  # conjugation is linear on the bits: the masks say all of it
+        assert all(bin(u & masks[j]).count("1") % 2 == (int(outs[u]) >> j) & 1 for j in range(bits)), code
+    anf = truth.copy()
+    for i in range(bits):  # the Möbius transform: truth table -> monomials
+        for u in range(1 << bits):
+            if u >> i & 1:
+                anf[u] ^= anf[u ^ (1 << i)]
+    return arity, masks, tuple(u for u in range(1 << bits) if anf[u])
+
+
 def cuda_header() -> str:
     """The opcode list for `cuda_src`, generated so the kernels never keep a second list."""
     lines = [
@@ -290,4 +319,15 @@ def cuda_header() -> str:
             maps[code, out_bit] = int(sum(int(m[out_bit, i]) << i for i in range(4)))
     flat = ", ".join(str(v) for v in maps.reshape(-1))
     lines.append(f"__constant__ unsigned char qq_frame_maps[{NUM_OPCODES}][4] = {{{flat}}};")
+    # The backward sweep's G† P G on bits (x0, z0, x1, z1) (`pullback_map`): per output bit a mask
+    # over the input bits, and the sign's monomials as a set over the 16 masks (bit u: monomial u).
+    masks, anf = np.zeros((NUM_OPCODES, 4), dtype=np.int32), np.zeros(NUM_OPCODES, dtype=np.int32)
+    for code in UNITARY_CODES:
+        arity, outs, monomials = pullback_map(code)
+        masks[code, : len(outs)] = outs
+        anf[code] = sum(1 << u for u in monomials)
+    flat = ", ".join(str(v) for v in masks.reshape(-1))
+    lines.append(f"__constant__ unsigned char qq_pullback_masks[{NUM_OPCODES}][4] = {{{flat}}};")
+    flat = ", ".join(str(v) for v in anf)
+    lines.append(f"__constant__ unsigned short qq_pullback_signs[{NUM_OPCODES}] = {{{flat}}};")
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from ..core import rng
 from ..core.packed import REDUCTIONS, reduce_rows
 from ..core.parities import Parities
 from ..core.paulis import letters_of_bits
@@ -19,6 +20,10 @@ from ..core.program import Program
 from ..core.tableau import InverseTableau
 from ..schedule import Schedule
 from . import branching
+
+
+# The reference run's key: every coin is forced to 0 there, so its value does not matter.
+REFERENCE_KEY = rng.make_key(0)
 
 
 def gib(nbytes: float) -> str:
@@ -44,6 +49,9 @@ class Engine(abc.ABC):
     """An engine runs a scheduled Program. `key` is rng.make_key(seed)."""
 
     name: str = "abstract"
+    # The most collapses a qubit for which `reference_records` makes the records from the measured
+    # rows alone (engines/measured_rows.py; 0: never).
+    measured_rows_share: float = 0.0
     # Whether `run_reference_pieces` overlaps the run of a program's pieces with the making of the
     # next (a device that runs while the host compiles); the caller then compiles in pieces.
     streams_pieces: bool = False
@@ -56,6 +64,12 @@ class Engine(abc.ABC):
         (the reference sample of frame mode). `repetition` selects the coins' and noise's shot.
         `initial`: the state to start from (default |0…0>), and `records` the record bits already
         written (default all 0): together they continue an earlier run (moment steps)."""
+
+    def reference_records(self, program: Program, schedule: Schedule) -> np.ndarray:
+        """The records of `run_tableau(program, schedule, key, reference=True)` (the reference
+        sample: every random outcome 0; the key does not matter). An engine may make them without
+        the final tableau, which a reference's callers never read (engines/numpy/measured_rows.py)."""
+        return self.run_tableau(program, schedule, REFERENCE_KEY, reference=True).records
 
     def run_reference_pieces(self, num_qubits: int, num_records: int, pieces, key, whole=None) -> TableauRun:
         """`run_tableau(..., reference=True)` of a program that comes in pieces: an iterable of

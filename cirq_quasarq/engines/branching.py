@@ -29,14 +29,13 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from ..core import opcodes, rng
+from ..core import opcodes
 from ..core.program import COND, OP, Program
 from ..schedule import Schedule
 from ..schedule.windows import RUN_OP, RUN_START
 
 _PAULIS = [opcodes.CODE[name] for name in ("I", "X", "Y", "Z")]
 _I = opcodes.CODE["I"]
-_REFERENCE_KEY = rng.make_key(0)
 
 
 def decision_rows(schedule: Schedule) -> np.ndarray:
@@ -93,7 +92,7 @@ def sample(engine, program: Program, schedule: Schedule, key, shots: int, *, fir
         return engine.sample_tableau_shots(program, schedule, key, shots, first_word=first_word)
     out = np.zeros((program.num_records, words), dtype=np.uint64)
     # The first variant follows the decisions of the reference run of the controlled program.
-    natural = engine.run_tableau(program, schedule, _REFERENCE_KEY, reference=True).records
+    natural = engine.reference_records(program, schedule)
     first = tuple(bool(v) for v in _decisions(program, schedule, rows, natural[:, None].astype(np.uint64), 1)[:, 0])
     groups: Dict[Tuple[bool, ...], np.ndarray] = {first: np.arange(shots)}
     while groups:
@@ -107,7 +106,7 @@ def sample(engine, program: Program, schedule: Schedule, key, shots: int, *, fir
         next_groups: Dict[Tuple[bool, ...], List[np.ndarray]] = {}
         for d, members in groups.items():
             variant = _variant(schedule, rows, d)
-            reference = engine.run_tableau(program, variant, _REFERENCE_KEY, reference=True).records
+            reference = engine.reference_records(program, variant)
             packed = engine.sample_frames(program, variant, key, reference, shots, first_word=first_word)
             actual = _decisions(program, schedule, rows, packed, shots)[:, members]
             wrong = actual != np.asarray(d, dtype=bool)[:, None]

@@ -360,21 +360,7 @@ class TableauState:
         add, which sums over the pairs to Σ_{t∈N} z_t·C(c_t, 2) with c_t = Σ_i α_i v_i[t]. Pass 2
         forms c mod 4 from tables of the 2^8 combinations of eight victim masks (Method of Four
         Russians) and applies x_N ^= bit0(c), s ^= |z ∧ bit1(c)|."""
-        W = self.words
-        pivots = sorted({p for p, *_ in steps})
-        on_pivots = np.zeros(W, dtype=np.uint64)
-        for p in pivots:
-            on_pivots[p >> 6] |= _ONE << np.uint64(p & 63)
-        victims_n = [v & ~on_pivots for _, v, _, _ in steps]
-        used = np.flatnonzero(np.bitwise_or.reduce(victims_n))  # the passes skip words no victim has
-        span = slice(int(used[0]), int(used[-1]) + 1) if len(used) else slice(0, 0)
-        victims_n = [v[span] for v in victims_n]
-        window = _Window(steps, pivots, victims_n, [_pack_bits(_bits_at(v[None, :], pivots))[0] for _, v, _, _ in steps],
-                         [_combinations(victims_n[g : g + 8]) for g in range(0, len(steps), 8)] if len(used) else [])
-        rows = max(64, (1 << 20) // (16 * W))  # blocks of rows of about 1 MiB: temporaries stay in cache
-        for lo in range(0, len(self.S), rows):  # the riders too
-            X, Z = self.X[lo : lo + rows], self.Z[lo : lo + rows]
-            window.apply(X, Z, X[:, span], Z[:, span], self.S[lo : lo + rows])
+        window_of(steps, self.words, always=True)(self.X, self.Z, self.S)  # the riders too
 
     def force_zero(self, q: int) -> None:
         """After a collapse of q: reset it to |0> (both of its rows' signs to +)."""
@@ -491,6 +477,39 @@ def _replay(X, Z, S, rows: np.ndarray, n: int, qs, steps, resets) -> None:
                 i = int(np.searchsorted(rows, r))
                 if i < len(rows) and rows[i] == r:
                     S[i] = 0
+
+
+def window_of(steps, words: int, always: bool = False):
+    """A window's random collapses `steps` (TableauState._plan's) as one callable on any rows
+    (X, Z, S views of the same rows): the low-rank update (`_Window`) where `_window_pays` or
+    `always`, else one collapse after the other; None when there is none."""
+    if not steps:
+        return None
+    if not (always or _window_pays(steps, words)):
+        def one_by_one(X, Z, S):
+            for p, victims, yz, inject in steps:
+                _cx_fan(X, Z, S, p, victims)
+                _swap(X, Z, S, p, yz)
+                if inject:
+                    _inject(Z, S, p)
+        return one_by_one
+    pivots = sorted({p for p, *_ in steps})
+    on_pivots = np.zeros(words, dtype=np.uint64)
+    for p in pivots:
+        on_pivots[p >> 6] |= _ONE << np.uint64(p & 63)
+    victims_n = [v & ~on_pivots for _, v, _, _ in steps]
+    used = np.flatnonzero(np.bitwise_or.reduce(victims_n))  # the passes skip words no victim has
+    span = slice(int(used[0]), int(used[-1]) + 1) if len(used) else slice(0, 0)
+    victims_n = [v[span] for v in victims_n]
+    window = _Window(steps, pivots, victims_n, [_pack_bits(_bits_at(v[None, :], pivots))[0] for _, v, _, _ in steps],
+                     [_combinations(victims_n[g : g + 8]) for g in range(0, len(steps), 8)] if len(used) else [])
+    block = max(64, (1 << 20) // (16 * words))  # blocks of rows of about 1 MiB: temporaries stay in cache
+
+    def low_rank(X, Z, S):
+        for lo in range(0, len(S), block):
+            x, z = X[lo : lo + block], Z[lo : lo + block]
+            window.apply(x, z, x[:, span], z[:, span], S[lo : lo + block])
+    return low_rank
 
 
 def _bits_at(A: np.ndarray, columns) -> np.ndarray:
