@@ -9,7 +9,8 @@
   `compile_sampler()`;
 - the first `sample_measurements(c, 1)` on it, compile included, against `stim.TableauSimulator().do(c)`;
 - with `--first-call-pairs N`, only that first call, its frames carried through the reference run
-  (the NumPy engine's riders) and not, N pairs in turn in one process;
+  (the NumPy engine's riders, where it takes them: not where the measured rows make the reference,
+  as they do on this circuit) and not, N pairs in turn in one process;
 - with `--sinter SHOTS` (needs the qec extra): `sinter.collect` of d = 3 and 5 surface codes with our
   plug-in against sinter's default sampler (Stim + pymatching), 2 workers, SHOTS shots a task
   (`--sinter-pairs N`: N pairs in turn, the first of a pair alternating, and the ratios' median);
