@@ -23,12 +23,11 @@ from .core import rng
 from .core.parities import Parities, parities_shot_major
 from .core.program import NUM_FIELDS, Annotation, Program
 from .engines import Engine
+from .engines.base import REFERENCE_KEY  # noqa: F401 - the reference run's key, read from here too
 from .errors import NotStreamable
 from .results.records import shot_major
 from .schedule import Schedule, Scheduler, joined, schedule
 
-# The reference sample's key (every coin is forced to 0 there, so its value does not matter).
-REFERENCE_KEY = rng.make_key(0)
 WHAT = ("measurements", "detectors")
 
 

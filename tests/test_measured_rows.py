@@ -347,3 +347,17 @@ def test_cuda_first_call_on_the_measured_rows(monkeypatch):
     clear_stim_cache()
     want = QuasarqSimulator(seed=2, device="cpu").sample_measurements(circuit, 300, bit_packed=True)
     np.testing.assert_array_equal(got, want)
+
+
+def test_measured_rows_past_host_memory_are_refused_up_front():
+    """The NumPy engine checks the measured rows' memory before any work: an OutOfMemoryError that
+    names the collapses, the qubits and the bytes."""
+    from benchmarks.random_clifford import random_clifford_program
+    from cirq_quasarq.errors import OutOfMemoryError
+
+    program = random_clifford_program(5000, 100, seed=1)
+    sched = schedule(program)
+    with pytest.raises(OutOfMemoryError, match=r"measured rows \(300 collapses on 5000 qubits\) need about"):
+        NumpyEngine(memory_limit="1M").reference_records(program, sched)
+    np.testing.assert_array_equal(NumpyEngine(memory_limit="64M").reference_records(program, sched),
+                                  _full(program, sched))

@@ -68,7 +68,7 @@ class Engine(abc.ABC):
     def reference_records(self, program: Program, schedule: Schedule) -> np.ndarray:
         """The records of `run_tableau(program, schedule, key, reference=True)` (the reference
         sample: every random outcome 0; the key does not matter). An engine may make them without
-        the final tableau, which a reference's callers never read (engines/numpy/measured_rows.py)."""
+        the final tableau, which a reference's callers never read (engines/measured_rows.py)."""
         return self.run_tableau(program, schedule, REFERENCE_KEY, reference=True).records
 
     def run_reference_pieces(self, num_qubits: int, num_records: int, pieces, key, whole=None) -> TableauRun:

@@ -102,6 +102,14 @@ class NumpyEngine(Engine):
 
     def reference_records(self, program: Program, schedule: Schedule) -> np.ndarray:
         if self._takes_measured_rows(program, schedule):
+            n, count = program.num_qubits, measured.collapses(schedule)
+            # the rows and the backward sweep's planes (X and Z each), and a collapse's temporaries
+            need = 3 * 2 * 8 * (count * max(1, (n + 63) // 64) + n * max(1, (count + 63) // 64))
+            budget, source = self._budget(need)
+            if need > budget:
+                raise OutOfMemoryError(
+                    f"the reference run's measured rows ({count} collapses on {n} qubits) need about "
+                    f"{gib(need)} of host memory; {gib(budget)} is available to the NumPy engine ({source})")
             return measured_rows.run_records(program, schedule)
         return super().reference_records(program, schedule)
 
