@@ -35,14 +35,10 @@ from __future__ import annotations
 import argparse
 import time
 
-
-def surface_code_stim(d: int, rounds: int, p: float):
-    # Imported here: sinter starts its workers by 'spawn', and each imports this module again, as a
-    # user's script's workers import theirs; `benchmarks.circuits` would bring Cirq into every
-    # worker of both samplers (1-1.5 s each), which a script of stim and sinter does not.
-    from . import circuits
-
-    return circuits.surface_code_stim(d, rounds, p)
+# Stim alone: sinter starts its workers by 'spawn', and each imports this module again, as a user's
+# script's workers import theirs; `benchmarks.circuits` would bring Cirq into every worker of both
+# samplers (1-1.5 s each), which a script of stim and sinter does not.
+from .stim_circuits import surface_code_stim
 
 
 def _best(fn, n: int = 7) -> float:
@@ -193,15 +189,12 @@ def worker_imports(processes: int) -> None:
 
 def _worker_share(which: str) -> None:
     # one sinter worker's work on the d = 3 and 5 tasks, in this (new) process; the circuits from Stim
-    # alone, as a worker has them (benchmarks.circuits would import Cirq)
+    # alone, as a worker has them
     import sinter
-    import stim
 
     tasks = []
     for d in (3, 5):
-        circuit = stim.Circuit.generated("surface_code:rotated_memory_z", distance=d, rounds=d,
-                                         after_clifford_depolarization=1e-3, before_measure_flip_probability=1e-3,
-                                         after_reset_flip_probability=1e-3, before_round_data_depolarization=1e-3)
+        circuit = surface_code_stim(d, d, 1e-3)
         dem = circuit.detector_error_model(decompose_errors=True, approximate_disjoint_errors=True)
         tasks.append(sinter.Task(circuit=circuit, decoder="pymatching", detector_error_model=dem))
     # the sampler is made in sinter's parent process and reaches a worker pickled; here it is made

@@ -16,6 +16,8 @@ from typing import Tuple
 import cirq
 import numpy as np
 
+from .stim_circuits import surface_code_stim  # noqa: F401 - the scripts import it from here too
+
 _ONE_QUBIT = (cirq.X, cirq.Y, cirq.Z, cirq.H, cirq.S, cirq.S**-1)
 _TWO_QUBIT = (cirq.CX, cirq.CY, cirq.CZ, cirq.SWAP, cirq.ISWAP)
 _GATES = _ONE_QUBIT + _TWO_QUBIT
@@ -84,20 +86,6 @@ def clifford_layers(n: int, depth: int, seed: int = 0, fresh_gates: bool = False
         moments.append(cirq.Moment(instance(_LAYER_TWO_QUBIT[g])(qubits[a], qubits[b]) for g, (a, b) in zip(twos, pairs)))
     moments.append(cirq.Moment(cirq.measure(q, key=f"m{i}") for i, q in enumerate(qubits)))
     return cirq.Circuit(moments)
-
-
-def surface_code_stim(d: int, rounds: int, p: float, basis: str = "z"):
-    import stim
-
-    return stim.Circuit.generated(
-        f"surface_code:rotated_memory_{basis}",
-        distance=d,
-        rounds=rounds,
-        after_clifford_depolarization=p,
-        before_measure_flip_probability=p,
-        after_reset_flip_probability=p,
-        before_round_data_depolarization=p,
-    )
 
 
 def surface_code_cirq(d: int, rounds: int, p: float, basis: str = "z") -> Tuple[cirq.Circuit, "object"]:
