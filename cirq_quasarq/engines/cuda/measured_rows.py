@@ -35,8 +35,9 @@ def supports(program: Program, schedule: Schedule) -> bool:
 
 
 def pays(engine, program: Program, schedule: Schedule) -> bool:
-    """Where the measured rows cost less than the full run (`shared.pays`), the rows path can
-    hold a measured row in a block (`measure.rows_per_block`) and the plan's grid is there."""
+    """Where the measured rows cost less than the full run (`shared.pays`) and a measured row fits a
+    block of the rows pass (`measure.rows_per_block`), which windows narrower than the low-rank
+    path's take."""
     W = max(1, (program.num_qubits + 63) // 64)
     return (supports(program, schedule) and shared.pays(program, schedule, engine.measured_rows_share)
             and measure.rows_per_block(engine.smem_optin, W) >= 1)
@@ -106,7 +107,7 @@ def run_records(engine, program: Program, schedule: Schedule, window: Optional[i
         launch("measured rows: rows", "slices_to_rows", (-(-W // SLICE_WARPS), words), (32 * SLICE_WARPS, 1, 1),
                int(plane), int(rows), n, count, words, W)
     launch("measured rows: rows", "slice_signs", (-(-count // 256), 1), (256, 1, 1), int(bs), int(S), count)
-    del planes, bx, bz, bs
+    del planes, bx, bz, bs  # freed before the forward sweep's buffers (cuMemFree waits for the transposes)
     # The forward sweep: the collapses' rows of the schedule as the plan's instruction table.
     table = np.zeros((count + 1, NUM_FIELDS), dtype=np.int32)
     table[:count] = ins[events.rows]
