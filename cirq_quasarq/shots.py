@@ -23,7 +23,7 @@ from .core import rng
 from .core.parities import Parities, parities_shot_major
 from .core.program import NUM_FIELDS, Annotation, Program
 from .engines import Engine
-from .engines.base import REFERENCE_KEY  # noqa: F401 - the reference run's key, read from here too
+from .engines.base import REFERENCE_KEY
 from .errors import NotStreamable
 from .results.records import shot_major
 from .schedule import Schedule, Scheduler, joined, schedule
