@@ -12,7 +12,8 @@ against independent oracles and against our other engines.
   phase included;
 - engines: NumPy with its fast paths against the plain walks (and with loops always folded, in
   one-word chunks; a first call of 1 to 64 shots with its frames in the reference run against
-  frame mode), and NumPy against CUDA (`-m gpu`), identical bits for the same seed;
+  frame mode; the reference from the measured rows wherever they apply against the full run),
+  and NumPy against CUDA (`-m gpu`), identical bits for the same seed;
 - a mutation check: each comparison reports a circuit with one extra X or H.
 
 CI runs a derandomized profile (fixed examples, about 50 s on two cores); `--fuzz-long` runs
@@ -482,9 +483,11 @@ def assert_engines_agree(drawn) -> None:
             np.testing.assert_array_equal(x, y, err_msg=f"{name} != {first} (output {i})")
 
 
-NUMPY_ENGINES = {"fast paths": NumpyEngine(), "plain walks": NumpyEngine(fast_paths=False, ride_frames=False),
+NUMPY_ENGINES = {"fast paths": NumpyEngine(),
+                 "plain walks": NumpyEngine(fast_paths=False, ride_frames=False, measured_rows=False),
                  "always folded, 1-word chunks": NumpyEngine(fast_paths="always", max_shot_words=1, linear_frames=False),
-                 "linear map": NumpyEngine(linear_frames="always")}
+                 "linear map": NumpyEngine(linear_frames="always"),
+                 "measured rows wherever they apply": NumpyEngine(measured_rows="always")}
 
 
 def test_numpy_fast_paths_equal_plain_walks(fuzz):
