@@ -79,3 +79,63 @@ extern "C" QQ_POPCOUNT_CLONES void qq_host_cx_fan(qq_u64* X, qq_u64* Z, unsigned
         Z[r * stride + wp] ^= (qq_u64)(m & 1) << bp;
     }
 }
+
+// engines/numpy/measured_rows.py's backward sweep: the schedule's runs (start, end, opcode, window;
+// four ints a run) from the last to the first over its rows (`fields` ints a row: OP, A, B, ...), on the
+// measurements' strings bit-sliced 64 to a word (X, Z: qubit q's words at q * words, signs S).
+// what[op]: 0 skipped, 1 a unitary (its pull-back: masks[4 op + j] over the input bits (x0, z0,
+// x1, z1) for output bit j, signs[op] its sign's monomials as a set over the 16 masks, arity[op]),
+// 2 a collapse, which starts string e (Z at its qubit; e runs from first_event[run] in row order)
+// after copying Z's words of that qubit to reset_masks[reset_slot[e] * words] where e is a reset.
+// Only the words from first_word[run] on hold begun strings.
+extern "C" void qq_host_pullback(const int* rows, long long fields, const int* runs, long long num_runs,
+                                 const long long* first_event, const long long* first_word, const unsigned char* what,
+                                 const int* arity, const unsigned char* masks, const int* signs, qq_u64* X, qq_u64* Z,
+                                 qq_u64* S, long long words, const long long* reset_slot, qq_u64* reset_masks) {
+    for (long long r = num_runs - 1; r >= 0; --r) {
+        const int lo = runs[4 * r], hi = runs[4 * r + 1], op = runs[4 * r + 2];
+        const long long w0 = first_word[r];
+        if (what[op] == 1) {
+            const unsigned char* m = masks + 4 * op;
+            const unsigned monomials = (unsigned)signs[op];
+            const bool two = arity[op] == 2;
+            for (int i = lo; i < hi; ++i) {
+                const int* row = rows + (long long)i * fields;
+                qq_u64* xa = X + (long long)row[1] * words;
+                qq_u64* za = Z + (long long)row[1] * words;
+                qq_u64* xb = two ? X + (long long)row[2] * words : nullptr;
+                qq_u64* zb = two ? Z + (long long)row[2] * words : nullptr;
+                for (long long w = w0; w < words; ++w) {
+                    const qq_u64 in[4] = {xa[w], za[w], two ? xb[w] : 0ull, two ? zb[w] : 0ull};
+                    qq_u64 out[4];
+                    for (int j = 0; j < 4; ++j)
+                        out[j] = ((m[j] & 1) ? in[0] : 0ull) ^ ((m[j] & 2) ? in[1] : 0ull) ^
+                                 ((m[j] & 4) ? in[2] : 0ull) ^ ((m[j] & 8) ? in[3] : 0ull);
+                    qq_u64 flip = 0;
+                    for (int u = 1; u < 16; ++u) {
+                        if (!((monomials >> u) & 1)) continue;
+                        qq_u64 t = ~0ull;
+                        for (int j = 0; j < 4; ++j)
+                            if ((u >> j) & 1) t &= in[j];
+                        flip ^= t;
+                    }
+                    S[w] ^= flip;
+                    xa[w] = out[0];
+                    za[w] = out[1];
+                    if (two) {
+                        xb[w] = out[2];
+                        zb[w] = out[3];
+                    }
+                }
+            }
+        } else if (what[op] == 2) {
+            for (int i = hi - 1; i >= lo; --i) {
+                const long long e = first_event[r] + (i - lo);
+                qq_u64* z = Z + (long long)rows[(long long)i * fields + 1] * words;
+                if (reset_slot[e] >= 0)
+                    for (long long w = 0; w < words; ++w) reset_masks[reset_slot[e] * words + w] = z[w];
+                z[e >> 6] |= 1ull << (e & 63);
+            }
+        }
+    }
+}

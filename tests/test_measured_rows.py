@@ -361,3 +361,26 @@ def test_measured_rows_past_host_memory_are_refused_up_front():
         NumpyEngine(memory_limit="1M").reference_records(program, sched)
     np.testing.assert_array_equal(NumpyEngine(memory_limit="64M").reference_records(program, sched),
                                   _full(program, sched))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_backward_sweep_is_the_numpys(seed, monkeypatch):
+    """qq_host_pullback (host_tableau.cpp) against the NumPy sweep, its definition: the same planes,
+    signs and reset masks, on programs of every opcode with resets, at 63 to 130 qubits."""
+    from cirq_quasarq.core import native
+
+    if native.library() is None:
+        pytest.skip(f"the compiled path is not available here: {native.why_not()}")
+    program = _mixed_program((63, 64, 65, 130)[seed], layers=6, seed=seed)
+    sched = schedule(program)
+    events = shared.Measurements(sched)
+    got = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", flag)
+        got[flag] = measured_rows.pulled_back(program.num_qubits, sched, events)
+    (x1, z1, s1, m1), (x0, z0, s0, m0) = got["1"], got["0"]
+    for a, b in ((x1, x0), (z1, z0), (s1, s0)):
+        np.testing.assert_array_equal(a, b)
+    assert sorted(m1) == sorted(m0) and events.resets.any()
+    for e in m0:
+        np.testing.assert_array_equal(m1[e], m0[e])

@@ -6,7 +6,8 @@ with ctypes.
   CUDA kernels' own per-word functions of philox.cuh compiled for the CPU, so its bits are the
   GPU's by construction;
 - host_tableau.cpp: tableau mode's row operations (a layer of gates as products of old rows, a
-  collapse's CX fan: engines/numpy/tableau.py);
+  collapse's CX fan: engines/numpy/tableau.py) and the measured rows' backward sweep
+  (engines/numpy/measured_rows.py);
 - host_rows.cpp: the Stim compiler's whole instructions (their target text read, their rows made,
   placed and sorted: compiler/stim_circuit.py's segments), the schedule of rows in layers already
   (schedule/windows.py), and the qubits each of the GPU engine's gate windows leaves idle
@@ -197,6 +198,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_products.restype = None
     lib.qq_host_cx_fan.argtypes = [p, p, p, i64, i64, i64, i64, i64, p]
     lib.qq_host_cx_fan.restype = None
+    lib.qq_host_pullback.argtypes = [p, i64, p, i64, p, p, p, p, p, p, p, p, p, i64, p, p]
+    lib.qq_host_pullback.restype = None
     lib.qq_host_parse_targets.argtypes = [ctypes.c_char_p, i64, p, p, p, p]
     lib.qq_host_parse_targets.restype = i64
     lib.qq_host_place_segment.argtypes = [p, i64, p, p, p, i64, p, i64, p, p, p]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core import opcodes
+from ...core import native, opcodes
 from ...core.opcodes import Kind
 from ...core.program import FLAG_INVERT, FLAGS, REC, A, B, Program
 from ...schedule import Schedule
@@ -21,13 +21,17 @@ _WINDOW = 64  # measurements a forward window decides together
 def pulled_back(num_qubits: int, schedule: Schedule, events: Measurements):
     """The backward sweep: each measurement's Z_q pulled back through the gates before it, bit-sliced
     (qubit-major x, z [n, words], signs [words]: bit e of word w is measurement 64w + e), and per
-    reset its flip mask (the later measurements whose pulled-back row has Z or Y at its qubit)."""
+    reset its flip mask (the later measurements whose pulled-back row has Z or Y at its qubit). By
+    the host's compiled path (host_tableau.cpp) where it is on, else in NumPy, the definition."""
     ins = schedule.instructions
     n, count = num_qubits, len(events.rows)
     words = max(1, -(-count // 64))
     x = np.zeros((n, words), dtype=np.uint64)
     z = np.zeros((n, words), dtype=np.uint64)
     s = np.zeros(words, dtype=np.uint64)
+    lib = native.compiled()
+    if lib is not None and ins.dtype == np.int32 and ins.flags.c_contiguous:
+        return _pulled_back_compiled(lib, ins, schedule, events, x, z, s)
     masks = {}
     event_of_row = np.full(len(ins), -1, dtype=np.int64)
     event_of_row[events.rows] = np.arange(count)
@@ -45,6 +49,51 @@ def pulled_back(num_qubits: int, schedule: Schedule, events: Measurements):
         elif kind not in SKIPPED_IN_REFERENCE:
             raise ValueError(f"opcode {opcodes.OPCODES[code].name} has no backward sweep")
     return x, z, s, masks
+
+
+def _pulled_back_compiled(lib, ins, schedule: Schedule, events: Measurements, x, z, s):
+    """`pulled_back` by qq_host_pullback: the same planes, signs and reset masks."""
+    runs = np.ascontiguousarray(schedule.runs, dtype=np.int32)
+    what = _WHAT[runs[:, 2]] if len(runs) else np.zeros(0, dtype=np.uint8)
+    if (what == _UNSUPPORTED).any():
+        code = int(runs[np.flatnonzero(what == _UNSUPPORTED)[0], 2])
+        raise ValueError(f"opcode {opcodes.OPCODES[code].name} has no backward sweep")
+    first_event = np.searchsorted(events.rows, runs[:, 0]).astype(np.int64)
+    first_word = first_event >> 6  # held here: the call reads it by address
+    resets = np.flatnonzero(events.resets)
+    reset_slot = np.full(len(events.rows), -1, dtype=np.int64)
+    reset_slot[resets] = np.arange(len(resets))
+    reset_masks = np.zeros((len(resets), x.shape[1]), dtype=np.uint64)
+    arity, masks, signs = _native_maps()
+    a = native.address
+    lib.qq_host_pullback(a(ins), ins.shape[1], a(runs), len(runs), a(first_event), a(first_word), a(_WHAT),
+                         a(arity), a(masks), a(signs), a(x), a(z), a(s), x.shape[1], a(reset_slot), a(reset_masks))
+    return x, z, s, {int(e): reset_masks[i] for i, e in enumerate(resets.tolist())}
+
+
+_UNSUPPORTED = 3  # a run the backward sweep cannot take (a loop marker)
+_WHAT = np.array([1 if k == int(Kind.UNITARY) and c != opcodes.CODE["I"] else 2 if k in COLLAPSE_KINDS
+                  else 0 if k in SKIPPED_IN_REFERENCE or c == opcodes.CODE["I"] else _UNSUPPORTED
+                  for c, k in enumerate(opcodes.KIND.tolist())], dtype=np.uint8)
+
+
+def _native_maps():
+    """Every unitary opcode's `opcodes.pullback_map` as the compiled sweep reads it: arity int32,
+    masks uint8 [op][4], the sign's monomials int32 (bit u: monomial u)."""
+    global _MAPS
+    if _MAPS is None:
+        arity = np.zeros(opcodes.NUM_OPCODES, dtype=np.int32)
+        masks = np.zeros((opcodes.NUM_OPCODES, 4), dtype=np.uint8)
+        signs = np.zeros(opcodes.NUM_OPCODES, dtype=np.int32)
+        for code in opcodes.UNITARY_CODES:
+            arity[code], outs, monomials = opcodes.pullback_map(code)
+            masks[code, : len(outs)] = outs
+            signs[code] = sum(1 << u for u in monomials)
+        _MAPS = (arity, masks, signs)
+    return _MAPS
+
+
+_MAPS = None
 
 
 def _pull_back(code: int, q0: np.ndarray, q1: np.ndarray, x, z, s) -> None:
