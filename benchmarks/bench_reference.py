@@ -79,7 +79,9 @@ def main(argv=None) -> None:
                 f"records {digest(records)}")
         if full is not None:
             full_s, want = _best(full, program, sched, min(args.repeat, 2))
-            line += f" | {'per-collapse' if args.per_collapse else 'full'} run {full_s:.4f} s same={bool((want == records).all())} ({full_s / seconds:.1f}x)"
+            oracle = "per-collapse" if args.per_collapse else "full"
+            same = bool((want == records).all())
+            line += f" | {oracle} run {full_s:.4f} s same={same} ({full_s / seconds:.1f}x)"
         print(line, flush=True)
         if args.stages and args.device == "gpu":
             rows.profile = True

@@ -135,9 +135,10 @@ _RESET_NAMES = frozenset(("R", "RX", "RY", "RZ", "MR", "MRX", "MRY", "MRZ"))
 
 def _measured_rows_likely(engine: Engine, circuit, num_qubits: int) -> bool:
     """Whether the engine's reference of `circuit` will come from its measured rows
-    (engines/measured_rows.py: at most `measured_rows_share` * n collapses, no reset, no loop), which cost a fraction
-    of the full run that streaming overlaps with the compile: then the circuit compiles whole. Read
-    off the circuit's top-level instructions (1,200 for the paper's 100k-qubit circuit)."""
+    (engines/measured_rows.py: at most `measured_rows_share` * n collapses, no reset, no loop),
+    which cost a fraction of the full run that streaming overlaps with the compile: then the
+    circuit compiles whole. Read off the circuit's top-level instructions (1,200 for the paper's
+    100k-qubit circuit)."""
     if not getattr(engine, "measured_rows", False) or \
             circuit.num_measurements > getattr(engine, "measured_rows_share", 0.0) * num_qubits:
         return False

@@ -321,7 +321,8 @@ def test_first_calls_whose_reference_takes_the_measured_rows_compile_whole():
     assert shots._measured_rows_likely(engine, circuit, 600)
     for tail in ("R 0", "MRX 3", "REPEAT 2 {\n H 0\n}", "M " + " ".join(map(str, range(300)))):
         assert not shots._measured_rows_likely(engine, circuit + stim.Circuit(tail), 600), tail
-    assert not shots._measured_rows_likely(types.SimpleNamespace(measured_rows=False, measured_rows_share=1), circuit, 600)
+    off = types.SimpleNamespace(measured_rows=False, measured_rows_share=1)
+    assert not shots._measured_rows_likely(off, circuit, 600)
     assert not shots._measured_rows_likely(object(), circuit, 600)
 
 

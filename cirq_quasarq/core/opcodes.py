@@ -295,6 +295,22 @@ def pullback_map(code: int) -> Tuple[int, Tuple[int, ...], Tuple[int, ...]]:
     return arity, masks, tuple(u for u in range(1 << bits) if anf[u])
 
 
+@functools.lru_cache(maxsize=None)
+def pullback_tables() -> Tuple[np.ndarray, np.ndarray]:
+    """Every unitary opcode's `pullback_map` as the compiled sweeps read it (cuda_src's generated
+    header, host_tableau.cpp): the output masks uint8 [NUM_OPCODES, 4], and the sign's monomials
+    int32 [NUM_OPCODES] as a set over the 16 masks (bit u: monomial u); zero for other opcodes.
+    Read-only."""
+    masks, signs = np.zeros((NUM_OPCODES, 4), dtype=np.uint8), np.zeros(NUM_OPCODES, dtype=np.int32)
+    for code in UNITARY_CODES:
+        _, outs, monomials = pullback_map(code)
+        masks[code, : len(outs)] = outs
+        signs[code] = sum(1 << u for u in monomials)
+    masks.setflags(write=False)
+    signs.setflags(write=False)
+    return masks, signs
+
+
 def cuda_header() -> str:
     """The opcode list for `cuda_src`, generated so the kernels never keep a second list."""
     lines = [
@@ -319,13 +335,8 @@ def cuda_header() -> str:
             maps[code, out_bit] = int(sum(int(m[out_bit, i]) << i for i in range(4)))
     flat = ", ".join(str(v) for v in maps.reshape(-1))
     lines.append(f"__constant__ unsigned char qq_frame_maps[{NUM_OPCODES}][4] = {{{flat}}};")
-    # The backward sweep's G† P G on bits (x0, z0, x1, z1) (`pullback_map`): per output bit a mask
-    # over the input bits, and the sign's monomials as a set over the 16 masks (bit u: monomial u).
-    masks, anf = np.zeros((NUM_OPCODES, 4), dtype=np.int32), np.zeros(NUM_OPCODES, dtype=np.int32)
-    for code in UNITARY_CODES:
-        arity, outs, monomials = pullback_map(code)
-        masks[code, : len(outs)] = outs
-        anf[code] = sum(1 << u for u in monomials)
+    # The backward sweep's G† P G on bits (x0, z0, x1, z1) (`pullback_tables`).
+    masks, anf = pullback_tables()
     flat = ", ".join(str(v) for v in masks.reshape(-1))
     lines.append(f"__constant__ unsigned char qq_pullback_masks[{NUM_OPCODES}][4] = {{{flat}}};")
     flat = ", ".join(str(v) for v in anf)

@@ -140,8 +140,8 @@ class NumpyEngine(Engine):
         """The reference sample and `sample_frames` of a call of at most 64 shots from one tableau
         run, its frames carried as riders of the tableau (`_Riders`), where the program is gates,
         collapses and Pauli noise only; None elsewhere, and where the measured rows make the
-        reference (`reference_records`): that and frame mode cost less than the whole tableau. A first call then makes neither the frame
-        plan nor its pass."""
+        reference (`reference_records`): that and frame mode cost less than the whole tableau. A
+        first call then makes neither the frame plan nor its pass."""
         if not (self.ride_frames and 0 < shots <= 64 and _Riders.apply(program)) \
                 or self._takes_measured_rows(program, schedule):  # the reference alone costs less
             return None

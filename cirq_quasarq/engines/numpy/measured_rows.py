@@ -32,68 +32,53 @@ def pulled_back(num_qubits: int, schedule: Schedule, events: Measurements):
     lib = native.compiled()
     if lib is not None and ins.dtype == np.int32 and ins.flags.c_contiguous:
         return _pulled_back_compiled(lib, ins, schedule, events, x, z, s)
+    _check_runs(schedule.runs)
     masks = {}
     event_of_row = np.full(len(ins), -1, dtype=np.int64)
     event_of_row[events.rows] = np.arange(count)
     for lo, hi, code, _ in schedule.runs[::-1].tolist():  # runs of one opcode on distinct qubits
-        kind = int(opcodes.KIND[code])
-        if kind == int(Kind.UNITARY):
-            if code != opcodes.CODE["I"]:
-                _pull_back(code, ins[lo:hi, A].astype(np.int64), ins[lo:hi, B].astype(np.int64), x, z, s)
-        elif kind in COLLAPSE_KINDS:
+        if _WHAT[code] == _GATE:
+            _pull_back(code, ins[lo:hi, A].astype(np.int64), ins[lo:hi, B].astype(np.int64), x, z, s)
+        elif _WHAT[code] == _COLLAPSE:
             for r in range(hi - 1, lo - 1, -1):
                 e, q = int(event_of_row[r]), int(ins[r, A])
                 if events.resets[e]:
                     masks[e] = z[q].copy()
                 z[q, e >> 6] |= _ONE << np.uint64(e & 63)
-        elif kind not in SKIPPED_IN_REFERENCE:
-            raise ValueError(f"opcode {opcodes.OPCODES[code].name} has no backward sweep")
     return x, z, s, masks
+
+
+# What each opcode's run is to the backward sweep (both of them; host_tableau.cpp reads the codes):
+# skipped (the identity, and what a reference run leaves out), a gate, a collapse, or none it takes.
+_SKIP, _GATE, _COLLAPSE, _UNSUPPORTED = 0, 1, 2, 3
+_WHAT = np.array([_GATE if k == int(Kind.UNITARY) and c != opcodes.CODE["I"] else _COLLAPSE if k in COLLAPSE_KINDS
+                  else _SKIP if k in SKIPPED_IN_REFERENCE or c == opcodes.CODE["I"] else _UNSUPPORTED
+                  for c, k in enumerate(opcodes.KIND.tolist())], dtype=np.uint8)
+
+
+def _check_runs(runs: np.ndarray) -> None:
+    """A ValueError naming the first opcode the backward sweep cannot take (a loop marker)."""
+    unsupported = np.flatnonzero(_WHAT[runs[:, 2]] == _UNSUPPORTED) if len(runs) else []
+    if len(unsupported):
+        raise ValueError(f"opcode {opcodes.OPCODES[int(runs[unsupported[0], 2])].name} has no backward sweep")
 
 
 def _pulled_back_compiled(lib, ins, schedule: Schedule, events: Measurements, x, z, s):
     """`pulled_back` by qq_host_pullback: the same planes, signs and reset masks."""
     runs = np.ascontiguousarray(schedule.runs, dtype=np.int32)
-    what = _WHAT[runs[:, 2]] if len(runs) else np.zeros(0, dtype=np.uint8)
-    if (what == _UNSUPPORTED).any():
-        code = int(runs[np.flatnonzero(what == _UNSUPPORTED)[0], 2])
-        raise ValueError(f"opcode {opcodes.OPCODES[code].name} has no backward sweep")
+    _check_runs(runs)
     first_event = np.searchsorted(events.rows, runs[:, 0]).astype(np.int64)
     first_word = first_event >> 6  # held here: the call reads it by address
     resets = np.flatnonzero(events.resets)
     reset_slot = np.full(len(events.rows), -1, dtype=np.int64)
     reset_slot[resets] = np.arange(len(resets))
     reset_masks = np.zeros((len(resets), x.shape[1]), dtype=np.uint64)
-    arity, masks, signs = _native_maps()
+    masks, signs = opcodes.pullback_tables()
     a = native.address
     lib.qq_host_pullback(a(ins), ins.shape[1], a(runs), len(runs), a(first_event), a(first_word), a(_WHAT),
-                         a(arity), a(masks), a(signs), a(x), a(z), a(s), x.shape[1], a(reset_slot), a(reset_masks))
+                         a(opcodes.ARITY), a(masks), a(signs), a(x), a(z), a(s), x.shape[1], a(reset_slot),
+                         a(reset_masks))
     return x, z, s, {int(e): reset_masks[i] for i, e in enumerate(resets.tolist())}
-
-
-_UNSUPPORTED = 3  # a run the backward sweep cannot take (a loop marker)
-_WHAT = np.array([1 if k == int(Kind.UNITARY) and c != opcodes.CODE["I"] else 2 if k in COLLAPSE_KINDS
-                  else 0 if k in SKIPPED_IN_REFERENCE or c == opcodes.CODE["I"] else _UNSUPPORTED
-                  for c, k in enumerate(opcodes.KIND.tolist())], dtype=np.uint8)
-
-
-def _native_maps():
-    """Every unitary opcode's `opcodes.pullback_map` as the compiled sweep reads it: arity int32,
-    masks uint8 [op][4], the sign's monomials int32 (bit u: monomial u)."""
-    global _MAPS
-    if _MAPS is None:
-        arity = np.zeros(opcodes.NUM_OPCODES, dtype=np.int32)
-        masks = np.zeros((opcodes.NUM_OPCODES, 4), dtype=np.uint8)
-        signs = np.zeros(opcodes.NUM_OPCODES, dtype=np.int32)
-        for code in opcodes.UNITARY_CODES:
-            arity[code], outs, monomials = opcodes.pullback_map(code)
-            masks[code, : len(outs)] = outs
-            signs[code] = sum(1 << u for u in monomials)
-        _MAPS = (arity, masks, signs)
-    return _MAPS
-
-
-_MAPS = None
 
 
 def _pull_back(code: int, q0: np.ndarray, q1: np.ndarray, x, z, s) -> None:
