@@ -306,6 +306,96 @@ def test_a_long_blocks_stretches_are_cut_every_64k_rows_as_numpys(monkeypatch):
 
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_a_layered_schedule_is_the_same_in_any_number_of_threads(monkeypatch, seed):
+    """The compiled passes of `_sorted_from_steps` read their parts (blocks cut every `_BLOCK` rows,
+    here a few rows) and write the moved rows in 1 to 9 threads: NumPy's rows, runs and None every
+    time, with stretches that cross the threads' parts and more threads than parts."""
+    from cirq_quasarq.core import opcodes
+    from cirq_quasarq.core.program import NUM_FIELDS, OP, STEP, RowBlocks
+    from cirq_quasarq.schedule import windows
+
+    r = np.random.default_rng(100 + seed)
+    stretches = int(r.integers(1, 60))
+    lengths = r.integers(1, [4, 40, 300][seed % 3], stretches)
+    table = r.integers(-5, 1000, (int(lengths.sum()), NUM_FIELDS)).astype(np.int32)
+    table[:, STEP] = np.repeat(np.cumsum(r.integers(0, 2, stretches)) + 3, lengths)
+    table[:, OP] = np.repeat(r.integers(0, opcodes.NUM_OPCODES, stretches), lengths)
+    cuts = np.unique(r.integers(0, len(table) + 1, int(r.integers(0, 6))))
+    blocks = RowBlocks(np.split(table, cuts))
+    monkeypatch.setattr(windows, "_BLOCK", int(r.integers(1, 50)))
+    monkeypatch.setattr(windows, "_STRETCH_ROWS", [1, 2, 5][seed % 3])
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
+    expected = windows._sorted_from_steps(blocks, 3)
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    for threads in range(1, 10):
+        monkeypatch.setattr(native, "threads_for", lambda nbytes, k=threads: k)
+        got = windows._sorted_from_steps(blocks, 3)
+        assert (got is None) == (expected is None), threads
+        if got is not None:
+            assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, expected)), threads
+
+
+def _stretches_walked(blocks, part_rows, room, opcodes_count):
+    """What `qq_host_layer_stretches` returns, by a walk of the rows in order (its definition):
+    -1 at the first opcode out of range, -2 at a stretch past `room`, else the stretches (block,
+    first row, length, opcode)."""
+    from cirq_quasarq.core.program import OP, STEP
+
+    made = []
+    for b, block in enumerate(blocks):
+        for i in range(len(block)):
+            step, op = int(block[i, STEP]), int(block[i, OP])
+            if i % part_rows == 0 or (step, op) != (int(block[i - 1, STEP]), int(block[i - 1, OP])):
+                if not 0 <= op < opcodes_count:
+                    return -1
+                if len(made) == room:
+                    return -2
+                made.append([b, i, 0, op])
+            made[-1][2] += 1
+    return made
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_layer_stretches_say_out_of_range_and_too_many_as_a_walk_in_order_in_any_threads(seed):
+    """`qq_host_layer_stretches` in 1 to 8 threads against a walk of the rows in order: an opcode out
+    of range (-1) and more stretches than `room` (-2) told apart as the walk meets them, wherever
+    they fall among the threads' parts, and the stretches themselves where neither comes."""
+    from cirq_quasarq.core.program import NUM_FIELDS, OP, STEP
+
+    lib = native.library()
+    if lib is None:
+        pytest.fail(f"the compiled path did not build: {native.why_not()}")
+    r = np.random.default_rng(seed)
+    opcodes_count = 6
+    blocks = []
+    for _ in range(int(r.integers(1, 5))):
+        rows = int(r.integers(0, 40))
+        block = np.zeros((rows, NUM_FIELDS), dtype=np.int32)
+        block[:, STEP] = np.cumsum(r.random(rows) < 0.2)
+        block[:, OP] = r.integers(0, opcodes_count, rows) * (r.random(rows) < 0.5)
+        if rows and seed % 3:  # an opcode out of range somewhere
+            block[int(r.integers(0, rows)), OP] = [opcodes_count, -1][seed % 2]
+        blocks.append(np.ascontiguousarray(block))
+    part_rows = int(r.integers(1, 12))
+    where = np.array([b.ctypes.data for b in blocks], dtype=np.int64)
+    counts = np.array([len(b) for b in blocks], dtype=np.int64)
+    rank = np.arange(opcodes_count, dtype=np.int64)
+    for room in (0, 1, 3, 10, 40, 200):
+        walked = _stretches_walked(blocks, part_rows, room, opcodes_count)
+        for threads in range(1, 9):
+            out = [np.full(room + 1, -7, dtype=np.int64) for _ in range(4)]
+            ops = np.full(room + 1, 255, dtype=np.uint8)
+            got = lib.qq_host_layer_stretches(where.ctypes.data, counts.ctypes.data, len(blocks), part_rows, 0,
+                                              rank.ctypes.data, opcodes_count, opcodes_count + 1, room,
+                                              *(a.ctypes.data for a in out), ops.ctypes.data, threads)
+            if isinstance(walked, int):
+                assert got == walked, (room, threads)
+                continue
+            assert got == len(walked), (room, threads)
+            assert [[int(out[0][k]), int(out[1][k]), int(out[2][k]), int(ops[k])] for k in range(got)] == walked
+
+
 @pytest.mark.parametrize("seed", range(24))
 def test_rows_sorted_by_counting_equal_numpys(monkeypatch, seed):
     """`_sorted_rows` of every row by the compiled counting sort gives NumPy's argsort and gather:

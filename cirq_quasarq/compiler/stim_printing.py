@@ -38,6 +38,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import errors
+from ..core import native
 from ..core.program import LAYERED_FROM, NUM_FIELDS, RowBlocks, row_blocks
 
 PRINTERS = 4  # the most forked: each costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
@@ -55,11 +56,7 @@ def printers_available() -> int:
     if allowed == "0" or not (sys.platform.startswith("linux") and hasattr(os, "fork")
                               and hasattr(os, "memfd_create")):
         return 0
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(0, cpus - 1)
+    return max(0, native.processors() - 1)
 
 
 class PrintedPieces:

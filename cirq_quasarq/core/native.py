@@ -23,6 +23,7 @@ second).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from pathlib import Path
@@ -33,7 +34,12 @@ if TYPE_CHECKING:  # the build's modules are imported when it is first asked for
 
 SOURCES = ("host_draws.cpp", "host_tableau.cpp", "host_rows.cpp", "host_frames.cpp")
 HEADERS = ("philox.cuh",)
-FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas")
+FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas")
+# A compiled pass that writes memory new to the process runs in a thread per THREAD_BYTES of it (its
+# pages fault in on first write, in parallel across threads), at most MOST_THREADS and the processors
+# this process may run on (`threads_for`).
+THREAD_BYTES = 4 << 20
+MOST_THREADS = 8
 
 _LOCK = threading.Lock()
 _LOADED: dict = {}  # "lib": the CDLL or None once tried; "why": why there is none
@@ -105,6 +111,21 @@ def library() -> Optional[ctypes.CDLL]:
 def compiled() -> Optional[ctypes.CDLL]:
     """The library where the compiled path is on and available, else None (the NumPy code)."""
     return library() if enabled() else None
+
+
+@functools.lru_cache(maxsize=None)
+def processors() -> int:
+    """The processors this process may run on (counted once)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads_for(nbytes: int) -> int:
+    """Threads for a compiled pass that writes `nbytes` of memory (THREAD_BYTES a thread, at most
+    MOST_THREADS and `processors()`). What a pass writes does not depend on it."""
+    return max(1, min(MOST_THREADS, processors(), nbytes // THREAD_BYTES))
 
 
 def why_not() -> Optional[str]:
@@ -208,9 +229,9 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_write_segment.restype = None
     lib.qq_host_idle_lists.argtypes = [p, p, p, i64, i64, p, i64, p, p, p]
     lib.qq_host_idle_lists.restype = ctypes.c_int
-    lib.qq_host_layer_stretches.argtypes = [p, p, i64, i64, i64, p, i64, i64, i64, p, p, p, p, p]
+    lib.qq_host_layer_stretches.argtypes = [p, p, i64, i64, i64, p, i64, i64, i64, p, p, p, p, p, i64]
     lib.qq_host_layer_stretches.restype = i64
-    lib.qq_host_move_stretches.argtypes = [p, i64, p, p, p, p, p, p, p, p, p, p]
+    lib.qq_host_move_stretches.argtypes = [p, i64, p, p, p, p, p, p, p, p, p, p, i64]
     lib.qq_host_move_stretches.restype = i64
     lib.qq_host_sort_rows.argtypes = [p, i64, p, p, i64, p, p, p, p, p, p, p]
     lib.qq_host_sort_rows.restype = i64

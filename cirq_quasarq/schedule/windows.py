@@ -220,23 +220,25 @@ def _sorted_from_steps_compiled(lib, ins, first_step: int):
     where = np.array([address(b) for b in blocks], dtype=np.int64)
     rows = np.array([len(b) for b in blocks], dtype=np.int64)
     total = int(rows.sum())
+    threads = native.threads_for(4 * NUM_FIELDS * total)
     room = total // _STRETCH_ROWS  # more stretches than this: short ones (None)
     s_block, s_first, s_length, s_key = (np.empty(room, dtype=np.int64) for _ in range(4))
     s_op = np.empty(room, dtype=np.uint8)
     stretches = lib.qq_host_layer_stretches(address(where), address(rows), len(blocks), _BLOCK, first_step,
                                             address(_RANK_I64), len(_RANK_I64), opcodes.NUM_OPCODES + 1, room,
                                             address(s_block), address(s_first), address(s_length), address(s_key),
-                                            address(s_op))
+                                            address(s_op), threads)
     if stretches == -1:
         return NotImplemented
     if stretches < 0:
         return None
-    scheduled = np.empty((total, NUM_FIELDS), dtype=np.int32)
+    scheduled = np.empty((total, NUM_FIELDS), dtype=np.int32)  # new memory: written by `threads` threads
     order, run_first, run_key = (np.empty(stretches, dtype=np.int64) for _ in range(3))
     run_op = np.empty(stretches, dtype=np.uint8)
     runs = lib.qq_host_move_stretches(address(where), stretches, address(s_block), address(s_first),
                                       address(s_length), address(s_key), address(s_op), address(order),
-                                      address(scheduled), address(run_first), address(run_key), address(run_op))
+                                      address(scheduled), address(run_first), address(run_key), address(run_op),
+                                      threads)
     return scheduled, run_first[:runs], run_key[:runs], run_op[:runs]
 
 

@@ -20,14 +20,13 @@ copied once the frame kernel has written its records (`record_progress`, frames_
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import sys
 import threading
 from typing import List, Optional, Tuple
 
 import numpy as np
 
-from ...core import opcodes
+from ...core import native, opcodes
 from ...core.parities import Parities, parities_shot_major
 from ...core.program import REC, Program
 from ...errors import OutOfMemoryError
@@ -752,8 +751,7 @@ def _touch_pool() -> Tuple[concurrent.futures.ThreadPoolExecutor, int]:
     global _TOUCH_POOL
     with _TOUCH_LOCK:
         if _TOUCH_POOL is None:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-            workers = max(1, min(_TOUCH_THREADS, cores))
+            workers = max(1, min(_TOUCH_THREADS, native.processors()))
             _TOUCH_POOL = (concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="quasarq-prefault"),
                            workers)
         return _TOUCH_POOL
