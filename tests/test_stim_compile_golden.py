@@ -190,6 +190,7 @@ def test_a_whole_compile_from_printed_pieces_gives_the_same_programs(monkeypatch
     printers, the lines' targets read there (`compile_new_stim`): the same Program (correlated
     chains not cut between pieces); others are walked whole."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     made = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces",
@@ -199,6 +200,26 @@ def test_a_whole_compile_from_printed_pieces_gives_the_same_programs(monkeypatch
     assert bool(made) == (len(circuit) >= 2 * pieces and not (circuit.num_detectors or circuit.num_observables))
 
 
+@pytest.mark.parametrize("printers, size, printed", [(1, 500, False), (1, 5000, True), (3, 500, False),
+                                                     (4, 500, True), (8, 500, True), (8, 300, False), (0, 5000, False)])
+def test_a_compile_prints_in_pieces_from_a_size_that_depends_on_the_printers(monkeypatch, printers, size, printed):
+    """`compile_new_stim` prints in pieces from PRINTED_MIN (qubits times top-level instructions),
+    or from PRINTED_MIN_ALL_PRINTERS where all PRINTERS printers may run; never without printers."""
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 4000)
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
+    monkeypatch.setattr(stim_circuit, "PRINTERS", 4)
+    monkeypatch.setattr(stim_circuit, "printers_available", lambda: printers)
+    made = []
+    monkeypatch.setattr(stim_circuit, "PrintedPieces",  # printed here (no printer forked), counted
+                        lambda circuit, bounds, _, digest: made.append(1) or stim_printing.PrintedPieces(
+                            circuit, bounds, 0, digest))
+    circuit = stim.Circuit("\n".join(f"{'HS'[k % 2]} {k % 10}" for k in range(size // 10)))  # 10 qubits
+    assert circuit.num_qubits * len(circuit) == size
+    expected = program_digest(stim_circuit._StimCompiler(stim, 10).run(circuit))
+    assert program_digest(stim_circuit.compile_new_stim(circuit)) == expected
+    assert bool(made) == printed
+
+
 @pytest.mark.skipif(not stim_printing.printers_available(), reason="no fork and memfd here (or one processor)")
 @pytest.mark.parametrize("bad", ["H 0 1\nX_ERROR(0.1) 0\nELSE_CORRELATED_ERROR(0.25) X1", "MPP X0*Z0",
                                  "MXX 0 1\nSPP_DAG Z2*Y2", "CX rec[-400] 0"])
@@ -206,11 +227,13 @@ def test_a_whole_compile_from_printed_pieces_fails_as_the_whole_walk(monkeypatch
     """An instruction the compile refuses, in a later piece: the error of the walk of the whole
     circuit, which names the instruction's index in it."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     circuit = CASES["paper n=300 depth=20"]() + stim.Circuit(bad) + CASES["paper n=20 depth=5"]()
     errors = []
     for walk in ("printed", "whole"):
         if walk == "whole":
             monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 1 << 62)
+            monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 1 << 62)
         with pytest.raises(Exception) as raised:
             stim_circuit.compile_new_stim(circuit)
         errors.append((type(raised.value), str(raised.value), getattr(raised.value, "instruction_path", None)))
@@ -286,6 +309,7 @@ def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, na
     every basis, the unitaries). With it, printers hand over read targets alone, which the compiled
     path makes into rows: the same Program."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     monkeypatch.setattr(stim_circuit, "PrintedPieces", DigestedHere)
     monkeypatch.setattr(stim_circuit, "_SORTED_ROWS", sorted_rows)

@@ -64,6 +64,7 @@ def compiled(circuit, pieces: int, made: list, monkeypatch):
     """The Program of the whole compile from printed pieces digested here, and of the streamed compile
     (with a ramp of half pieces)."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     monkeypatch.setattr(stim_circuit, "PrintedPieces", DigestedHere)
     walk = stim_circuit._StimCompiler._walk_prepared

@@ -100,7 +100,7 @@ from ..core import native, opcodes
 from ..core.program import LAYERED_FROM, RAND, REC, Program
 from ..core.ranges import expand_ranges, ragged_rows, shift_rows
 from . import cache
-from .stim_printing import PrintedPieces, printers_available
+from .stim_printing import PRINTERS, PrintedPieces, printers_available
 from .stim_sweep import swept_variant
 from .stim_rows import PAIRS, TRIPLES, PreparedPiece, SegmentRows, digest_piece, previous_targets, segment_rows
 from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
@@ -116,8 +116,12 @@ _SEGMENT_CHARS = 1 << 17
 # text's size: 36M for the paper's circuit at 30k qubits) without detectors or observables has its
 # text printed in PRINTED_PIECES pieces by printers (`stim_printing`), their targets read there. On the
 # H100's host that took 0.40-0.46 -> 0.30-0.34 s off a 30k-qubit compile, nothing at 10k (12M), and
-# the forks cost more than they saved at 5k (docs/benchmarks-first-call.md, session 11).
+# the forks cost more than they saved at 5k (docs/benchmarks-first-call.md, session 11). Where all
+# PRINTERS printers may run (a processor each), from PRINTED_MIN_ALL_PRINTERS: on an H200 host the
+# 10k compile went 75 -> 54 ms (medians of seven), 5k level (41 / 39 ms: below it); on the 2-core
+# machine, one printer, the 10k compile went 55 -> 96 ms printed (session 26).
 PRINTED_MIN = 20_000_000
+PRINTED_MIN_ALL_PRINTERS = 10_000_000
 PRINTED_PIECES = 12
 _ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
 # A run of annotations this long or longer is read from its text at once; a shorter one, one by one
@@ -169,7 +173,9 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
 
     n = circuit.num_qubits if num_qubits is None else num_qubits
     texts = None
-    if (n * len(circuit) >= PRINTED_MIN and printers_available() and len(circuit) >= 2 * PRINTED_PIECES
+    printers = printers_available()
+    least = PRINTED_MIN_ALL_PRINTERS if printers >= PRINTERS else PRINTED_MIN
+    if (n * len(circuit) >= least and printers and len(circuit) >= 2 * PRINTED_PIECES
             and not (circuit.num_detectors or circuit.num_observables)):
         texts = PrintedPieces(circuit, _piece_bounds(circuit, PRINTED_PIECES), None, digest_piece)
     try:
