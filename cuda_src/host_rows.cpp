@@ -226,11 +226,12 @@ extern "C" int qq_host_idle_lists(const int* rows, const qq_i64* starts, const q
     return 0;
 }
 
-// Runs body(t, lo, hi) on `threads` consecutive parts of 0 .. n (part t: lo .. hi - 1), part 0 in the calling thread and
-// each other in a thread of its own, all joined before it returns (a part whose thread cannot be
-// started runs here). The passes below write each part's own memory, so what they write does not
-// depend on the number of threads; the threads are for memory new to the process, whose pages fault
-// in on first write (a 252 MB table: 78 ms in one thread, 12 ms in eight, H200 host).
+// Runs body(t, lo, hi) on `threads` consecutive parts of 0 .. n (part t: lo .. hi - 1), part 0 in
+// the calling thread and each other in a thread of its own, all joined before it returns (a part
+// whose thread cannot be started runs here). The passes below write each part's own memory, so what
+// they write does not depend on the number of threads; the threads are for memory new to the
+// process, whose pages fault in on first write (a 252 MB table: 78 ms in one thread, 12 ms in
+// eight, H200 host).
 template <class Body> static void qq_parts(qq_i64 threads, qq_i64 n, Body body) {
     if (threads > n)
         threads = n;
@@ -359,7 +360,8 @@ extern "C" qq_i64 qq_host_move_stretches(const qq_i64* blocks, qq_i64 stretches,
         at[j + 1] = at[j] + s_length[k];
     }
     qq_parts(threads, at[stretches], [&](qq_i64, qq_i64 lo, qq_i64 hi) {
-        for (qq_i64 j = std::upper_bound(at.begin(), at.end(), lo) - at.begin() - 1; j < stretches && at[j] < hi; ++j) {
+        qq_i64 j = std::upper_bound(at.begin(), at.end(), lo) - at.begin() - 1;  // the stretch holding row lo
+        for (; j < stretches && at[j] < hi; ++j) {
             const qq_i64 k = order[j], from = std::max(at[j], lo), to = std::min(at[j + 1], hi);
             const int* rows = (const int*)blocks[s_block[k]] + QQ_FIELDS * (s_first[k] + from - at[j]);
             std::memcpy(out + QQ_FIELDS * from, rows, sizeof(int) * QQ_FIELDS * (to - from));
