@@ -54,7 +54,6 @@ def source_dir() -> Path:
             return found
     import importlib.resources  # a package not installed as files
 
-
     try:
         packaged = importlib.resources.files("cirq_quasarq") / "cuda_src"
         if packaged.is_dir():
