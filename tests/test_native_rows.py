@@ -185,16 +185,157 @@ def test_a_segment_that_cannot_be_placed_leaves_the_state_as_it_was():
         qubits = np.array(qubits, dtype=np.int64)
         free = np.array([3, 1, 4, 1], dtype=np.int64)
         stamp = np.full(4, -1, dtype=np.int64)
-        pos, out = np.zeros(9, dtype=np.int64), np.zeros(6, dtype=np.int64)
         inverted = None if flags is None else np.array(flags, dtype=np.uint8)
-        code = lib.qq_host_place_segment(a(entries), len(entries), a(qubits), None if inverted is None else a(inverted),
-                                         a(bounds), 4, a(stamp), 0, a(free), a(pos), a(out))
-        assert code == want
-        if want:
-            assert free.tolist() == [3, 1, 4, 1]
-        else:  # H 0 1, then H 1: positions 3, 1, then 2
-            assert pos[:3].tolist() == [3, 1, 2] and free.tolist() == [4, 3, 4, 1]
-            assert out.tolist() == [3, 1, 3, 0, 0, -1]
+        for room in (3, 2):  # the positions' width, 3, fits or does not
+            pos, out, counts = np.zeros(9, dtype=np.int64), np.zeros(7, dtype=np.int64), np.full(4, 7, dtype=np.int64)
+            free, stamp = np.array([3, 1, 4, 1], dtype=np.int64), np.full(4, -1, dtype=np.int64)
+            code = lib.qq_host_place_segment(a(entries), len(entries), a(qubits),
+                                             None if inverted is None else a(inverted), a(bounds), 4, a(stamp), 0,
+                                             a(free), a(pos), a(counts), room, a(out))
+            assert code == want
+            if want:
+                assert free.tolist() == [3, 1, 4, 1]
+            else:  # H 0 1, then H 1: positions 3, 1, then 2
+                assert pos[:3].tolist() == [3, 1, 2] and free.tolist() == [4, 3, 4, 1]
+                assert out.tolist() == [3, 1, 3, 0, 0, -1, 3]
+                assert counts.tolist() == ([1, 1, 1, 7] if room == 3 else [7] * 4)
+
+
+class _WrittenAtTheWait(stim_circuit._RowWriter):
+    """A writer whose rows are written only when waited for (their room filled with a mark until
+    then): a Program read before its writer's wait differs from the NumPy walk's."""
+
+    def __init__(self, lib):
+        super().__init__(lib)
+        self._given = []
+
+    def write(self, arrays, *args):
+        arrays[-1][...] = -7
+        self._given.append((arrays, args))
+
+    def wait(self):
+        given, self._given = self._given, []
+        for _, args in given:
+            self._lib.qq_host_write_segment(*args)
+
+
+def _long_moments(seed: int) -> str:
+    """Moments of many segments over many positions (their ends join them as one block, reading
+    the rows), and a collapse of which the next step's rows depend on the record."""
+    r = random.Random(seed)
+    lines = []
+    for _ in range(6):
+        for _ in range(r.randint(20, 80)):
+            q = r.sample(range(12), r.choice([2, 4]))
+            lines.append(r.choice(["H", "S", "SQRT_X"]) + " " + str(q[0]))
+            lines.append(r.choice(["CX", "CZ", "SWAP"]) + " " + " ".join(map(str, q)))
+        lines.append("M " + " ".join(map(str, r.sample(range(12), 3))))
+        lines.append("TICK")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rows_written_late_make_the_same_program(monkeypatch, seed):
+    """The compile reads no row before the writer has written it: with every segment written only
+    at the wait, the Program is the NumPy walk's, whole and streamed in pieces (whose rows are read
+    after each piece)."""
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    if native.library() is None:
+        pytest.fail(f"the compiled path did not build: {native.why_not()}")
+    monkeypatch.setattr(stim_circuit, "_RowWriter", _WrittenAtTheWait)
+    monkeypatch.setattr(stim_circuit, "_SEGMENT_CHARS", [1, 40, 1 << 17][seed % 3])
+    texts = [plain_circuit(seed, [5, 17, 64][seed % 3], 0), _long_moments(seed)]
+    circuits = [stim.Circuit(t) for t in texts] + [paper_random_circuit_stim(300, 12, seed=seed, ticks=seed % 2 == 1)]
+    for circuit in circuits:
+        monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+        late = program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
+        monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
+        want = program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
+        assert late == want
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    compiling, seen = stim_circuit.stim_pieces(circuits[-1], 4, printers=0), []
+    while True:  # each piece's rows as they are when it is handed on
+        try:
+            seen.append(np.array(next(compiling)[0], copy=True))
+        except StopIteration as done:
+            program = done.value
+            break
+    assert program_digest(program) == want and len(seen) > 1
+    assert np.array_equal(np.concatenate(seen), np.asarray(program.instructions))
+
+
+def test_the_writer_thread_writes_as_the_caller_would(monkeypatch):
+    """Segments given to the writer thread, many at once, come out as written in the calling
+    thread; the tickets count them, and a wait for the last returns with all of them written."""
+    lib = native.library()
+    if lib is None:
+        pytest.fail(f"the compiled path did not build: {native.why_not()}")
+    a = native.address
+    r = np.random.default_rng(5)
+    entries = np.array([(5, -1, 0, 0, 0, 0, 0, 0), (9, 3, 1, 1, 1, 0, 0, 0), (11, -1, 0, 1, 1, 1, 0, 0)],
+                       dtype=np.int32)
+    jobs = []
+    for k in range(200):
+        n = 64
+        qubits = np.concatenate([r.permutation(n)[:10], r.permutation(n)[:20], r.permutation(n)[:7]]).astype(np.int64)
+        bounds = np.array([0, 10, 30, 37], dtype=np.int64)
+        free = r.integers(0, 5, n).astype(np.int64)
+        pos, counts = np.empty(3 * len(qubits), dtype=np.int64), np.empty(3 * len(qubits) + 1, dtype=np.int64)
+        out = np.empty(7, dtype=np.int64)
+        assert lib.qq_host_place_segment(a(entries), 3, a(qubits), None, a(bounds), n, a(np.full(n, -1, dtype=np.int64)),
+                                         0, a(free), a(pos), a(counts), len(counts), a(out)) == 0
+        rows, low, high = out[:3].tolist()
+        args = [a(entries), 3, a(qubits), None, a(bounds), a(pos), rows, low, high, 100 * k, 7 * k, -1, k]
+        mine, theirs = np.empty((rows, 9), dtype=np.int32), np.full((rows, 9), -7, dtype=np.int32)
+        lib.qq_host_write_segment(*args, a(counts), a(mine))
+        jobs.append((mine, theirs, lib.qq_host_write_segment_later(*args, a(counts), a(theirs)),
+                     (qubits, bounds, pos, counts)))
+    tickets = [ticket for _, _, ticket, _ in jobs]
+    assert tickets == list(range(tickets[0], tickets[0] + len(jobs))) and tickets[0] > 0
+    lib.qq_host_segments_written(tickets[-1])
+    assert lib.qq_host_segments_done() >= tickets[-1]
+    for mine, theirs, _, _ in jobs:
+        assert np.array_equal(mine, theirs)
+
+
+def test_a_forked_process_compiles_with_a_writer_of_its_own(tmp_path):
+    """A process forked after this one's writer thread ran (a pool's worker) starts its own: its
+    compile returns, with this process's Program."""
+    import multiprocessing
+
+    if native.library() is None or "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no compiled path, or no fork on this platform")
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    circuit = paper_random_circuit_stim(200, 10, seed=3)
+    want = program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_compiled_digest, (str(circuit),)).get(timeout=60)
+    assert got == want
+
+
+def _compiled_digest(text: str):
+    circuit = stim.Circuit(text)
+    return program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
+
+
+def test_a_compile_that_fails_waits_for_its_writer(monkeypatch):
+    """An error after segments went to the writer thread waits for them before the compile lets go
+    of their arrays."""
+    if native.library() is None:
+        pytest.fail(f"the compiled path did not build: {native.why_not()}")
+    waited = []
+    real_wait = stim_circuit._RowWriter.wait
+    monkeypatch.setattr(stim_circuit._RowWriter, "wait", lambda self: waited.append(len(self._held)) or real_wait(self))
+    monkeypatch.setattr(stim_circuit._StimCompiler, "_program", lambda self: 1 / 0)
+    monkeypatch.setattr(stim_circuit, "_SEGMENT_CHARS", 1)
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    circuit = stim.Circuit("H 0 1 2\nCX 0 1\nM 2\nH 0\nCX 1 2")
+    compiler = stim_circuit._StimCompiler(stim, 3)
+    with pytest.raises(ZeroDivisionError):
+        compiler.run(circuit)
+    assert waited and waited[0] > 0 and not compiler._writer._held
 
 
 def test_every_whole_name_is_drawn():

@@ -225,10 +225,16 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_pullback.restype = None
     lib.qq_host_parse_targets.argtypes = [ctypes.c_char_p, i64, p, p, p, p]
     lib.qq_host_parse_targets.restype = i64
-    lib.qq_host_place_segment.argtypes = [p, i64, p, p, p, i64, p, i64, p, p, p]
+    lib.qq_host_place_segment.argtypes = [p, i64, p, p, p, i64, p, i64, p, p, p, i64, p]
     lib.qq_host_place_segment.restype = ctypes.c_int
     lib.qq_host_write_segment.argtypes = [p, i64, p, p, p, p, i64, i64, i64, i64, i64, ctypes.c_int, i64, p, p]
     lib.qq_host_write_segment.restype = None
+    lib.qq_host_write_segment_later.argtypes = lib.qq_host_write_segment.argtypes
+    lib.qq_host_write_segment_later.restype = i64
+    lib.qq_host_segments_written.argtypes = [i64]
+    lib.qq_host_segments_written.restype = None
+    lib.qq_host_segments_done.argtypes = []
+    lib.qq_host_segments_done.restype = i64
     lib.qq_host_idle_lists.argtypes = [p, p, p, i64, i64, p, i64, p, p, p]
     lib.qq_host_idle_lists.restype = ctypes.c_int
     lib.qq_host_layer_stretches.argtypes = [p, p, i64, i64, i64, p, i64, i64, i64, p, p, p, p, p, i64]

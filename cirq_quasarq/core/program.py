@@ -29,7 +29,7 @@ import collections.abc
 import dataclasses
 import itertools
 import operator
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -555,6 +555,7 @@ class ProgramBuilder:
         self._block_rows = 0  # rows in `_blocks`
         self._pool: Optional[np.ndarray] = None  # the block `_kept` hands out rows of, and its rows handed out
         self._pool_used = 0
+        self._unwritten: Optional[Callable[[], None]] = None  # rows handed over unwritten: `add_sorted`
         self.step = 0  # STEP of the open moment's position 0
         self.cond = -1
         self.phases: List[complex] = []
@@ -660,6 +661,7 @@ class ProgramBuilder:
             return
         cuts = sum(int(np.count_nonzero(counts)) for _, _, counts in pieces)
         if cuts > max(64, rows // 32):
+            self._rows_written()
             whole = np.concatenate([p for p, _, _ in pieces])
             pos = whole[:, STEP] - step
             if not (pos[1:] >= pos[:-1]).all():
@@ -754,11 +756,22 @@ class ProgramBuilder:
         self._open_rows()
         return self._kept(k)
 
-    def add_sorted(self, rows: np.ndarray, low: int, counts: np.ndarray) -> None:
+    def add_sorted(self, rows: np.ndarray, low: int, counts: np.ndarray,
+                   written: Optional[Callable[[], None]] = None) -> None:
         """Keep rows written into `kept_rows`' room: `counts[p]` of them at position low + p, in
-        order. What `emit_rows` keeps of the same rows given unsorted."""
+        order. What `emit_rows` keeps of the same rows given unsorted. `written`: where the rows are
+        still being written (by another thread), what returns once they and every row handed over
+        before them are; the builder calls it before it reads rows (`_rows_written`)."""
         self._top = max(self._top, low + len(counts) - 1)
         self._pieces.append((rows, low, counts))
+        if written is not None:
+            self._unwritten = written
+
+    def _rows_written(self) -> None:
+        """Wait for the rows `add_sorted` took before they were written (see there)."""
+        if self._unwritten is not None:
+            written, self._unwritten = self._unwritten, None
+            written()
 
     def _open_rows(self) -> None:
         if self._pieces is None:
@@ -839,6 +852,7 @@ class ProgramBuilder:
         """(the finished rows written since `mark`, in their final order, as blocks (joined when
         read as one table); the mark to give next time: 0 the first time). `settle` says what is
         finished."""
+        self._rows_written()
         return RowBlocks(self._blocks[mark:]), len(self._blocks)
 
     def num_rows(self) -> int:
@@ -1252,6 +1266,7 @@ class ProgramBuilder:
         assert not self._open_loops, "unbalanced loops"
         self.end_moment()
         self._flush()
+        self._rows_written()
         blocks = self._blocks
         ins = (RowBlocks(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0]) if blocks
                else np.zeros((0, NUM_FIELDS), dtype=np.int32))  # many blocks: joined when first read
