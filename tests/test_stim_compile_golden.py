@@ -194,7 +194,7 @@ def test_a_whole_compile_from_printed_pieces_gives_the_same_programs(monkeypatch
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     made = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces",
-                        lambda *args: made.append(stim_printing.PrintedPieces(*args)) or made[-1])
+                        lambda *args, **kw: made.append(stim_printing.PrintedPieces(*args, **kw)) or made[-1])
     circuit = CASES[name]()
     assert program_digest(stim_circuit.compile_new_stim(circuit)) == digests[name][1]
     assert bool(made) == (len(circuit) >= 2 * pieces and not (circuit.num_detectors or circuit.num_observables))
@@ -211,13 +211,39 @@ def test_a_compile_prints_in_pieces_from_a_size_that_depends_on_the_printers(mon
     monkeypatch.setattr(stim_circuit, "printers_available", lambda: printers)
     made = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces",  # printed here (no printer forked), counted
-                        lambda circuit, bounds, _, digest: made.append(1) or stim_printing.PrintedPieces(
+                        lambda circuit, bounds, _, digest, **kw: made.append(1) or stim_printing.PrintedPieces(
                             circuit, bounds, 0, digest))
     circuit = stim.Circuit("\n".join(f"{'HS'[k % 2]} {k % 10}" for k in range(size // 10)))  # 10 qubits
     assert circuit.num_qubits * len(circuit) == size
     expected = program_digest(stim_circuit._StimCompiler(stim, 10).run(circuit))
     assert program_digest(stim_circuit.compile_new_stim(circuit)) == expected
     assert bool(made) == printed
+
+
+@pytest.mark.parametrize("available, size, printers", [(3, 4000, 3), (8, 4000, 4), (8, 40000, 6), (15, 39990, 4),
+                                                        (5, 40000, 5), (15, 400000, 6)])
+def test_a_whole_compile_forks_its_printers_at_once_each_first_on_a_quarter_piece(monkeypatch, available, size,
+                                                                                  printers):
+    """A whole compile printed in pieces forks PRINTERS printers, PRINTERS_MANY from PRINTED_MANY (at
+    most those that may run), all at once (`early`), and cuts pieces so that each printer's first
+    is a quarter of the later ones, as piece 0 is: the same Program."""
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 400)
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
+    monkeypatch.setattr(stim_circuit, "PRINTED_MANY", 40000)
+    monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", 5)
+    monkeypatch.setattr(stim_circuit, "printers_available", lambda: available)
+    made = []
+    monkeypatch.setattr(stim_circuit, "PrintedPieces",  # printed here (no printer forked), recorded
+                        lambda circuit, bounds, wanted, digest, early=False: made.append((bounds, wanted, early))
+                        or stim_printing.PrintedPieces(circuit, bounds, 0, digest))
+    circuit = stim.Circuit("\n".join(f"{'HS'[k % 2]} {k % 10}" for k in range(size // 10)))  # 10 qubits
+    expected = program_digest(stim_circuit._StimCompiler(stim, 10).run(circuit))
+    assert program_digest(stim_circuit.compile_new_stim(circuit)) == expected
+    (bounds, wanted, early), = made
+    step = -(-len(circuit) // 5)
+    sizes = [hi - lo for lo, hi in bounds]
+    assert wanted == printers and early
+    assert sizes[:1 + printers] == [-(-step // 4)] * (1 + printers) and set(sizes[1 + printers:-1]) == {step}
 
 
 @pytest.mark.skipif(not stim_printing.printers_available(), reason="no fork and memfd here (or one processor)")
@@ -288,7 +314,7 @@ def test_the_text_walk_equals_the_object_walk_and_the_per_target_path(text):
 class DigestedHere(stim_printing.PrintedPieces):
     """Printed pieces digested in this process, as a printer digests them (no fork needed)."""
 
-    def __init__(self, circuit, bounds, printers=None, digest=None):
+    def __init__(self, circuit, bounds, printers=None, digest=None, early=False):
         super().__init__(circuit, bounds, 0, digest)
 
     def piece(self, i):
@@ -311,7 +337,9 @@ def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, na
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
-    monkeypatch.setattr(stim_circuit, "PrintedPieces", DigestedHere)
+    texts = []
+    monkeypatch.setattr(stim_circuit, "PrintedPieces", lambda *args, **kw: texts.append(DigestedHere(*args, **kw))
+                        or texts[-1])
     monkeypatch.setattr(stim_circuit, "_SORTED_ROWS", sorted_rows)
     made = []
     walk = stim_circuit._StimCompiler._walk_prepared
@@ -322,6 +350,7 @@ def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, na
     if native_path == "native":
         assert not made
     elif printed and (name.startswith("paper") or name in ("bases and inverted", "wide and sparse qubits")):
-        assert len(made) == len(stim_circuit._piece_bounds(circuit, pieces)) - 1  # all but the first, printed here
+        assert len(made) == len(texts[0].bounds) - 1  # all but the first, printed here
     if name in ("repeated qubit", "ticks and repeat", "tags and feedback", "correlated chains", "empty"):
-        assert not made  # a qubit named twice, a REPEAT, a tag, a channel
+        # a qubit named twice, a REPEAT, a tag, a channel: walked here (a piece of none of them is made)
+        assert not made or len(made) < len(texts[0].bounds) - 1

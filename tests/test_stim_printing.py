@@ -72,13 +72,15 @@ def processors(monkeypatch):
         monkeypatch.setattr(stim_printing, "printers_available", lambda: 8)
 
 
+@pytest.mark.parametrize("early", [False, True])
 @pytest.mark.parametrize("printers", [0, 1, 2, 3, 40])
-def test_printed_pieces_are_stims_text_with_their_lines_read(printers, processors):
+def test_printed_pieces_are_stims_text_with_their_lines_read(printers, early, processors):
     circuit = a_circuit()
     bounds = cut(len(circuit), 7)
-    texts = PrintedPieces(circuit, bounds, printers, stim_text._read_lines)
+    texts = PrintedPieces(circuit, bounds, printers, stim_text._read_lines, early=early)
     assert texts.printers == min(printers, stim_printing.printers_available(), len(bounds) - 1)
-    assert len(texts._children) == min(texts.printers, 1)  # the others once piece 0 is out
+    # all printers at once with `early`, else the others once piece 0 is out
+    assert len(texts._children) == (texts.printers if early else min(texts.printers, 1))
     cut_lines = 0
     try:
         for i, (lo, hi) in enumerate(bounds):

@@ -62,11 +62,13 @@ def mixed(seed: int) -> "stim.Circuit":
 
 def compiled(circuit, pieces: int, made: list, monkeypatch):
     """The Program of the whole compile from printed pieces digested here, and of the streamed compile
-    (with a ramp of half pieces)."""
+    (with a ramp of half pieces); the whole compile's pieces."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
-    monkeypatch.setattr(stim_circuit, "PrintedPieces", DigestedHere)
+    texts: list = []
+    monkeypatch.setattr(stim_circuit, "PrintedPieces", lambda *args, **kw: texts.append(DigestedHere(*args, **kw))
+                        or texts[-1])
     walk = stim_circuit._StimCompiler._walk_prepared
     monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_prepared",
                         lambda self, piece: made.append(piece) or walk(self, piece))
@@ -76,7 +78,7 @@ def compiled(circuit, pieces: int, made: list, monkeypatch):
         try:
             next(streamed)
         except StopIteration as finished:
-            return whole, finished.value
+            return whole, finished.value, texts[0].bounds
 
 
 @pytest.mark.parametrize("sorted_rows", [1, 5, 1 << 14])
@@ -94,11 +96,10 @@ def test_pieces_made_ahead_give_the_walks_program(monkeypatch, case, pieces, sor
                           .run(circuit)) == want
     monkeypatch.setattr(stim_circuit, "_SORTED_ROWS", sorted_rows)
     made: list = []
-    whole, streamed = compiled(circuit, pieces, made, monkeypatch)
+    whole, streamed, whole_bounds = compiled(circuit, pieces, made, monkeypatch)
     assert program_digest(whole) == program_digest(streamed) == want
     # every piece but the first (printed here, as the engine's first) was made ahead, in both compiles
-    bounds = stim_circuit._piece_bounds
-    assert len(made) == len(bounds(circuit, pieces)) - 1 + len(bounds(circuit, pieces, 2)) - 1
+    assert len(made) == len(whole_bounds) - 1 + len(stim_circuit._piece_bounds(circuit, pieces, 2)) - 1
     if "ticks" in case or case.startswith("mixed"):
         assert any(run is None for piece in made for run in piece.runs)
 
@@ -172,14 +173,15 @@ def test_a_streamed_compile_from_printers_takes_their_rows(monkeypatch, ticks):
 @pytest.mark.parametrize("count", [1, 2, 5, 30, 97, 400])
 @pytest.mark.parametrize("pieces", [1, 3, 24])
 @pytest.mark.parametrize("ramp", [0, 1, 4])
-def test_piece_bounds_cover_the_circuit_a_quarter_then_halves(count, pieces, ramp):
+@pytest.mark.parametrize("part", [2, 4])
+def test_piece_bounds_cover_the_circuit_a_quarter_then_the_ramps_parts(count, pieces, ramp, part):
     circuit = stim.Circuit("\n".join(f"H {k}" if k % 2 else f"S {k}" for k in range(count)))
-    bounds = stim_circuit._piece_bounds(circuit, pieces, ramp)
+    bounds = stim_circuit._piece_bounds(circuit, pieces, ramp, part)
     assert bounds[0][0] == 0 and bounds[-1][1] == count
     assert all(hi == lo for (_, hi), (lo, _) in zip(bounds, bounds[1:])) and all(lo < hi for lo, hi in bounds)
     step = -(-count // pieces)
     sizes = [hi - lo for lo, hi in bounds]
-    want = [-(-step // 4)] + [-(-step // 2)] * ramp + [step] * len(bounds)
+    want = [-(-step // 4)] + [-(-step // part)] * ramp + [step] * len(bounds)
     assert sizes[:-1] == want[:len(sizes) - 1] and sizes[-1] <= want[len(sizes) - 1]
 
 

@@ -7,10 +7,11 @@ that printing was a third of a streamed compile (1.1-1.2 s at 180k on the H100's
 cannot overlap it with anything; a forked process can, as it holds a copy of the circuit already.
 
 `PrintedPieces(circuit, bounds, printers, digest)` forks a child when it is made, and `printers - 1`
-more once piece 0 is out. Child j prints pieces 1 + j, 1 + j + printers, ... in order, each into an
-in-memory file of its own (`memfd`): `digest(text)` gives a text that stands for the piece's (a
-shorter one: the compile's `stim_text._read_lines` cuts the lines whose targets it read) and the
-digest, written after it (pickled). The child tells this process the sizes on a pipe; this process
+more once piece 0 is out (with `early`, when it is made). Child j prints pieces 1 + j, 1 + j +
+printers, ... in order, each into an in-memory file of its own (`memfd`): `digest(text)` gives a
+text that stands for the piece's (a shorter one: the compile's `stim_text._read_lines` cuts the
+lines whose targets it read) and the digest, written after it (pickled). The child tells this
+process the sizes on a pipe; this process
 prints piece 0 itself (a short one: the engine starts sooner) and reads each later piece from its
 file. A child does nothing but print, digest, write and exit: no CUDA, no lock another thread could
 hold. What it cannot print or digest, or a child that ended early, is printed here, whole and with no
@@ -41,7 +42,7 @@ from .. import errors
 from ..core import native
 from ..core.program import LAYERED_FROM, NUM_FIELDS, RowBlocks, row_blocks
 
-PRINTERS = 4  # the most forked: each costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
+PRINTERS = 4  # forked by default: each costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
 _NOTE = struct.Struct("<qqq")  # (piece, bytes of its text or -1: print it yourself, bytes of its digest)
 
 
@@ -63,10 +64,10 @@ class PrintedPieces:
     """The texts of `circuit[lo:hi]` for each (lo, hi) of `bounds`, in order, each with its digest
     where a printer made it (`piece(i)`, asked for i = 0, 1, ... in turn); `close()` stops and reaps
     the printers (also when not every piece was read). `digest(text)`: (the text that stands for
-    it with its digest, the digest or None)."""
+    it with its digest, the digest or None); `early`: every printer forked at once."""
 
     def __init__(self, circuit, bounds: Sequence[Tuple[int, int]], printers: Optional[int] = None,
-                 digest: Optional[Callable[[str], Tuple[str, Any]]] = None):
+                 digest: Optional[Callable[[str], Tuple[str, Any]]] = None, early: bool = False):
         self.circuit = circuit
         self.bounds = list(bounds)
         self.digest = digest
@@ -83,6 +84,8 @@ class PrintedPieces:
             except OSError:  # no fork or memfd here after all: print here
                 self.close()
                 self.printers = 0
+            if early and self.printers:
+                self._fork_the_rest()
 
     def _fork(self, j: int) -> None:
         """Printer j started (its pid and pipe at self._children[j])."""
@@ -90,7 +93,8 @@ class PrintedPieces:
 
     def _fork_the_rest(self) -> None:
         """Printers 1 on, started once piece 0 is out (each fork is 5-20 ms of a large process, which
-        the engine's first piece need not wait for); one that cannot start leaves its pieces here."""
+        a streamed engine's first piece need not wait for), or with `early` at once (a whole compile:
+        only this process waits for piece 0); one that cannot start leaves its pieces here."""
         for j in range(len(self._children), self.printers):
             try:
                 self._fork(j)
