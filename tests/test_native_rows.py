@@ -265,6 +265,17 @@ def test_rows_written_late_make_the_same_program(monkeypatch, seed):
     assert np.array_equal(np.concatenate(seen), np.asarray(program.instructions))
 
 
+@pytest.mark.parametrize("depth", [4093, 4094, 4095, 6000])  # positions 4095, 4096 (the room), 4097, 6002 wide
+def test_a_segment_of_positions_wider_than_the_placing_counts_gives_numpys_program(monkeypatch, depth):
+    """A segment whose rows span more positions than `qq_host_place_segment` counts into its room
+    (one qubit `depth` gates deep, another at the start) takes its counts from NumPy: the same Program."""
+    circuit = stim.Circuit("".join("HS"[k % 2] + " 0\n" for k in range(depth)) + "CX 1 2\nSQRT_X 1 0 2\nM 0 1 2")
+    assert len(circuit) == depth + 3
+    compiled, numpy_made = both(monkeypatch, lambda: program_digest(
+        stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit)))
+    assert compiled == numpy_made
+
+
 def test_the_writer_thread_writes_as_the_caller_would(monkeypatch):
     """Segments given to the writer thread, many at once, come out as written in the calling
     thread; the tickets count them, and a wait for the last returns with all of them written."""

@@ -414,6 +414,7 @@ class _StimCompiler(_InstructionCompiler):
         self._stamp: Optional[np.ndarray] = None
         self._stamps = 0
         self._placed = np.empty(7, dtype=np.int64)
+        self._counts = np.empty(1 << 12, dtype=np.int64)  # rows a position (a wider segment: bincount)
         self._writer: Optional[_RowWriter] = None
 
     # -- the walk ------------------------------------------------------------------------------
@@ -708,16 +709,16 @@ class _StimCompiler(_InstructionCompiler):
             self._stamp = np.full(len(free), -1, dtype=np.int64)
         stamp0 = self._stamps
         self._stamps += m
-        # new arrays a segment: the writer reads them after this returns
-        pos = np.empty(3 * len(qubits), dtype=np.int64)
-        counts = np.empty(len(pos) + 1, dtype=np.int64)
-        out = self._placed
+        pos = np.empty(3 * len(qubits), dtype=np.int64)  # a new one a segment: the writer reads it later
+        counts, out = self._counts, self._placed
         if lib.qq_host_place_segment(address(entries), m, address(qubits), None if flags is None else address(flags),
                                      address(bounds), len(free), address(self._stamp), stamp0, address(free),
                                      address(pos), address(counts), len(counts), address(out)):
             return False
         rows, low, high, records, rands, record_top, width = out.tolist()
-        counts = counts[:width] if width <= len(counts) else np.bincount(pos[:rows] - low, minlength=width)
+        # the builder keeps the counts and the writer reads them: a copy of the scratch's (a view would
+        # keep all of it)
+        counts = counts[:width].copy() if width <= len(counts) else np.bincount(pos[:rows] - low, minlength=width)
         b = self.b
         rec0, rand0 = b.take_records(records), b.take_rand(rands)
         kept = b.kept_rows(rows)
