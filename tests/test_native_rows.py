@@ -413,6 +413,23 @@ def test_idle_lists_out_of_range_raise_as_numpys(monkeypatch):
             device_program.idle_lists(rows, 3, [(0, 2)])
 
 
+def test_thread_counts_follow_the_processors_this_process_may_run_on():
+    """Under a mask of one processor: one host pool thread, one thread a compiled pass, no printer
+    (each counted from `native.processors()`, not the machine's processors)."""
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no processor masks on this platform")
+    probe = ("import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+             "from cirq_quasarq.core import native, packed; from cirq_quasarq.compiler import stim_printing; "
+             "print(packed.HOST_THREADS, native.threads_for(1 << 30), stim_printing.printers_available())")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1", "0"]
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_a_layered_schedules_stretches_say_none_as_numpys(monkeypatch, seed):
     """`_sorted_from_steps` by the compiled path gives NumPy's rows and runs, and None exactly where

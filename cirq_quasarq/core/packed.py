@@ -4,16 +4,17 @@ also run on the device (`Engine.reduce_frames`)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from . import native
+
 if TYPE_CHECKING:
     import concurrent.futures
 
-HOST_THREADS = min(8, os.cpu_count() or 1)  # the pool's threads
+HOST_THREADS = min(8, native.processors())  # the pool's threads: at most the processors this process may run on
 _POOL = None
 _LOCK = threading.Lock()
 
