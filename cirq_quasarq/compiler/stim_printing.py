@@ -11,11 +11,11 @@ more once piece 0 is out (with `early`, when it is made). Child j prints pieces 
 printers, ... in order, each into an in-memory file of its own (`memfd`): `digest(text)` gives a
 text that stands for the piece's (a shorter one: the compile's `stim_text._read_lines` cuts the
 lines whose targets it read) and the digest, written after it (pickled). The child tells this
-process the sizes on a pipe; this process
-prints piece 0 itself (a short one: the engine starts sooner) and reads each later piece from its
-file. A child does nothing but print, digest, write and exit: no CUDA, no lock another thread could
-hold. What it cannot print or digest, or a child that ended early, is printed here, whole and with no
-digest: the caller then does that work itself, so nothing it makes depends on the printers.
+process the sizes on a pipe; this process prints piece 0 itself (a short one: the engine starts
+sooner) and reads each later piece from its file. A child does nothing but print, digest, write and
+exit: no CUDA, no lock another thread could hold. What it cannot print or digest, or a child that
+ended early, is printed here, whole and with no digest: the caller then does that work itself, so
+nothing it makes depends on the printers.
 `printers=0`, and any system without `fork` and `memfd_create`, prints every piece here.
 `$CIRQ_QUASARQ_FORK=0` keeps all of this in this process.
 
