@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -169,13 +170,13 @@ extern "C" int qq_host_place_segment(const qq_entry* entries, qq_i64 m, const qq
 // Writes the segment's rows (`qq_host_place_segment` gave their positions pos and counts[p - low],
 // the rows at each position p from low to high) into out (rows x QQ_FIELDS), ordered by position
 // and within a position in the order made (a stable counting sort, as ProgramBuilder's sort),
-// STEP = step + position, record and random slots counted from rec and rand, COND = cond.
+// STEP = step + position, record and random slots counted from rec and rand, COND = cond. `next`:
+// high - low + 1 entries of scratch (the caller's: nothing here allocates, so nothing can fail).
 extern "C" void qq_host_write_segment(const qq_entry* entries, qq_i64 m, const qq_i64* qubits,
                                       const unsigned char* inverted, const qq_i64* bounds, const qq_i64* pos,
                                       qq_i64 rows, qq_i64 low, qq_i64 high, qq_i64 rec, qq_i64 rand, int cond,
-                                      qq_i64 step, const qq_i64* counts, int* out) {
-    const qq_i64 width = high - low + 1;
-    std::vector<qq_i64> next(width > 0 ? width : 0);  // each position's next row
+                                      qq_i64 step, const qq_i64* counts, qq_i64* next, int* out) {
+    const qq_i64 width = high - low + 1;  // next[p - low]: position p's next row
     qq_i64 sum = 0;
     for (qq_i64 p = 0; p < width; ++p) {
         next[p] = sum;
@@ -215,6 +216,7 @@ struct qq_write_job {
     int cond;
     qq_i64 step;
     const qq_i64* counts;
+    qq_i64* next;
     int* out;
 };
 
@@ -237,7 +239,7 @@ static void qq_writer_loop(qq_writer* w) {
         w->jobs.pop_front();
         hold.unlock();
         qq_host_write_segment(j.entries, j.m, j.qubits, j.inverted, j.bounds, j.pos, j.rows, j.low, j.high, j.rec,
-                              j.rand, j.cond, j.step, j.counts, j.out);
+                              j.rand, j.cond, j.step, j.counts, j.next, j.out);
         hold.lock();
         ++w->finished;
         w->done.notify_all();
@@ -252,7 +254,9 @@ static qq_writer* qq_writer_of_process() {
     std::lock_guard<std::mutex> hold(qq_writer_start);
     if (qq_the_writer && qq_the_writer->pid == getpid())
         return qq_the_writer;
-    w = new qq_writer();
+    w = new (std::nothrow) qq_writer();
+    if (!w)
+        return nullptr;
     try {
         std::thread(qq_writer_loop, w).detach();
     } catch (...) {
@@ -263,23 +267,28 @@ static qq_writer* qq_writer_of_process() {
     return w;
 }
 
-// Returns the job's ticket, or 0 where it was written here and now (no writer thread).
+// Returns the job's ticket, or 0 where it was written here and now (no writer thread, or no room
+// in its queue).
 extern "C" qq_i64 qq_host_write_segment_later(const qq_entry* entries, qq_i64 m, const qq_i64* qubits,
                                               const unsigned char* inverted, const qq_i64* bounds,
                                               const qq_i64* pos, qq_i64 rows, qq_i64 low, qq_i64 high, qq_i64 rec,
-                                              qq_i64 rand, int cond, qq_i64 step, const qq_i64* counts, int* out) {
+                                              qq_i64 rand, int cond, qq_i64 step, const qq_i64* counts,
+                                              qq_i64* next, int* out) {
     qq_writer* w = qq_writer_of_process();
-    if (!w) {
-        qq_host_write_segment(entries, m, qubits, inverted, bounds, pos, rows, low, high, rec, rand, cond, step,
-                              counts, out);
-        return 0;
-    }
-    qq_i64 ticket;
-    {
+    qq_i64 ticket = 0;
+    if (w) {
         std::lock_guard<std::mutex> hold(w->lock);
-        w->jobs.push_back(qq_write_job{entries, m, qubits, inverted, bounds, pos, rows, low, high, rec, rand, cond,
-                                       step, counts, out});
-        ticket = ++w->given;
+        try {
+            w->jobs.push_back(qq_write_job{entries, m, qubits, inverted, bounds, pos, rows, low, high, rec, rand,
+                                           cond, step, counts, next, out});
+            ticket = ++w->given;
+        } catch (...) {
+        }
+    }
+    if (!ticket) {
+        qq_host_write_segment(entries, m, qubits, inverted, bounds, pos, rows, low, high, rec, rand, cond, step,
+                              counts, next, out);
+        return 0;
     }
     w->wake.notify_one();
     return ticket;

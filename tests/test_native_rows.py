@@ -299,9 +299,10 @@ def test_the_writer_thread_writes_as_the_caller_would(monkeypatch):
         rows, low, high = out[:3].tolist()
         args = [a(entries), 3, a(qubits), None, a(bounds), a(pos), rows, low, high, 100 * k, 7 * k, -1, k]
         mine, theirs = np.empty((rows, 9), dtype=np.int32), np.full((rows, 9), -7, dtype=np.int32)
-        lib.qq_host_write_segment(*args, a(counts), a(mine))
-        jobs.append((mine, theirs, lib.qq_host_write_segment_later(*args, a(counts), a(theirs)),
-                     (qubits, bounds, pos, counts)))
+        scratch, theirs_scratch = (np.empty(high - low + 1, dtype=np.int64) for _ in range(2))
+        lib.qq_host_write_segment(*args, a(counts), a(scratch), a(mine))
+        jobs.append((mine, theirs, lib.qq_host_write_segment_later(*args, a(counts), a(theirs_scratch), a(theirs)),
+                     (qubits, bounds, pos, counts, theirs_scratch)))
     tickets = [ticket for _, _, ticket, _ in jobs]
     assert tickets == list(range(tickets[0], tickets[0] + len(jobs))) and tickets[0] > 0
     lib.qq_host_segments_written(tickets[-1])

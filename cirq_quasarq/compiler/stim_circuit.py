@@ -724,10 +724,11 @@ class _StimCompiler(_InstructionCompiler):
         kept = b.kept_rows(rows)
         if self._writer is None:
             self._writer = _RowWriter(lib)
-        self._writer.write((entries, qubits, flags, bounds, pos, counts, kept),
+        scratch = np.empty(max(1, width), dtype=np.int64)  # the writer's own: each position's next row
+        self._writer.write((entries, qubits, flags, bounds, pos, counts, scratch, kept),
                            address(entries), m, address(qubits), None if flags is None else address(flags),
                            address(bounds), address(pos), rows, low, high, rec0, rand0, b.cond, b.step,
-                           address(counts), address(kept))
+                           address(counts), address(scratch), address(kept))
         b.add_sorted(kept, low, counts, self._writer.wait)
         self.touched.append(qubits)
         if record_top >= 0:
