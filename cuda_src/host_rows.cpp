@@ -231,6 +231,11 @@ struct qq_writer {
 static std::mutex qq_writer_start;
 static qq_writer* qq_the_writer = nullptr;  // never freed: its thread lives as long as the process
 
+static void qq_write(const qq_write_job& j) {
+    qq_host_write_segment(j.entries, j.m, j.qubits, j.inverted, j.bounds, j.pos, j.rows, j.low, j.high, j.rec, j.rand,
+                          j.cond, j.step, j.counts, j.next, j.out);
+}
+
 static void qq_writer_loop(qq_writer* w) {
     std::unique_lock<std::mutex> hold(w->lock);
     for (;;) {
@@ -238,22 +243,28 @@ static void qq_writer_loop(qq_writer* w) {
         const qq_write_job j = w->jobs.front();
         w->jobs.pop_front();
         hold.unlock();
-        qq_host_write_segment(j.entries, j.m, j.qubits, j.inverted, j.bounds, j.pos, j.rows, j.low, j.high, j.rec,
-                              j.rand, j.cond, j.step, j.counts, j.next, j.out);
+        qq_write(j);
         hold.lock();
         ++w->finished;
         w->done.notify_all();
     }
 }
 
+// This process's writer, or nullptr where it has not started one (a forked child's copy of its
+// parent's is not its own).
+static qq_writer* qq_writer_running() {
+    qq_writer* w = qq_the_writer;
+    return w && w->pid == getpid() ? w : nullptr;
+}
+
 // The process's writer, started on first use (nullptr where no thread can be started).
 static qq_writer* qq_writer_of_process() {
-    qq_writer* w = qq_the_writer;
-    if (w && w->pid == getpid())
+    qq_writer* w = qq_writer_running();
+    if (w)
         return w;
     std::lock_guard<std::mutex> hold(qq_writer_start);
-    if (qq_the_writer && qq_the_writer->pid == getpid())
-        return qq_the_writer;
+    if ((w = qq_writer_running()))
+        return w;
     w = new (std::nothrow) qq_writer();
     if (!w)
         return nullptr;
@@ -274,20 +285,20 @@ extern "C" qq_i64 qq_host_write_segment_later(const qq_entry* entries, qq_i64 m,
                                               const qq_i64* pos, qq_i64 rows, qq_i64 low, qq_i64 high, qq_i64 rec,
                                               qq_i64 rand, int cond, qq_i64 step, const qq_i64* counts,
                                               qq_i64* next, int* out) {
+    const qq_write_job job{entries, m, qubits, inverted, bounds, pos, rows, low, high, rec, rand, cond, step, counts,
+                           next, out};
     qq_writer* w = qq_writer_of_process();
     qq_i64 ticket = 0;
     if (w) {
         std::lock_guard<std::mutex> hold(w->lock);
         try {
-            w->jobs.push_back(qq_write_job{entries, m, qubits, inverted, bounds, pos, rows, low, high, rec, rand,
-                                           cond, step, counts, next, out});
+            w->jobs.push_back(job);
             ticket = ++w->given;
         } catch (...) {
         }
     }
     if (!ticket) {
-        qq_host_write_segment(entries, m, qubits, inverted, bounds, pos, rows, low, high, rec, rand, cond, step,
-                              counts, next, out);
+        qq_write(job);
         return 0;
     }
     w->wake.notify_one();
@@ -296,8 +307,8 @@ extern "C" qq_i64 qq_host_write_segment_later(const qq_entry* entries, qq_i64 m,
 
 // The tickets written so far (every job up to the one returned is written).
 extern "C" qq_i64 qq_host_segments_done() {
-    qq_writer* w = qq_the_writer;
-    if (!w || w->pid != getpid())
+    qq_writer* w = qq_writer_running();
+    if (!w)
         return 0;
     std::lock_guard<std::mutex> hold(w->lock);
     return w->finished;
@@ -305,8 +316,8 @@ extern "C" qq_i64 qq_host_segments_done() {
 
 // Returns once the job of `ticket`, and every job given before it, is written.
 extern "C" void qq_host_segments_written(qq_i64 ticket) {
-    qq_writer* w = qq_the_writer;
-    if (ticket <= 0 || !w || w->pid != getpid())
+    qq_writer* w = qq_writer_running();
+    if (ticket <= 0 || !w)
         return;
     std::unique_lock<std::mutex> hold(w->lock);
     w->done.wait(hold, [w, ticket] { return w->finished >= ticket; });

@@ -209,15 +209,23 @@ def test_a_compile_prints_in_pieces_from_a_size_that_depends_on_the_printers(mon
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
     monkeypatch.setattr(stim_circuit, "PRINTERS", 4)
     monkeypatch.setattr(stim_circuit, "printers_available", lambda: printers)
+    _, made = whole_compile_of_size(monkeypatch, size)
+    assert bool(made) == printed
+
+
+def whole_compile_of_size(monkeypatch, size: int):
+    """`compile_new_stim` of a 10-qubit circuit of `size` qubits x instructions, any printed pieces
+    printed here (no printer forked), its Program checked against the walk of the whole: (the
+    circuit, the PrintedPieces it asked for as (bounds, printers, early))."""
     made = []
-    monkeypatch.setattr(stim_circuit, "PrintedPieces",  # printed here (no printer forked), counted
-                        lambda circuit, bounds, _, digest, **kw: made.append(1) or stim_printing.PrintedPieces(
-                            circuit, bounds, 0, digest))
-    circuit = stim.Circuit("\n".join(f"{'HS'[k % 2]} {k % 10}" for k in range(size // 10)))  # 10 qubits
+    monkeypatch.setattr(stim_circuit, "PrintedPieces",
+                        lambda circuit, bounds, wanted, digest, early=False: made.append((bounds, wanted, early))
+                        or stim_printing.PrintedPieces(circuit, bounds, 0, digest))
+    circuit = stim.Circuit("\n".join(f"{'HS'[k % 2]} {k % 10}" for k in range(size // 10)))
     assert circuit.num_qubits * len(circuit) == size
     expected = program_digest(stim_circuit._StimCompiler(stim, 10).run(circuit))
     assert program_digest(stim_circuit.compile_new_stim(circuit)) == expected
-    assert bool(made) == printed
+    return circuit, made
 
 
 @pytest.mark.parametrize("available, size, printers", [(3, 4000, 3), (8, 4000, 4), (8, 40000, 6), (15, 39990, 4),
@@ -232,13 +240,7 @@ def test_a_whole_compile_forks_its_printers_at_once_each_first_on_a_quarter_piec
     monkeypatch.setattr(stim_circuit, "PRINTED_MANY", 40000)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", 5)
     monkeypatch.setattr(stim_circuit, "printers_available", lambda: available)
-    made = []
-    monkeypatch.setattr(stim_circuit, "PrintedPieces",  # printed here (no printer forked), recorded
-                        lambda circuit, bounds, wanted, digest, early=False: made.append((bounds, wanted, early))
-                        or stim_printing.PrintedPieces(circuit, bounds, 0, digest))
-    circuit = stim.Circuit("\n".join(f"{'HS'[k % 2]} {k % 10}" for k in range(size // 10)))  # 10 qubits
-    expected = program_digest(stim_circuit._StimCompiler(stim, 10).run(circuit))
-    assert program_digest(stim_circuit.compile_new_stim(circuit)) == expected
+    circuit, made = whole_compile_of_size(monkeypatch, size)
     (bounds, wanted, early), = made
     step = -(-len(circuit) // 5)
     sizes = [hi - lo for lo, hi in bounds]

@@ -359,7 +359,7 @@ class _RowWriter:
             while held and held[0][0] <= done:
                 held.popleft()
         ticket = self._lib.qq_host_write_segment_later(*args)
-        if ticket:  # (0: written at once, the writer thread could not be started)
+        if ticket:  # (0: written at once: no writer thread could be started, or its queue took no more)
             self._ticket = ticket
             held.append((ticket, arrays))
 
@@ -704,6 +704,7 @@ class _StimCompiler(_InstructionCompiler):
         bounds = np.ascontiguousarray(starts, dtype=np.int64)
         address = native.address
         flags = None if inverted is None else np.ascontiguousarray(inverted).view(np.uint8)
+        flags_at = None if flags is None else address(flags)
         free = self.free
         if self._stamp is None or len(self._stamp) < len(free):
             self._stamp = np.full(len(free), -1, dtype=np.int64)
@@ -711,9 +712,9 @@ class _StimCompiler(_InstructionCompiler):
         self._stamps += m
         pos = np.empty(3 * len(qubits), dtype=np.int64)  # a new one a segment: the writer reads it later
         counts, out = self._counts, self._placed
-        if lib.qq_host_place_segment(address(entries), m, address(qubits), None if flags is None else address(flags),
-                                     address(bounds), len(free), address(self._stamp), stamp0, address(free),
-                                     address(pos), address(counts), len(counts), address(out)):
+        if lib.qq_host_place_segment(address(entries), m, address(qubits), flags_at, address(bounds), len(free),
+                                     address(self._stamp), stamp0, address(free), address(pos), address(counts),
+                                     len(counts), address(out)):
             return False
         rows, low, high, records, rands, record_top, width = out.tolist()
         # the builder keeps the counts and the writer reads them: a copy of the scratch's (a view would
@@ -726,9 +727,8 @@ class _StimCompiler(_InstructionCompiler):
             self._writer = _RowWriter(lib)
         scratch = np.empty(max(1, width), dtype=np.int64)  # the writer's own: each position's next row
         self._writer.write((entries, qubits, flags, bounds, pos, counts, scratch, kept),
-                           address(entries), m, address(qubits), None if flags is None else address(flags),
-                           address(bounds), address(pos), rows, low, high, rec0, rand0, b.cond, b.step,
-                           address(counts), address(scratch), address(kept))
+                           address(entries), m, address(qubits), flags_at, address(bounds), address(pos), rows,
+                           low, high, rec0, rand0, b.cond, b.step, address(counts), address(scratch), address(kept))
         b.add_sorted(kept, low, counts, self._writer.wait)
         self.touched.append(qubits)
         if record_top >= 0:
