@@ -13,6 +13,8 @@ give correctly distributed shots when cut, but not the bits of one call.
 
 from __future__ import annotations
 
+import itertools
+
 import queue
 import threading
 from typing import Optional, Tuple
@@ -137,12 +139,19 @@ def _measured_rows_likely(engine: Engine, circuit, num_qubits: int) -> bool:
     """Whether the engine's reference of `circuit` will come from its measured rows
     (engines/measured_rows.py: at most `measured_rows_share` * n collapses, no reset, no loop),
     which cost a fraction of the full run that streaming overlaps with the compile: then the
-    circuit compiles whole. Read off the circuit's top-level instructions (1,200 for the paper's
-    100k-qubit circuit)."""
+    circuit compiles whole. Read off the counts Stim keeps and the circuit's first
+    `_LEADING` instructions, where a circuit that resets its qubits does so most often: finding a
+    reset or loop anywhere else takes a pass over every target (Stim copies an instruction's
+    targets to name it), 35 ms of a 0.6 s first call at 100k qubits (H200 host). A circuit that
+    resets or loops only later compiles whole too, and its reference takes the full run."""
     if not getattr(engine, "measured_rows", False) or \
             circuit.num_measurements > getattr(engine, "measured_rows_share", 0.0) * num_qubits:
         return False
-    return not any(instruction.name in _RESET_NAMES or instruction.name == "REPEAT" for instruction in circuit)
+    return not any(instruction.name in _RESET_NAMES or instruction.name == "REPEAT"
+                   for instruction in itertools.islice(circuit, _LEADING))
+
+
+_LEADING = 4
 
 
 class StreamedCompile:

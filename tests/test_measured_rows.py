@@ -309,7 +309,9 @@ def test_cuda_keeps_the_full_run_for_resets():
 def test_first_calls_whose_reference_takes_the_measured_rows_compile_whole():
     """A streaming engine streams a large circuit's compile into the full run; where the reference
     will come from the measured rows (few measurements, no reset, no loop) the circuit compiles
-    whole instead. Read off the circuit: resets, a loop or measurements past n / 2 keep streaming."""
+    whole instead. Read off the circuit's counts and its first instructions: resets or a loop
+    there, or measurements past n / 2, keep streaming; a reset or loop only later is not looked
+    for (a pass over every target), and that circuit compiles whole."""
     stim = pytest.importorskip("stim")
     import types
 
@@ -319,8 +321,12 @@ def test_first_calls_whose_reference_takes_the_measured_rows_compile_whole():
     engine = types.SimpleNamespace(measured_rows=True, measured_rows_share=0.5)
     circuit = paper_random_circuit_stim(600, 10, seed=1)
     assert shots._measured_rows_likely(engine, circuit, 600)
-    for tail in ("R 0", "MRX 3", "REPEAT 2 {\n H 0\n}", "M " + " ".join(map(str, range(300)))):
-        assert not shots._measured_rows_likely(engine, circuit + stim.Circuit(tail), 600), tail
+    for head in ("R 0", "MRX 3", "REPEAT 2 {\n H 0\n}", "QUBIT_COORDS(0) 0\nTICK\nRY 1 2"):
+        assert not shots._measured_rows_likely(engine, stim.Circuit(head) + circuit, 600), head
+    assert not shots._measured_rows_likely(engine, circuit + stim.Circuit("M " + " ".join(map(str, range(300)))), 600)
+    for tail in ("R 0", "REPEAT 2 {\n H 0\n}"):
+        assert shots._measured_rows_likely(engine, circuit + stim.Circuit(tail), 600), tail
+    assert shots._measured_rows_likely(engine, stim.Circuit("TICK\n" * shots._LEADING + "R 0") + circuit, 600)
     off = types.SimpleNamespace(measured_rows=False, measured_rows_share=1)
     assert not shots._measured_rows_likely(off, circuit, 600)
     assert not shots._measured_rows_likely(object(), circuit, 600)
