@@ -422,13 +422,13 @@ def test_an_interrupted_streamed_call_stops_its_compile_and_keeps_nothing(monkey
     from cirq_quasarq.compiler import stim_printing
 
     stream_from(monkeypatch, 100)
-    fork, printers = stim_printing.PrintedPieces._fork, []
+    start, printers, heads = stim_printing.PrintedPieces._start, [], []
 
-    def recorded(self, j):
-        fork(self, j)
-        printers.append(self._children[-1][0])
+    def recorded(self):
+        start(self)
+        heads.append(self._head)
 
-    monkeypatch.setattr(stim_printing.PrintedPieces, "_fork", recorded)
+    monkeypatch.setattr(stim_printing.PrintedPieces, "_start", recorded)
     forked = stim_printing.ForkedCompile.__init__
 
     def recorded_compile(self, *args):
@@ -445,9 +445,13 @@ def test_an_interrupted_streamed_call_stops_its_compile_and_keeps_nothing(monkey
         sim.sample_measurements(circuit, 100, bit_packed=True)
     assert threading.active_count() == before and cached_stim(circuit) is None
     assert printers or not stim_printing.forked_compile_available()
-    for pid in printers:  # and its compile's process (or its printers) reaped
+    stim_printing.reap_ended(wait=True)
+    for pid in printers + heads:  # and its compile's process (or its printers' head) reaped
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+    for head in heads:  # and the printers with it
+        with pytest.raises(ProcessLookupError):
+            os.killpg(head, 0)
     sim.engine = StreamingNumpy()
     again = sim.sample_measurements(circuit, 100, bit_packed=True)
     assert sim.engine.streamed == 1

@@ -216,35 +216,38 @@ def test_a_compile_prints_in_pieces_from_a_size_that_depends_on_the_printers(mon
 def whole_compile_of_size(monkeypatch, size: int):
     """`compile_new_stim` of a 10-qubit circuit of `size` qubits x instructions, any printed pieces
     printed here (no printer forked), its Program checked against the walk of the whole: (the
-    circuit, the PrintedPieces it asked for as (bounds, printers, early))."""
+    circuit, the PrintedPieces it asked for as (bounds, printers, whether it gave idle work)). The
+    compile cache holds the circuit afterwards, with idle work or without."""
     made = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces",
-                        lambda circuit, bounds, wanted, digest, early=False: made.append((bounds, wanted, early))
-                        or stim_printing.PrintedPieces(circuit, bounds, 0, digest))
+                        lambda circuit, bounds, wanted, digest, idle=None: made.append((bounds, wanted, idle is not None))
+                        or stim_printing.PrintedPieces(circuit, bounds, 0, digest, idle))
     circuit = stim.Circuit("\n".join(f"{'HS'[k % 2]} {k % 10}" for k in range(size // 10)))
     assert circuit.num_qubits * len(circuit) == size
     expected = program_digest(stim_circuit._StimCompiler(stim, 10).run(circuit))
-    assert program_digest(stim_circuit.compile_new_stim(circuit)) == expected
+    stim_circuit.clear_stim_cache()
+    program = stim_circuit.compile_new_stim(circuit)
+    assert program_digest(program) == expected
+    assert stim_circuit.cached_stim(circuit.copy()) is program
     return circuit, made
 
 
 @pytest.mark.parametrize("available, size, printers", [(3, 4000, 3), (8, 4000, 4), (8, 40000, 6), (15, 39990, 4),
                                                         (5, 40000, 5), (15, 400000, 6)])
-def test_a_whole_compile_forks_its_printers_at_once_each_first_on_a_quarter_piece(monkeypatch, available, size,
-                                                                                  printers):
-    """A whole compile printed in pieces forks PRINTERS printers, PRINTERS_MANY from PRINTED_MANY (at
-    most those that may run), all at once (`early`), and cuts pieces so that each printer's first
-    is a quarter of the later ones, as piece 0 is: the same Program."""
+def test_a_whole_compile_asks_for_its_printers_each_first_on_a_quarter_piece(monkeypatch, available, size, printers):
+    """A whole compile printed in pieces asks for PRINTERS printers, PRINTERS_MANY from PRINTED_MANY
+    (at most those that may run), gives them the cache's copy as idle work, and cuts pieces so that
+    each printer's first is a quarter of the later ones, as piece 0 is: the same Program."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 400)
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
     monkeypatch.setattr(stim_circuit, "PRINTED_MANY", 40000)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", 5)
     monkeypatch.setattr(stim_circuit, "printers_available", lambda: available)
     circuit, made = whole_compile_of_size(monkeypatch, size)
-    (bounds, wanted, early), = made
+    (bounds, wanted, idle), = made
     step = -(-len(circuit) // 5)
     sizes = [hi - lo for lo, hi in bounds]
-    assert wanted == printers and early
+    assert wanted == printers and idle
     assert sizes[:1 + printers] == [-(-step // 4)] * (1 + printers) and set(sizes[1 + printers:-1]) == {step}
 
 
@@ -316,8 +319,8 @@ def test_the_text_walk_equals_the_object_walk_and_the_per_target_path(text):
 class DigestedHere(stim_printing.PrintedPieces):
     """Printed pieces digested in this process, as a printer digests them (no fork needed)."""
 
-    def __init__(self, circuit, bounds, printers=None, digest=None, early=False):
-        super().__init__(circuit, bounds, 0, digest)
+    def __init__(self, circuit, bounds, printers=None, digest=None, idle=None):
+        super().__init__(circuit, bounds, 0, digest, idle)
 
     def piece(self, i):
         lo, hi = self.bounds[i]

@@ -8,6 +8,7 @@ cut one, gives the Programs of one that reads them itself (the streamed compile:
 from __future__ import annotations
 
 import os
+import select
 import signal
 
 import numpy as np
@@ -64,6 +65,19 @@ def assert_reaped(pids) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
+def assert_ended(texts: PrintedPieces, head) -> None:
+    """No process of the printers is left: the head (this process's child) reaped, and its process
+    group, the printers', empty (the head reaps them before it ends)."""
+    assert texts._head is None
+    if head is None:
+        return
+    stim_printing.reap_ended(wait=True)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(head, os.WNOHANG)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(head, 0)
+
+
 @pytest.fixture
 def processors(monkeypatch):
     """As if this machine had 9 processors where it forks at all (more printers than processors only
@@ -72,15 +86,14 @@ def processors(monkeypatch):
         monkeypatch.setattr(stim_printing, "printers_available", lambda: 8)
 
 
-@pytest.mark.parametrize("early", [False, True])
 @pytest.mark.parametrize("printers", [0, 1, 2, 3, 40])
-def test_printed_pieces_are_stims_text_with_their_lines_read(printers, early, processors):
+def test_printed_pieces_are_stims_text_with_their_lines_read(printers, processors):
     circuit = a_circuit()
     bounds = cut(len(circuit), 7)
-    texts = PrintedPieces(circuit, bounds, printers, stim_text._read_lines, early=early)
+    texts = PrintedPieces(circuit, bounds, printers, stim_text._read_lines)
     assert texts.printers == min(printers, stim_printing.printers_available(), len(bounds) - 1)
-    # all printers at once with `early`, else the others once piece 0 is out
-    assert len(texts._children) == (texts.printers if early else min(texts.printers, 1))
+    head = texts._head
+    assert (head is not None) == bool(texts.printers) == (texts._notes >= 0)
     cut_lines = 0
     try:
         for i, (lo, hi) in enumerate(bounds):
@@ -95,58 +108,117 @@ def test_printed_pieces_are_stims_text_with_their_lines_read(printers, early, pr
                 cut_lines += sum(1 for line in text.split("\n") if line.endswith(" "))
         if texts.printers:
             assert cut_lines > 20
-
-        pids = [pid for pid, _ in texts._children]
-        assert len(pids) == texts.printers
     finally:
         texts.close()
-    assert_reaped(pids)
+    assert_ended(texts, head)
 
 
 @needs_printers
-def test_pieces_passed_over_a_printer_that_fails_or_ends_early_leave_the_work_here(processors):
+@pytest.mark.parametrize("how", ["digest fails", "printer ends", "printer never forked"])
+def test_pieces_passed_over_a_printer_that_fails_or_ends_early_leave_the_work_here(monkeypatch, processors, how):
+    """A piece its printer cannot digest, a printer that ends after taking a piece and before telling
+    of it, and a printer its head cannot fork: the piece not told is printed here once every printer
+    has ended, the others are read as printed (the printers that run take every piece)."""
     circuit = a_circuit()
     bounds = cut(len(circuit), 9)
+    digest = stim_text._read_lines
+    if how == "digest fails":
+        def digest(text):
+            if "QUBIT_COORDS" in text:
+                raise ValueError("no digest of this piece")
+            return stim_text._read_lines(text)
+    elif how == "printer ends":
+        real_print = PrintedPieces._print
 
-    def failing(text):
-        if "QUBIT_COORDS" in text:
-            raise ValueError("no digest of this piece")
-        return stim_text._read_lines(text)
+        def ending(self, j, queue, notes):
+            if j == 0:  # takes piece 1 and ends
+                stim_printing._read_exactly(queue, stim_printing._PIECE_NUMBER.itemsize)
+                os._exit(0)
+            import time
+            time.sleep(0.2)  # (after printer 0 has taken its piece)
+            real_print(self, j, queue, notes)
 
-    texts = PrintedPieces(circuit, bounds, 2, failing)
-    texts._fork_the_rest()
-    pids = [pid for pid, _ in texts._children]
-    os.kill(pids[-1], signal.SIGKILL)  # the last printer ends before its first piece, or after some
+        monkeypatch.setattr(PrintedPieces, "_print", ending)
+    else:
+        here, real_fork, forks = os.getpid(), stim_printing._fork_child, []
+
+        def refused(work, *args, **kwargs):
+            if os.getpid() != here:  # the head: its second printer is not forked
+                forks.append(1)
+                if len(forks) == 2:
+                    raise OSError("no more processes")
+            return real_fork(work, *args, **kwargs)
+
+        monkeypatch.setattr(stim_printing, "_fork_child", refused)
+    texts = PrintedPieces(circuit, bounds, 2, digest)
+    head = texts._head
+    here_too = 0
     try:
-        asked = [0, 3, 6, len(bounds) - 1]  # pieces 1, 2, 4, ... passed over; the last has the QUBIT_COORDS
+        asked = range(len(bounds)) if how == "printer ends" else [0, 3, 6, len(bounds) - 1]  # others passed over
         assert "QUBIT_COORDS" in str(circuit[bounds[-1][0]:])
         for i in asked:
             lo, hi = bounds[i]
             text, lines = texts.piece(i)
-            assert restored(text, lines) == str(circuit[lo:hi])
-            if lines is not None:
-                assert same_lines(lines, stim_text._read_lines(str(circuit[lo:hi]))[1])
+            stims = str(circuit[lo:hi])
+            assert restored(text, lines) == stims
+            if lines is None:
+                assert text == stims
+                here_too += i > 0
             else:
-                assert text == str(circuit[lo:hi])
-            if "QUBIT_COORDS" in text:
-                assert lines is None
+                assert same_lines(lines, stim_text._read_lines(stims)[1])
+            if how == "digest fails":
+                assert (lines is None) == (i == 0 or "QUBIT_COORDS" in text)
     finally:
         texts.close()
-    assert_reaped(pids)
+    assert_ended(texts, head)
+    assert here_too == {"digest fails": 1, "printer ends": 1, "printer never forked": 0}[how]
 
 
 @needs_printers
-def test_printers_closed_before_their_pieces_are_read_are_reaped(processors):
+def test_printers_closed_before_their_pieces_are_read_are_ended(processors):
+    """Closed at once (the head perhaps still forking), or after piece 1: no process left."""
     circuit = paper_random_circuit_stim(2000, 40, seed=1)
-    for read in (0, 1):  # closed before any piece is read (one printer), or after piece 1 (all)
+    for read in (0, 1):
         texts = PrintedPieces(circuit, cut(len(circuit), 12), 3, stim_text._read_lines)
+        head = texts._head
         if read:
             texts.piece(1)
-        pids = [pid for pid, _ in texts._children]
-        assert len(pids) == (min(3, stim_printing.printers_available()) if read else 1)
         texts.close()
-        assert_reaped(pids)
+        assert_ended(texts, head)
         texts.close()  # twice: nothing left to do
+
+
+@needs_printers
+@pytest.mark.parametrize("slow", [False, True])
+def test_idle_work_runs_once_while_a_printer_is_awaited_or_when_asked(monkeypatch, processors, slow):
+    """`idle` runs at the first wait for a printer that is not done (here: one that sleeps first),
+    else at `idle()`; never twice."""
+    circuit = a_circuit()
+    bounds = cut(len(circuit), 5)
+    if slow:
+        real_print = PrintedPieces._print
+
+        def sleepy(self, *args):
+            import time
+            time.sleep(0.3)
+            real_print(self, *args)
+
+        monkeypatch.setattr(PrintedPieces, "_print", sleepy)
+    done = []
+    texts = PrintedPieces(circuit, bounds, 2, stim_text._read_lines, idle=lambda: done.append(len(done)))
+    try:
+        texts.piece(0)
+        assert done == []
+        if not slow:  # a printer has told of piece 1 (the first taken)
+            assert select.select([texts._notes], [], [], 30)[0]
+        texts.piece(1)
+        assert done == ([0] if slow else [])
+        texts.piece(2)
+        texts.idle()
+        texts.idle()
+        assert done == [0]
+    finally:
+        texts.close()
 
 
 @pytest.mark.parametrize("text, read", [
@@ -300,7 +372,7 @@ def test_no_fork_where_the_environment_says_so(monkeypatch):
     assert stim_printing.printers_available() == 0 and not stim_printing.forked_compile_available()
     circuit = a_circuit()
     texts = PrintedPieces(circuit, cut(len(circuit), 5), 3, stim_text._read_lines)
-    assert texts.printers == 0 and not texts._children
+    assert texts.printers == 0 and texts._head is None and texts._notes < 0
     assert texts.piece(2) == (str(circuit[slice(*cut(len(circuit), 5)[2])]), None)
     compiling = shots.StreamedCompile(paper_random_circuit_stim(300, 20, seed=2), 5)
     assert not isinstance(compiling._compiling, stim_printing.ForkedCompile)
@@ -308,3 +380,31 @@ def test_no_fork_where_the_environment_says_so(monkeypatch):
     monkeypatch.setenv("CIRQ_QUASARQ_FORK", "yes")
     with pytest.raises(InvalidInputError, match="CIRQ_QUASARQ_FORK"):
         stim_printing.printers_available()
+
+
+@needs_printers
+def test_a_head_that_has_not_ended_at_close_is_reaped_by_the_next_start(processors):
+    """`close` does not wait for the printers' head: where it has not ended, the next printers'
+    start (or `reap_ended`, or the interpreter's exit) reaps it once it has."""
+    import time
+
+    circuit = paper_random_circuit_stim(2000, 40, seed=1)
+    texts = PrintedPieces(circuit, cut(len(circuit), 12), 3, stim_text._read_lines)
+    head = texts._head
+    texts.close()
+    deadline = time.monotonic() + 30
+    while head in stim_printing._ENDING:  # a zombie once it has ended (the printers reaped by it)
+        with open(f"/proc/{head}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    again = PrintedPieces(circuit, cut(len(circuit), 12), 3, stim_text._read_lines)
+    again_head = again._head
+    try:
+        assert head not in stim_printing._ENDING
+        with pytest.raises(ChildProcessError):
+            os.waitpid(head, os.WNOHANG)
+    finally:
+        again.close()
+    assert_ended(again, again_head)

@@ -123,12 +123,13 @@ _SEGMENT_CHARS = 1 << 17
 PRINTED_MIN = 20_000_000
 PRINTED_MIN_ALL_PRINTERS = 10_000_000
 PRINTED_PIECES = 12
-# A whole compile printed in pieces forks its printers all at once, each one's first piece a quarter
-# of the later ones, so that this process, which walks piece 0 meanwhile, waits less for piece 1: at
-# 180k qubits it had waited 0.11 s for it, with the printers forked after piece 0 and each printing a
-# whole piece first (a 0.72 s compile, H200 host). From PRINTED_MANY on it forks PRINTERS_MANY of them
-# where they may run. Compiles in turn there (session 27), medians of four: 180k 0.83 -> 0.71 s,
-# 100k 0.44 -> 0.40 s; at 10k (12M) 0.047 -> 0.046 s with four printers, 0.051 s with six.
+# A whole compile printed in pieces has each printer's first piece a quarter of the later ones, so
+# that this process, which walks piece 0 meanwhile, waits less for piece 1: at 180k qubits it had
+# waited 0.11 s for it, with the printers forked after piece 0 and each printing a whole piece first
+# (a 0.72 s compile, H200 host). From PRINTED_MANY on it asks for PRINTERS_MANY of them where they may
+# run. Compiles in turn there (session 27, all printers forked by this process at once), medians of
+# four: 180k 0.83 -> 0.71 s, 100k 0.44 -> 0.40 s; at 10k (12M) 0.047 -> 0.046 s with four printers,
+# 0.051 s with six.
 PRINTED_MANY = 40_000_000
 PRINTERS_MANY = 6
 _ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
@@ -180,17 +181,21 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     import stim
 
     n = circuit.num_qubits if num_qubits is None else num_qubits
-    texts = None
+    texts, kept = None, []  # kept: the cache's copy of the circuit, where the printers' wait made it
     available = printers_available()
     size = n * len(circuit)
     least = PRINTED_MIN_ALL_PRINTERS if available >= PRINTERS else PRINTED_MIN
     if (size >= least and available and len(circuit) >= 2 * PRINTED_PIECES
             and not (circuit.num_detectors or circuit.num_observables)):
         printers = min(available, PRINTERS_MANY if size >= PRINTED_MANY else PRINTERS)
+        # the cache's copy of the circuit made while this process waits for a printer (at 100k qubits
+        # 31 ms of fresh memory, H200 host), where it does
         texts = PrintedPieces(circuit, _piece_bounds(circuit, PRINTED_PIECES, printers, 4), printers, digest_piece,
-                              early=True)
+                              idle=lambda: kept.append(circuit.copy()))
     try:
         program = _StimCompiler(stim, n).run(circuit, texts)
+        if texts is not None:
+            texts.idle()
     except Exception:
         if texts is None:
             raise
@@ -198,7 +203,7 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     finally:
         if texts is not None:
             texts.close()
-    remember_stim(circuit, program)
+    remember_stim(circuit, program, kept[0] if kept else None)
     return program
 
 

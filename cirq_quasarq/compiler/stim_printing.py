@@ -6,16 +6,18 @@ Stim prints a circuit (`str`) without letting go of the interpreter lock, and at
 that printing was a third of a streamed compile (1.1-1.2 s at 180k on the H100's host). A thread
 cannot overlap it with anything; a forked process can, as it holds a copy of the circuit already.
 
-`PrintedPieces(circuit, bounds, printers, digest)` forks a child when it is made, and `printers - 1`
-more once piece 0 is out (with `early`, when it is made). Child j prints pieces 1 + j, 1 + j +
-printers, ... in order, each into an in-memory file of its own (`memfd`): `digest(text)` gives a
-text that stands for the piece's (a shorter one: the compile's `stim_text._read_lines` cuts the
-lines whose targets it read) and the digest, written after it (pickled). The child tells this
-process the sizes on a pipe; this process prints piece 0 itself (a short one: the engine starts
-sooner) and reads each later piece from its file. A child does nothing but print, digest, write and
-exit: no CUDA, no lock another thread could hold. What it cannot print or digest, or a child that
-ended early, is printed here, whole and with no digest: the caller then does that work itself, so
-nothing it makes depends on the printers.
+`PrintedPieces(circuit, bounds, printers, digest)` forks one child when it is made, the head, which
+forks the printers in a process group of its own and reaps them (this process pays one fork, not
+one a printer). Printer j prints pieces 1 + j, 1 + j + printers, ... in order, each into an
+in-memory file of its own (`memfd`): `digest(text)` gives a text that stands for the piece's (a
+shorter one: the compile's `stim_text._read_lines` cuts the lines whose targets it read) and the
+digest, written after it (pickled). The printer tells this process the sizes on a pipe of its own;
+this process prints piece 0 itself (a short one: the engine starts sooner) and reads each later
+piece from its file. A printer does nothing but print, digest, write and exit: no CUDA, no lock
+another thread could hold. What it cannot print or digest, or a printer that ended early or never
+started, is printed here, whole and with no digest: the caller then does that work itself, so
+nothing it makes depends on the printers. Where this process would wait for a printer it first does
+the caller's `idle` work.
 `printers=0`, and any system without `fork` and `memfd_create`, prints every piece here.
 `$CIRQ_QUASARQ_FORK=0` keeps all of this in this process.
 
@@ -26,13 +28,17 @@ Only the schedule and the engine's launches then hold this process's interpreter
 
 from __future__ import annotations
 
+import atexit
 import gc
 import mmap
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
+import threading
+import time
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -42,8 +48,9 @@ from .. import errors
 from ..core import native
 from ..core.program import LAYERED_FROM, NUM_FIELDS, RowBlocks, row_blocks
 
-PRINTERS = 4  # forked by default: each costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
+PRINTERS = 4  # forked by default: each fork costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
 _NOTE = struct.Struct("<qqq")  # (piece, bytes of its text or -1: print it yourself, bytes of its digest)
+_PIECE_NUMBER = np.dtype("<i4")  # a piece waiting in the printers' queue
 
 
 def printers_available() -> int:
@@ -62,50 +69,77 @@ def printers_available() -> int:
 
 class PrintedPieces:
     """The texts of `circuit[lo:hi]` for each (lo, hi) of `bounds`, in order, each with its digest
-    where a printer made it (`piece(i)`, asked for i = 0, 1, ... in turn); `close()` stops and reaps
-    the printers (also when not every piece was read). `digest(text)`: (the text that stands for
-    it with its digest, the digest or None); `early`: every printer forked at once."""
+    where a printer made it (`piece(i)`, asked for i = 0, 1, ... in turn); `close()` ends the
+    printers (also when not every piece was read; their head is reaped then or later: `reap_ended`). `digest(text)`: (the text that
+    stands for it with its digest, the digest or None); `idle`: work for this process to do while
+    it first waits for a printer (`idle()` does it where it never waited)."""
 
     def __init__(self, circuit, bounds: Sequence[Tuple[int, int]], printers: Optional[int] = None,
-                 digest: Optional[Callable[[str], Tuple[str, Any]]] = None, early: bool = False):
+                 digest: Optional[Callable[[str], Tuple[str, Any]]] = None,
+                 idle: Optional[Callable[[], None]] = None):
         self.circuit = circuit
         self.bounds = list(bounds)
         self.digest = digest
+        self._idle = idle
         wanted = PRINTERS if printers is None else printers
         self.printers = max(0, min(wanted, printers_available(), len(self.bounds) - 1))
-        self._children: List[Tuple[int, int]] = []  # (pid, read end of its pipe)
+        self._head: Optional[int] = None  # the pid of the process that forks the printers: their group
+        self._notes = -1  # the read end of the printers' pipe of notes
+        self._told: dict = {}  # piece: (bytes of its text, of its digest), told and not yet asked for
+        self._ended = False  # every printer has ended: the pieces not told are printed here
         self._files: List[int] = []  # piece i's memfd at index i - 1
-        self._gone: set = set()  # printers whose pipe ended: their later pieces are printed here
         if self.printers:
             try:
                 self._files = [os.memfd_create(f"quasarq-piece-{i}", os.MFD_CLOEXEC)
                                for i in range(1, len(self.bounds))]
-                self._fork(0)
+                self._start()
             except OSError:  # no fork or memfd here after all: print here
                 self.close()
                 self.printers = 0
-            if early and self.printers:
-                self._fork_the_rest()
 
-    def _fork(self, j: int) -> None:
-        """Printer j started (its pid and pipe at self._children[j])."""
-        self._children.append(_forked(lambda pipe: self._print(j, pipe)))
+    def _start(self) -> None:
+        """The printers started. This process forks one, the head, which forks them in a process
+        group of its own and reaps them: each fork is 5-20 ms of a large process (at 100k qubits six
+        had taken 55 ms of this one's before piece 0, H200 host). The pieces wait in a pipe in order,
+        and each printer takes the next as it is free, so that the first forked print the first
+        pieces while the head forks the rest. A printer tells of each piece on a pipe all share
+        (a note is one write, which a pipe keeps whole)."""
+        reap_ended()
+        queue = notes = None
+        try:
+            queue, notes = os.pipe(), os.pipe()
+            os.set_blocking(queue[1], False)  # (a queue the pipe cannot hold: OSError, printed here)
+            _write(queue[1], np.arange(1, len(self.bounds), dtype=_PIECE_NUMBER).tobytes())
+            self._head = _fork_child(lambda: self._fork_printers(queue[0], notes[1]),
+                                     close=[queue[1], notes[0]], head=True)
+            self._notes = notes[0]
+        finally:
+            for fd in (queue or ()) + (notes[1:] if notes else ()):
+                os.close(fd)
+            if notes and self._notes < 0:
+                os.close(notes[0])
 
-    def _fork_the_rest(self) -> None:
-        """Printers 1 on, started once piece 0 is out (each fork is 5-20 ms of a large process, which
-        a streamed engine's first piece need not wait for), or with `early` at once (a whole compile:
-        only this process waits for piece 0); one that cannot start leaves its pieces here."""
-        for j in range(len(self._children), self.printers):
+    def _fork_printers(self, queue: int, notes: int) -> None:
+        """The head's work: the printers forked, then reaped. SIGTERM (`close`) ends the printers; the
+        head lives on to reap them."""
+        printers = []
+        for j in range(self.printers):
             try:
-                self._fork(j)
-            except OSError:
-                self._children.append((-1, -1))
-                self._gone.add(j)
+                printers.append(_fork_child(lambda: self._print(j, queue, notes), terminate=True))
+            except OSError:  # the others take its pieces
+                break
+        os.close(queue), os.close(notes)  # (the pipe of notes ends with the last printer)
+        for pid in printers:
+            _wait(pid)
 
-    def _print(self, j: int, pipe: int) -> None:
-        """Child j's work: its pieces printed and digested, each into its file as the text that stands
-        for it and the digest, the sizes told."""
-        for i in range(1 + j, len(self.bounds), self.printers):
+    def _print(self, j: int, queue: int, notes: int) -> None:
+        """Printer j's work: the next piece from the queue printed and digested, into its file as the
+        text that stands for it and the digest, and the sizes told; until the queue is empty."""
+        while True:
+            taken = _read_exactly(queue, _PIECE_NUMBER.itemsize)
+            if len(taken) < _PIECE_NUMBER.itemsize:
+                return
+            i = int(np.frombuffer(taken, dtype=_PIECE_NUMBER)[0])
             lo, hi = self.bounds[i]
             size = digested = 0
             try:
@@ -124,7 +158,7 @@ class PrintedPieces:
                     digested = _write_parts(fd, size, parts)
             except Exception:
                 size = -1
-            os.write(pipe, _NOTE.pack(i, size, digested))
+            os.write(notes, _NOTE.pack(i, size, digested))
 
     def piece(self, i: int) -> Tuple[str, Any]:
         """Piece i's text and its digest: the text `digest` gave for it and the digest, or where this
@@ -133,20 +167,22 @@ class PrintedPieces:
         lo, hi = self.bounds[i]
         if i == 0 or not self.printers:
             return str(self.circuit[lo:hi]), None
-        if len(self._children) < self.printers:
-            self._fork_the_rest()
-        j = (i - 1) % self.printers
-        size = digested = -1
-        while j not in self._gone:
-            note = _read_exactly(self._children[j][1], _NOTE.size)
-            if len(note) < _NOTE.size:  # the child ended early
-                self._gone.add(j)
+        for passed in [k for k in self._told if k < i]:
+            del self._told[passed]
+            self._release(passed)
+        while i not in self._told and not self._ended:
+            if self._idle is not None and not select.select([self._notes], [], [], 0)[0]:
+                self.idle()  # no printer is done: this process's own work first
+            note = _read_exactly(self._notes, _NOTE.size)
+            if len(note) < _NOTE.size:  # every printer has ended
+                self._ended = True
                 break
             piece, size, digested = _NOTE.unpack(note)
-            if piece == i:
-                break
-            self._release(piece)
-            size = -1
+            if piece < i:
+                self._release(piece)
+            else:
+                self._told[piece] = (size, digested)
+        size, digested = self._told.pop(i, (-1, -1))
         text, digest = None, None
         if size == 0 and digested == 0:
             text = ""
@@ -174,15 +210,20 @@ class PrintedPieces:
             os.close(self._files[i - 1])
             self._files[i - 1] = -1
 
+    def idle(self) -> None:
+        """The idle work done, where it is not done yet."""
+        work, self._idle = self._idle, None
+        if work is not None:
+            work()
+
     def close(self) -> None:
-        for pid, read in self._children:
-            if pid >= 0:
-                _reap(pid, read)
-        self._children = []
-        for fd in self._files:
+        if self._head is not None:
+            _end_group(self._head)
+            self._head = None
+        for fd in [self._notes] + self._files:
             if fd >= 0:
                 os.close(fd)
-        self._files = []
+        self._notes, self._files = -1, []
 
 
 _ALIGN = 64  # each of a digest's parts starts at a multiple of it
@@ -370,30 +411,94 @@ class ForkedCompile:
 
 def _forked(work: Callable[[int], None]) -> Tuple[int, int]:
     """(pid, the read end of its pipe) of a forked child that runs `work(the pipe's write end)`, then
-    exits. The child's garbage collector stays off (a cycle it found could hold an object whose
-    finalizer calls CUDA) and Ctrl-C ends it at once."""
+    exits (`_fork_child`)."""
     read, write = os.pipe()
     try:
-        with warnings.catch_warnings():
-            # Python warns of fork in a process with threads (the compile's, CUDA's own): the child
-            # runs only Stim, NumPy and os.write, and takes no lock another thread may hold.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-    except OSError:
-        os.close(read), os.close(write)
-        raise
+        pid = _fork_child(lambda: work(write), close=[read])
+    finally:
+        os.close(write)
+    return pid, read
+
+
+def _fork_child(work: Callable[[], None], close: Sequence[int] = (), head: bool = False,
+                terminate: bool = False) -> int:
+    """The pid of a forked child that closes the descriptors `close`, runs `work()` and exits. Its
+    garbage collector stays off (a cycle it found could hold an object whose finalizer calls CUDA)
+    and Ctrl-C ends it at once. With `head`, it ignores SIGTERM and leads a process group of its
+    own (`_end_group`); with `terminate`, SIGTERM ends it (its parent, a head, ignores it)."""
+    with warnings.catch_warnings():
+        # Python warns of fork in a process with threads (the compile's, CUDA's own): the child
+        # runs only Stim, NumPy and os calls, and takes no lock another thread may hold.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child: never returns
         try:
             gc.disable()
-            try:
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-            except ValueError:
-                pass
-            work(write)
+            actions = [(signal.SIGINT, signal.SIG_DFL)]
+            if head or terminate:  # (before it leads a group: a SIGTERM to the group never finds it unready)
+                actions.append((signal.SIGTERM, signal.SIG_IGN if head else signal.SIG_DFL))
+            for sig, action in actions:
+                try:
+                    signal.signal(sig, action)
+                except ValueError:
+                    pass
+            if head:
+                os.setpgid(0, 0)
+            for fd in close:
+                os.close(fd)
+            work()
         finally:
             os._exit(0)
-    os.close(write)
-    return pid, read
+    return pid
+
+
+def _wait(pid: int) -> None:
+    """Child `pid` reaped (no error where it is not this process's)."""
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+# Heads told to end (`_end_group`) and not yet reaped: each is reaped by the next printers' start or
+# close, or at exit. A head reaps its printers first, and a printer's exit (its copy of a large
+# process's mappings undone) had kept `close` waiting 10 ms after a 10k-qubit compile (H200 host).
+_ENDING: List[int] = []
+_ENDING_LOCK = threading.Lock()
+
+
+def _end_group(head: int, wait: bool = False) -> None:
+    """The head of a process group of printers (`PrintedPieces._start`) and its printers told to end:
+    SIGTERM to the group (the head ignores it and reaps the printers, so that none outlives it). The
+    head is reaped now where it has ended, else later (`_ENDING`); with `wait`, SIGTERM again until it
+    has ended (a printer it forked after a SIGTERM gets the next), and reaped."""
+    while True:
+        try:
+            os.killpg(head, signal.SIGTERM)
+        except OSError:  # no such group (the head could not lead one): it ends with its printers
+            pass
+        try:
+            if os.waitpid(head, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
+        if not wait:
+            with _ENDING_LOCK:
+                _ENDING.append(head)
+            return
+        time.sleep(0.0005)
+
+
+def reap_ended(wait: bool = False) -> None:
+    """The heads told to end that have ended reaped (with `wait`: all, once they end)."""
+    with _ENDING_LOCK:
+        heads = _ENDING[:]
+        del _ENDING[:]
+    for head in heads:
+        _end_group(head, wait)
+
+
+atexit.register(reap_ended, True)
 
 
 def _reap(pid: int, pipe: int) -> None:
@@ -402,10 +507,7 @@ def _reap(pid: int, pipe: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+    _wait(pid)
     os.close(pipe)
 
 
