@@ -408,3 +408,26 @@ def test_a_head_that_has_not_ended_at_close_is_reaped_by_the_next_start(processo
     finally:
         again.close()
     assert_ended(again, again_head)
+
+
+@needs_printers
+def test_close_ends_printers_that_would_print_on(monkeypatch, processors):
+    """Printers in the middle of their work (here: asleep for a minute) end at `close`, SIGTERM to
+    their group, and their head with them."""
+    import time
+
+    real_print = PrintedPieces._print
+
+    def asleep(self, *args):
+        time.sleep(60)
+        real_print(self, *args)
+
+    monkeypatch.setattr(PrintedPieces, "_print", asleep)
+    circuit = a_circuit()
+    texts = PrintedPieces(circuit, cut(len(circuit), 5), 3, stim_text._read_lines)
+    head = texts._head
+    time.sleep(0.2)  # (the printers forked and asleep)
+    started = time.monotonic()
+    texts.close()
+    assert_ended(texts, head)
+    assert time.monotonic() - started < 30
