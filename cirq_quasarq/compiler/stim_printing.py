@@ -8,11 +8,11 @@ cannot overlap it with anything; a forked process can, as it holds a copy of the
 
 `PrintedPieces(circuit, bounds, printers, digest)` forks one child when it is made, the head, which
 forks the printers in a process group of its own and reaps them (this process pays one fork, not
-one a printer). Printer j prints pieces 1 + j, 1 + j + printers, ... in order, each into an
+one a printer). Each printer takes the next piece from a queue as it is free and prints it into an
 in-memory file of its own (`memfd`): `digest(text)` gives a text that stands for the piece's (a
 shorter one: the compile's `stim_text._read_lines` cuts the lines whose targets it read) and the
-digest, written after it (pickled). The printer tells this process the sizes on a pipe of its own;
-this process prints piece 0 itself (a short one: the engine starts sooner) and reads each later
+digest, written after it (pickled). The printer tells this process the sizes on a pipe the printers
+share; this process prints piece 0 itself (a short one: the engine starts sooner) and reads each later
 piece from its file. A printer does nothing but print, digest, write and exit: no CUDA, no lock
 another thread could hold. What it cannot print or digest, or a printer that ended early or never
 started, is printed here, whole and with no digest: the caller then does that work itself, so
@@ -434,6 +434,7 @@ def _fork_child(work: Callable[[], None], close: Sequence[int] = (), head: bool 
     if pid == 0:  # the child: never returns
         try:
             gc.disable()
+            del _ENDING[:]  # (its parent's heads, not its own; the lock may be held by a thread not here)
             actions = [(signal.SIGINT, signal.SIG_DFL)]
             if head or terminate:  # (before it leads a group: a SIGTERM to the group never finds it unready)
                 actions.append((signal.SIGTERM, signal.SIG_IGN if head else signal.SIG_DFL))
@@ -443,12 +444,18 @@ def _fork_child(work: Callable[[], None], close: Sequence[int] = (), head: bool 
                 except ValueError:
                     pass
             if head:
-                os.setpgid(0, 0)
+                try:
+                    os.setpgid(0, 0)
+                except OSError:  # no group: its printers end when their work is done
+                    pass
             for fd in close:
                 os.close(fd)
             work()
         finally:
-            os._exit(0)
+            try:
+                reap_ended(wait=True)  # the heads of printers it started (a streamed compile's)
+            finally:
+                os._exit(0)
     return pid
 
 
@@ -471,18 +478,21 @@ def _end_group(head: int, wait: bool = False) -> None:
     """The head of a process group of printers (`PrintedPieces._start`) and its printers told to end:
     SIGTERM to the group (the head ignores it and reaps the printers, so that none outlives it). The
     head is reaped now where it has ended, else later (`_ENDING`); with `wait`, SIGTERM again until it
-    has ended (a printer it forked after a SIGTERM gets the next), and reaped."""
+    has ended (a printer it forked after a SIGTERM gets the next), and reaped, for up to a minute.
+    The group is signalled only while its head is this process's child and alive: the pid, and so
+    the group, cannot be another's then."""
+    deadline = time.monotonic() + 60
     while True:
+        try:
+            if os.waitpid(head, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:  # reaped by another (a caller that waits for any child)
+            return
         try:
             os.killpg(head, signal.SIGTERM)
         except OSError:  # no such group (the head could not lead one): it ends with its printers
             pass
-        try:
-            if os.waitpid(head, os.WNOHANG)[0]:
-                return
-        except ChildProcessError:
-            return
-        if not wait:
+        if not wait or time.monotonic() > deadline:
             with _ENDING_LOCK:
                 _ENDING.append(head)
             return
