@@ -359,6 +359,7 @@ def test_a_forked_compile_hands_over_errors_and_a_process_that_ended():
             with pytest.raises(raised, match=match):
                 next(forked)
         forked.close()
+        stim_printing.reap_ended(wait=True)  # (one that handed over its error ends by itself)
         assert_reaped([pid])
 
 
@@ -393,7 +394,7 @@ def test_a_head_that_has_not_ended_at_close_is_reaped_by_the_next_start(processo
     head = texts._head
     texts.close()
     deadline = time.monotonic() + 30
-    while head in stim_printing._ENDING:  # a zombie once it has ended (the printers reaped by it)
+    while (head, True) in stim_printing._ENDING:  # a zombie once it has ended (the printers reaped by it)
         with open(f"/proc/{head}/stat") as stat:
             if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
                 break
@@ -402,7 +403,7 @@ def test_a_head_that_has_not_ended_at_close_is_reaped_by_the_next_start(processo
     again = PrintedPieces(circuit, cut(len(circuit), 12), 3, stim_text._read_lines)
     again_head = again._head
     try:
-        assert head not in stim_printing._ENDING
+        assert (head, True) not in stim_printing._ENDING
         with pytest.raises(ChildProcessError):
             os.waitpid(head, os.WNOHANG)
     finally:

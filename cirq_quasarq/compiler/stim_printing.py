@@ -326,6 +326,7 @@ class ForkedCompile:
         self._file = os.memfd_create("quasarq-rows", os.MFD_CLOEXEC)
         self._blocks: List[Any] = []
         self._ended: Optional[BaseException] = None
+        self._delivered = False  # its Program or error read: it has nothing left to do but end
         try:
             self._pid, self._pipe = _forked(lambda pipe: self._compile(compiling, pipe))
         except OSError:
@@ -381,6 +382,7 @@ class ForkedCompile:
             self._blocks.append(rows)
             return rows, (word if flag else None)
         at = flag  # the Program (kind -1) or the error (-2), after the last piece
+        self._delivered = True
         with mmap.mmap(self._file, at + size, prot=mmap.PROT_READ) as view, memoryview(view) as data:
             made = pickle.loads(data[at:])
         if kind == -2 or not isinstance(made, tuple):
@@ -401,10 +403,16 @@ class ForkedCompile:
         return np.frombuffer(view, dtype=np.int32).reshape(-1, NUM_FIELDS)
 
     def close(self) -> None:
-        """End the process (after its work or not) and reap it; the rows given stay."""
+        """End the process and reap it; the rows given stay. A process that has handed over its
+        Program or error ends by itself once its printers' head is reaped, and is reaped then or
+        later (`reap_ended`); one that has not is killed."""
         if getattr(self, "_pid", None) is None:
             return
-        _reap(self._pid, self._pipe)
+        if self._delivered:
+            _reap_later(self._pid)
+            os.close(self._pipe)
+        else:
+            _reap(self._pid, self._pipe)
         os.close(self._file)  # the mapped rows keep their pages
         self._pid = None
 
@@ -453,7 +461,7 @@ def _fork_child(work: Callable[[], None], close: Sequence[int] = (), head: bool 
             work()
         finally:
             try:
-                reap_ended(wait=True)  # the heads of printers it started (a streamed compile's)
+                reap_ended(wait=True)  # the heads of printers it started (a forked compile's)
             finally:
                 os._exit(0)
     return pid
@@ -467,20 +475,26 @@ def _wait(pid: int) -> None:
         pass
 
 
-# Heads told to end (`_end_group`) and not yet reaped: each is reaped by the next printers' start or
-# close, or at exit. A head reaps its printers first, and a printer's exit (its copy of a large
-# process's mappings undone) had kept `close` waiting 10 ms after a 10k-qubit compile (H200 host).
-_ENDING: List[int] = []
+# Children told to end and not yet reaped, (pid, whether it heads a group of printers: `_end_group`):
+# each is reaped by the next printers' start, or at exit. A head reaps its printers first, and a
+# printer's exit (its copy of a large process's mappings undone) had kept `close` waiting 10 ms after
+# a 10k-qubit compile (H200 host); a forked compile reaps its printers' head.
+_ENDING: List[Tuple[int, bool]] = []
 _ENDING_LOCK = threading.Lock()
 
 
-def _end_group(head: int, wait: bool = False) -> None:
+def _reap_later(pid: int) -> None:
+    """Child `pid`, which ends by itself, reaped now where it has ended, else later (`_ENDING`)."""
+    _end_group(pid, group=False)
+
+
+def _end_group(head: int, wait: bool = False, group: bool = True) -> None:
     """The head of a process group of printers (`PrintedPieces._start`) and its printers told to end:
     SIGTERM to the group (the head ignores it and reaps the printers, so that none outlives it). The
     head is reaped now where it has ended, else later (`_ENDING`); with `wait`, SIGTERM again until it
     has ended (a printer it forked after a SIGTERM gets the next), and reaped, for up to a minute.
     The group is signalled only while its head is this process's child and alive: the pid, and so
-    the group, cannot be another's then."""
+    the group, cannot be another's then. Without `group`, a child that ends by itself: no signal."""
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -489,12 +503,13 @@ def _end_group(head: int, wait: bool = False) -> None:
         except ChildProcessError:  # reaped by another (a caller that waits for any child)
             return
         try:
-            os.killpg(head, signal.SIGTERM)
+            if group:
+                os.killpg(head, signal.SIGTERM)
         except OSError:  # no such group (the head could not lead one): it ends with its printers
             pass
         if not wait or time.monotonic() > deadline:
             with _ENDING_LOCK:
-                _ENDING.append(head)
+                _ENDING.append((head, group))
             return
         time.sleep(0.0005)
 
@@ -502,10 +517,10 @@ def _end_group(head: int, wait: bool = False) -> None:
 def reap_ended(wait: bool = False) -> None:
     """The heads told to end that have ended reaped (with `wait`: all, once they end)."""
     with _ENDING_LOCK:
-        heads = _ENDING[:]
+        children = _ENDING[:]
         del _ENDING[:]
-    for head in heads:
-        _end_group(head, wait)
+    for pid, group in children:
+        _end_group(pid, wait, group)
 
 
 atexit.register(reap_ended, True)
