@@ -14,7 +14,6 @@ give correctly distributed shots when cut, but not the bits of one call.
 from __future__ import annotations
 
 import itertools
-
 import queue
 import threading
 from typing import Optional, Tuple
@@ -133,6 +132,8 @@ def compiled_with_reference(engine: Engine, circuit) -> Program:
 
 # Stim's names of the instructions that reset a qubit (the GPU's measured rows take none).
 _RESET_NAMES = frozenset(("R", "RX", "RY", "RZ", "MR", "MRX", "MRY", "MRZ"))
+# The first instructions `_measured_rows_likely` reads (a coordinate or TICK may come before the resets).
+_LEADING = 4
 
 
 def _measured_rows_likely(engine: Engine, circuit, num_qubits: int) -> bool:
@@ -149,9 +150,6 @@ def _measured_rows_likely(engine: Engine, circuit, num_qubits: int) -> bool:
         return False
     return not any(instruction.name in _RESET_NAMES or instruction.name == "REPEAT"
                    for instruction in itertools.islice(circuit, _LEADING))
-
-
-_LEADING = 4
 
 
 class StreamedCompile:

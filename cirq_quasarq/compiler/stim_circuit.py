@@ -194,8 +194,6 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
                               idle=lambda: kept.append(circuit.copy()))
     try:
         program = _StimCompiler(stim, n).run(circuit, texts)
-        if texts is not None:
-            texts.idle()
     except Exception:
         if texts is None:
             raise
@@ -203,6 +201,8 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     finally:
         if texts is not None:
             texts.close()
+    if texts is not None:
+        texts.idle()  # (where no wait made the copy)
     remember_stim(circuit, program, kept[0] if kept else None)
     return program
 
