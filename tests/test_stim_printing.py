@@ -8,8 +8,8 @@ cut one, gives the Programs of one that reads them itself (the streamed compile:
 from __future__ import annotations
 
 import os
-import select
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -63,6 +63,18 @@ def assert_reaped(pids) -> None:
     for pid in pids:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def wait_until_ended(pid: int) -> None:
+    """Until child `pid` has ended (a zombie: not reaped)."""
+
+    deadline = time.monotonic() + 30
+    while True:
+        with open(f"/proc/{pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
 
 
 def assert_ended(texts: PrintedPieces, head) -> None:
@@ -134,7 +146,6 @@ def test_pieces_passed_over_a_printer_that_fails_or_ends_early_leave_the_work_he
             if j == 0:  # takes piece 1 and ends
                 stim_printing._read_exactly(queue, stim_printing._PIECE_NUMBER.itemsize)
                 os._exit(0)
-            import time
             time.sleep(0.2)  # (after printer 0 has taken its piece)
             real_print(self, j, queue, notes)
 
@@ -199,7 +210,6 @@ def test_idle_work_runs_once_while_a_printer_is_awaited_or_when_asked(monkeypatc
         real_print = PrintedPieces._print
 
         def sleepy(self, *args):
-            import time
             time.sleep(0.3)
             real_print(self, *args)
 
@@ -209,8 +219,8 @@ def test_idle_work_runs_once_while_a_printer_is_awaited_or_when_asked(monkeypatc
     try:
         texts.piece(0)
         assert done == []
-        if not slow:  # a printer has told of piece 1 (the first taken)
-            assert select.select([texts._notes], [], [], 30)[0]
+        if not slow:  # every printer done: the head, which reaps them, has ended
+            wait_until_ended(texts._head)
         texts.piece(1)
         assert done == ([0] if slow else [])
         texts.piece(2)
@@ -323,7 +333,6 @@ def test_a_forked_compile_hands_over_errors_and_a_process_that_ended():
     """What the compile's process raises arrives as itself, or as NotStreamable where it does not
     pickle; a process that ends before its Program is NotStreamable (the call then compiles whole);
     every later `next` ends the same way, and the process is reaped."""
-    import time
 
     from cirq_quasarq.core.program import NUM_FIELDS
     from cirq_quasarq.errors import NotStreamable
@@ -387,19 +396,13 @@ def test_no_fork_where_the_environment_says_so(monkeypatch):
 def test_a_head_that_has_not_ended_at_close_is_reaped_by_the_next_start(processors):
     """`close` does not wait for the printers' head: where it has not ended, the next printers'
     start (or `reap_ended`, or the interpreter's exit) reaps it once it has."""
-    import time
 
     circuit = paper_random_circuit_stim(2000, 40, seed=1)
     texts = PrintedPieces(circuit, cut(len(circuit), 12), 3, stim_text._read_lines)
     head = texts._head
     texts.close()
-    deadline = time.monotonic() + 30
-    while (head, True) in stim_printing._ENDING:  # a zombie once it has ended (the printers reaped by it)
-        with open(f"/proc/{head}/stat") as stat:
-            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
-                break
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    if (head, True) in stim_printing._ENDING:
+        wait_until_ended(head)
     again = PrintedPieces(circuit, cut(len(circuit), 12), 3, stim_text._read_lines)
     again_head = again._head
     try:
@@ -415,7 +418,6 @@ def test_a_head_that_has_not_ended_at_close_is_reaped_by_the_next_start(processo
 def test_close_ends_printers_that_would_print_on(monkeypatch, processors):
     """Printers in the middle of their work (here: asleep for a minute) end at `close`, SIGTERM to
     their group, and their head with them."""
-    import time
 
     real_print = PrintedPieces._print
 
