@@ -218,7 +218,7 @@ class PrintedPieces:
 
     def close(self) -> None:
         if self._head is not None:
-            _end_group(self._head)
+            _end_child(self._head)
             self._head = None
         for fd in [self._notes] + self._files:
             if fd >= 0:
@@ -409,7 +409,7 @@ class ForkedCompile:
         if getattr(self, "_pid", None) is None:
             return
         if self._delivered:
-            _reap_later(self._pid)
+            _end_child(self._pid, group=False)
             os.close(self._pipe)
         else:
             _reap(self._pid, self._pipe)
@@ -433,7 +433,7 @@ def _fork_child(work: Callable[[], None], close: Sequence[int] = (), head: bool 
     """The pid of a forked child that closes the descriptors `close`, runs `work()` and exits. Its
     garbage collector stays off (a cycle it found could hold an object whose finalizer calls CUDA)
     and Ctrl-C ends it at once. With `head`, it ignores SIGTERM and leads a process group of its
-    own (`_end_group`); with `terminate`, SIGTERM ends it (its parent, a head, ignores it)."""
+    own (`_end_child`); with `terminate`, SIGTERM ends it (its parent, a head, ignores it)."""
     with warnings.catch_warnings():
         # Python warns of fork in a process with threads (the compile's, CUDA's own): the child
         # runs only Stim, NumPy and os calls, and takes no lock another thread may hold.
@@ -475,7 +475,7 @@ def _wait(pid: int) -> None:
         pass
 
 
-# Children told to end and not yet reaped, (pid, whether it heads a group of printers: `_end_group`):
+# Children told to end and not yet reaped, (pid, whether it heads a group of printers: `_end_child`):
 # each is reaped by the next printers' start, or at exit. A head reaps its printers first, and a
 # printer's exit (its copy of a large process's mappings undone) had kept `close` waiting 10 ms after
 # a 10k-qubit compile (H200 host); a forked compile reaps its printers' head.
@@ -483,18 +483,14 @@ _ENDING: List[Tuple[int, bool]] = []
 _ENDING_LOCK = threading.Lock()
 
 
-def _reap_later(pid: int) -> None:
-    """Child `pid`, which ends by itself, reaped now where it has ended, else later (`_ENDING`)."""
-    _end_group(pid, group=False)
-
-
-def _end_group(head: int, wait: bool = False, group: bool = True) -> None:
-    """The head of a process group of printers (`PrintedPieces._start`) and its printers told to end:
-    SIGTERM to the group (the head ignores it and reaps the printers, so that none outlives it). The
-    head is reaped now where it has ended, else later (`_ENDING`); with `wait`, SIGTERM again until it
-    has ended (a printer it forked after a SIGTERM gets the next), and reaped, for up to a minute.
-    The group is signalled only while its head is this process's child and alive: the pid, and so
-    the group, cannot be another's then. Without `group`, a child that ends by itself: no signal."""
+def _end_child(head: int, wait: bool = False, group: bool = True) -> None:
+    """Child `head` reaped now where it has ended, else later (`_ENDING`). With `group`, it heads a
+    process group of printers (`PrintedPieces._start`), which is told to end first: SIGTERM to the
+    group (the head ignores it and reaps the printers, so that none outlives it). With `wait`, SIGTERM
+    again until the head has ended (a printer it forked after a SIGTERM gets the next), and reaped,
+    for up to a minute. The group is signalled only while its head is this process's child and
+    alive: the pid, and so the group, cannot be another's then. Without `group`, a child that ends by
+    itself (a forked compile that has handed over its Program): no signal."""
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -520,7 +516,7 @@ def reap_ended(wait: bool = False) -> None:
         children = _ENDING[:]
         del _ENDING[:]
     for pid, group in children:
-        _end_group(pid, wait, group)
+        _end_child(pid, wait, group)
 
 
 atexit.register(reap_ended, True)
