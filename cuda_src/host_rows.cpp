@@ -7,8 +7,9 @@
 //   ProgramBuilder.emit_rows make them;
 // - the schedule of rows in layers already (schedule/windows.py, `_sorted_from_steps`): their
 //   stretches (`qq_host_layer_stretches`) and the stretches moved in key order (`qq_host_move_stretches`);
-// - the rows of a schedule layered row by row (a Cirq circuit's), moved in a stable order of their
-//   keys by counting (`qq_host_sort_rows`);
+// - the layers of a schedule's rows in program order (a Cirq circuit's, or a Stim circuit's with
+//   TICKs: `qq_host_layer_rows`), and its rows moved in a stable order of their keys by counting
+//   (`qq_host_sort_rows`);
 // - the qubits each of the GPU engine's gate windows leaves idle (engines/cuda/device_program.py,
 //   `idle_lists`): `qq_host_idle_lists`.
 // The NumPy code stays the definition, the oracle (tests/test_native_rows.py) and the fallback.
@@ -532,4 +533,85 @@ extern "C" qq_i64 qq_host_sort_rows(const int* rows, qq_i64 n, const int* key, c
             ++runs;
         }
     return runs;
+}
+
+// The scheduler's layers of rows in program order (windows.Scheduler._layer, whose NumPy form
+// layers each group of rows on distinct qubits at once): a row one layer past the latest row on
+// its qubits A and B (B < 0: none) and past the latest barrier; a barrier (a COND, or an opcode
+// with bit 1 of `special`) alone, one layer past every row since the barrier before; an opcode with
+// bit 2 (E) on its range of ext_qubits instead. key[i] = layer * width + rank[op], op8[i] = op.
+// last: each qubit's latest layer (n of them, read as at least base); state: {base, top}, the
+// latest barrier's layer and the highest layer since, read and written. Returns 0, or -1 before
+// writing anything where a row is outside what the NumPy form takes alike (an opcode out of range,
+// a qubit A out of 0 .. n - 1 or B out of -1 .. n - 1, an empty or outside range): the caller's
+// NumPy form then gives its own answer.
+namespace {
+template <typename K>
+qq_i64 qq_layer_rows(const int* rows, qq_i64 count, const qq_i64* rank, const unsigned char* special,
+                     qq_i64 opcodes, qq_i64 width, const int* ext, qq_i64 ext_count, K* last, qq_i64 n,
+                     qq_i64* state, K* key, unsigned char* op8) {
+    for (qq_i64 i = 0; i < count; ++i) {
+        const int* f = rows + QQ_FIELDS * i;
+        const int op = f[QQ_OP];
+        if (op < 0 || op >= opcodes)
+            return -1;
+        if (f[QQ_COND] >= 0 || (special[op] & 1))
+            continue;
+        if (special[op] & 2) {
+            const qq_i64 lo = f[QQ_A], size = f[QQ_B];
+            if (lo < 0 || size < 1 || lo + size > ext_count)
+                return -1;
+            for (qq_i64 k = lo; k < lo + size; ++k)
+                if (ext[k] < 0 || ext[k] >= n)
+                    return -1;
+        } else if (f[QQ_A] < 0 || f[QQ_A] >= n || f[QQ_B] < -1 || f[QQ_B] >= n) {
+            return -1;
+        }
+    }
+    qq_i64 base = state[0], top = state[1];
+    for (qq_i64 i = 0; i < count; ++i) {
+        const int* f = rows + QQ_FIELDS * i;
+        const int op = f[QQ_OP];
+        op8[i] = (unsigned char)op;
+        qq_i64 layer;
+        if (f[QQ_COND] >= 0 || (special[op] & 1)) {
+            base = std::max(base, top) + 1;
+            top = 0;
+            layer = base;
+        } else if (special[op] & 2) {
+            const int* qs = ext + f[QQ_A];
+            layer = base;
+            for (int k = 0; k < f[QQ_B]; ++k)
+                layer = std::max(layer, (qq_i64)last[qs[k]]);
+            ++layer;
+            for (int k = 0; k < f[QQ_B]; ++k)
+                last[qs[k]] = (K)layer;
+            top = std::max(top, layer);
+        } else {
+            const int a = f[QQ_A], b = f[QQ_B];
+            layer = std::max(base, (qq_i64)last[a]);
+            if (b >= 0)
+                layer = std::max(layer, (qq_i64)last[b]);
+            ++layer;
+            last[a] = (K)layer;
+            if (b >= 0)
+                last[b] = (K)layer;
+            top = std::max(top, layer);
+        }
+        key[i] = (K)(layer * width + rank[op]);
+    }
+    state[0] = base;
+    state[1] = top;
+    return 0;
+}
+}  // namespace
+
+extern "C" qq_i64 qq_host_layer_rows(const int* rows, qq_i64 count, const qq_i64* rank, const unsigned char* special,
+                                     qq_i64 opcodes, qq_i64 width, const int* ext, qq_i64 ext_count, void* last,
+                                     qq_i64 n, qq_i64* state, void* key, unsigned char* op8, int wide) {
+    if (wide)
+        return qq_layer_rows(rows, count, rank, special, opcodes, width, ext, ext_count, (qq_i64*)last, n, state,
+                             (qq_i64*)key, op8);
+    return qq_layer_rows(rows, count, rank, special, opcodes, width, ext, ext_count, (int*)last, n, state, (int*)key,
+                         op8);
 }

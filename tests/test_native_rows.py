@@ -619,3 +619,102 @@ def test_the_counting_sort_is_taken_where_it_applies(monkeypatch):
     wide = np.repeat(table, 2, axis=1)[:, ::2]  # equal rows, not C-contiguous
     windows._sorted_rows(wide, key, op8)
     assert sorts
+
+
+def _layered(ins, program, key_dtype, parts):
+    """`Scheduler._layer` of `ins` added in `parts` consecutive runs: the keys, opcodes and the state
+    each run leaves (every qubit's latest layer, the barrier's layer, the highest since)."""
+    from cirq_quasarq.schedule import windows
+
+    s = windows.Scheduler(program.num_qubits, program.ext_qubits, len(program.loops), key_dtype)
+    keys, ops, states = [], [], []
+    for part in np.array_split(np.arange(len(ins)), parts):
+        rows = np.ascontiguousarray(ins[part])
+        key, op8 = np.empty(len(rows), dtype=key_dtype), np.empty(len(rows), dtype=np.uint8)
+        s._layer(rows, key, op8)
+        keys.append(key)
+        ops.append(op8)
+        states.append((s.last[:-1].copy(), s.base, s.top))  # last[-1]: the dummy of a one-qubit row's B
+    return np.concatenate(keys), np.concatenate(ops), states
+
+
+def _programs_to_layer():
+    from cirq_quasarq.compiler import compile_stim
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    from .programs import random_program, window_program
+    from .test_stim_circuit import random_circuit
+
+    programs = [compile_stim(random_circuit(s, n=4 + s % 9, noisy=s % 2 == 0)) for s in range(30)]
+    programs += [random_program(5 + s, 6, s, collapse=0.8, noise=s % 3 == 0)[0] for s in range(12)]
+    programs += [window_program(100, 3), compile_stim(paper_random_circuit_stim(300, 8, seed=2, ticks=True))]
+    programs.append(compile_stim(stim.Circuit("""
+        CX 0 1 2 3
+        E(0.1) X0 Z2 Y5
+        ELSE_CORRELATED_ERROR(0.2) Z1 Z4
+        M 0 1
+        CX rec[-1] 3
+        REPEAT 3 {
+            H 0
+            DEPOLARIZE2(0.1) 0 1
+            M(0.1) 1
+            TICK
+        }
+        MPP X0*Z1*Y2
+    """)))
+    return programs
+
+
+@pytest.mark.parametrize("key_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("parts", [1, 3])
+def test_layers_walked_in_order_equal_numpys(monkeypatch, key_dtype, parts):
+    """`qq_host_layer_rows` against the NumPy groups, the definition: the same keys, opcodes and state
+    after each of several runs of rows, for compiled circuits (E over a range of qubits, barriers,
+    loops, TICKs), programs whose STEP groups name a qubit twice, and rows whose STEP is any order."""
+    from cirq_quasarq.core.program import STEP
+    from cirq_quasarq.schedule import windows
+
+    calls = []
+    real = windows.Scheduler._layer_compiled
+    monkeypatch.setattr(windows.Scheduler, "_layer_compiled",
+                        lambda *a: (calls.append(1), real(*a))[1])
+    r = np.random.default_rng(parts)
+    for program in _programs_to_layer():
+        tables = [program.instructions]
+        shuffled = program.instructions.copy()
+        shuffled[:, STEP] = r.integers(0, 3, len(shuffled))  # groups that reuse qubits, back and forth
+        tables.append(shuffled)
+        for ins in tables:
+            compiled, numpy_made = both(monkeypatch, lambda: _layered(ins, program, key_dtype, parts))
+            for a, b in zip(compiled[:2], numpy_made[:2]):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
+            for (la, ba, ta), (lb, bb, tb) in zip(compiled[2], numpy_made[2]):
+                assert np.array_equal(la, lb) and (ba, ta) == (bb, tb)
+    assert calls and all(calls)
+
+
+def test_layers_the_walk_refuses_are_numpys(monkeypatch):
+    """Rows outside what the walk takes (a qubit past the last, B below -1, an empty range of E, an
+    opcode out of range) leave the state as it was and go to the NumPy form."""
+    from cirq_quasarq.core import opcodes
+    from cirq_quasarq.core.program import NUM_FIELDS, OP, A, B, COND
+    from cirq_quasarq.schedule import windows
+
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    lib = native.library()
+    if lib is None:
+        pytest.fail(f"the compiled path did not build: {native.why_not()}")
+    e = opcodes.CODE["E"]
+    for op, a, b in ((opcodes.CODE["H"], 4, -1), (opcodes.CODE["CX"], 0, -2), (e, 0, 0), (e, 2, 2),
+                     (opcodes.NUM_OPCODES, 0, 1), (opcodes.CODE["H"], -1, -1)):
+        s = windows.Scheduler(4, np.array([0, 1, 3], dtype=np.int32), 0, np.int32)
+        s.last[:] = [3, 1, 4, 1, 0]
+        s.base, s.top = 2, 5
+        ins = np.zeros((3, NUM_FIELDS), dtype=np.int32)
+        ins[:, COND] = -1
+        ins[:, OP], ins[:, A], ins[:, B] = opcodes.CODE["CZ"], [0, 1, 2], [1, 2, 3]
+        ins[1, OP], ins[1, A], ins[1, B] = op, a, b
+        key, op8 = np.zeros(3, dtype=np.int32), np.zeros(3, dtype=np.uint8)
+        assert not s._layer_compiled(lib, ins, key, op8), (op, a, b)
+        assert s.last.tolist() == [3, 1, 4, 1, 0] and (s.base, s.top) == (2, 5)
+        assert not key.any() and not op8.any()

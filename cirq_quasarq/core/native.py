@@ -243,6 +243,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_move_stretches.restype = i64
     lib.qq_host_sort_rows.argtypes = [p, i64, p, p, i64, p, p, p, p, p, p, p]
     lib.qq_host_sort_rows.restype = i64
+    lib.qq_host_layer_rows.argtypes = [p, i64, p, p, i64, i64, p, i64, p, i64, p, p, p, ctypes.c_int]
+    lib.qq_host_layer_rows.restype = i64
     lib.qq_host_frame_gates.argtypes = [p, p, i64, p, p, i64, ctypes.c_int, p]
     lib.qq_host_frame_gates.restype = None
     return lib

@@ -73,6 +73,9 @@ _RANK = np.where(np.isin(np.arange(opcodes.NUM_OPCODES), list(_COLLAPSE)), opcod
 
 _ARITY0 = opcodes.ARITY == 0
 _SPECIAL_OP = _BARRIER_OP | _ARITY0  # rows that are barriers whatever their COND, and E
+# as qq_host_layer_rows reads them: each opcode's rank, and bit 1 a barrier, bit 2 arity 0
+_RANK_I64 = _RANK.astype(np.int64)
+_SPECIAL_BITS = (_BARRIER_OP * 1 | (_ARITY0 & ~_BARRIER_OP) * 2).astype(np.uint8)
 _BLOCK = 1 << 16  # rows a block: a block's rows stay in cache while each of its columns is read
 _STRETCH_ROWS = 64  # mean rows a stretch of one key and opcode from which stretches move as slices
 _INT32_ROWS = 2**31 // (opcodes.NUM_OPCODES + 1)  # up to this many rows a key fits int32 (layer <= rows)
@@ -394,7 +397,12 @@ class Scheduler:
 
     def _layer(self, ins: np.ndarray, key: np.ndarray, op8: np.ndarray) -> None:
         """key[i] = row i's layer * (NUM_OPCODES + 1) + its rank: as soon as possible after the
-        rows before it on its qubits, a barrier alone after every row before it."""
+        rows before it on its qubits, a barrier alone after every row before it. By the host's
+        compiled path where it is on (a walk of the rows in order: `_layer_compiled`), else in NumPy,
+        the definition, a group of rows on distinct qubits at a time."""
+        lib = native.compiled()
+        if lib is not None and self._layer_compiled(lib, ins, key, op8):
+            return
         n_ins = len(ins)
         # key: rank now; the layers (times NUM_OPCODES + 1) are added group by group below
         bar_idx, cuts, ranged = _scan(ins, key, op8)
@@ -445,6 +453,25 @@ class Scheduler:
             lay *= width
             key[lo:hi] += lay
         self.base, self.top = base, top
+
+    def _layer_compiled(self, lib, ins: np.ndarray, key: np.ndarray, op8: np.ndarray) -> bool:
+        """`_layer` by `qq_host_layer_rows` (host_rows.cpp); False, with nothing changed, where it
+        does not apply: rows that are not a C-contiguous int32 table, or a row it leaves to NumPy's
+        answer (a qubit or range out of bounds)."""
+        if not (ins.dtype == np.int32 and ins.ndim == 2 and ins.shape[1] == NUM_FIELDS and ins.flags.c_contiguous
+                and key.dtype in (np.int32, np.int64) and key.dtype == self.last.dtype):
+            return False
+        ext = np.ascontiguousarray(self.ext_qubits, dtype=np.int32)
+        state = np.array([self.base, self.top], dtype=np.int64)
+        address = native.address
+        done = lib.qq_host_layer_rows(address(ins), len(ins), address(_RANK_I64), address(_SPECIAL_BITS),
+                                      opcodes.NUM_OPCODES, opcodes.NUM_OPCODES + 1, address(ext), len(ext),
+                                      address(self.last), self.n, address(state), address(key), address(op8),
+                                      key.dtype == np.int64)
+        if done:
+            return False
+        self.base, self.top = int(state[0]), int(state[1])
+        return True
 
     def _final(self, frontier) -> Schedule:
         """The pending rows of layers up to `frontier` (None: all) in window order, as a Schedule."""
