@@ -234,10 +234,14 @@ def whole_compile_of_size(monkeypatch, size: int):
 
 @pytest.mark.parametrize("available, size, printers", [(3, 4000, 3), (8, 4000, 4), (8, 40000, 6), (15, 39990, 4),
                                                         (5, 40000, 5), (15, 400000, 6)])
-def test_a_whole_compile_asks_for_its_printers_each_first_on_a_quarter_piece(monkeypatch, available, size, printers):
+@pytest.mark.parametrize("halves", [True, False])
+def test_a_whole_compile_asks_for_its_printers_each_first_on_a_quarter_piece(monkeypatch, available, size, printers,
+                                                                            halves):
     """A whole compile printed in pieces asks for PRINTERS printers, PRINTERS_MANY from PRINTED_MANY
     (at most those that may run), gives them the cache's copy as idle work, and cuts pieces so that
-    each printer's first is a quarter of the later ones, as piece 0 is: the same Program."""
+    each printer's first is a quarter of the later ones, as piece 0 is, and its second (with
+    PRINTED_HALVES) a half: the same Program."""
+    monkeypatch.setattr(stim_circuit, "PRINTED_HALVES", halves)
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 400)
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
     monkeypatch.setattr(stim_circuit, "PRINTED_MANY", 40000)
@@ -248,7 +252,8 @@ def test_a_whole_compile_asks_for_its_printers_each_first_on_a_quarter_piece(mon
     step = -(-len(circuit) // 5)
     sizes = [hi - lo for lo, hi in bounds]
     assert wanted == printers and idle
-    assert sizes[:1 + printers] == [-(-step // 4)] * (1 + printers) and set(sizes[1 + printers:-1]) == {step}
+    cut = [-(-step // 4)] * (1 + printers) + [-(-step // 2)] * (printers if halves else 0) + [step] * len(sizes)
+    assert sizes[:-1] == cut[:len(sizes) - 1] and 0 < sizes[-1] <= cut[len(sizes) - 1]
 
 
 @pytest.mark.skipif(not stim_printing.printers_available(), reason="no fork and memfd here (or one processor)")
@@ -359,3 +364,25 @@ def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, na
     if name in ("repeated qubit", "ticks and repeat", "tags and feedback", "correlated chains", "empty"):
         # a qubit named twice, a REPEAT, a tag, a channel: walked here (a piece of none of them is made)
         assert not made or len(made) < len(texts[0].bounds) - 1
+
+
+@pytest.mark.parametrize("size", [400, 40000])
+def test_a_compile_whose_caller_makes_the_cache_copy_later_caches_when_it_runs(monkeypatch, size):
+    """`compile_new_stim(..., remember=...)`: the caller is given the work of caching the Program (an
+    engine does it while its device runs); the circuit is not cached before that work runs, and
+    printers get no idle work. The same Program."""
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 400)
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
+    monkeypatch.setattr(stim_circuit, "printers_available", lambda: 4)
+    made, later = [], []
+    monkeypatch.setattr(stim_circuit, "PrintedPieces",
+                        lambda circuit, bounds, wanted, digest, idle=None: made.append(idle)
+                        or stim_printing.PrintedPieces(circuit, bounds, 0, digest, idle))
+    circuit = stim.Circuit("\n".join(f"{'HS'[k % 2]} {k % 10}" for k in range(size // 10)))
+    expected = program_digest(stim_circuit._StimCompiler(stim, 10).run(circuit))
+    stim_circuit.clear_stim_cache()
+    program = stim_circuit.compile_new_stim(circuit, remember=later.append)
+    assert program_digest(program) == expected and made == [None] and len(later) == 1
+    assert stim_circuit.cached_stim(circuit.copy()) is None
+    later[0]()
+    assert stim_circuit.cached_stim(circuit.copy()) is program

@@ -91,7 +91,7 @@ import collections
 import collections.abc
 import itertools
 import threading
-from typing import Generator, List, Optional, Tuple
+from typing import Callable, Generator, List, Optional, Tuple
 
 import numpy as np
 
@@ -132,6 +132,10 @@ PRINTED_PIECES = 12
 # 0.051 s with six.
 PRINTED_MANY = 40_000_000
 PRINTERS_MANY = 6
+# Each printer's second piece half a later one: a printer takes it after its quarter piece, and with
+# a whole piece there this process, done with the quarter pieces, had waited for the first whole one
+# 38-40 ms at 100k qubits and 97-161 ms at 180k (H200 host, session 29).
+PRINTED_HALVES = True
 _ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
 # A run of annotations this long or longer is read from its text at once; a shorter one, one by one
 # (a few NumPy calls cost more than a few annotations).
@@ -175,9 +179,12 @@ def compile_stim(circuit) -> Program:
     return program
 
 
-def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
+def compile_new_stim(circuit, num_qubits: Optional[int] = None,
+                     remember: Optional[Callable[[Callable[[], None]], None]] = None) -> Program:
     """`compile_stim` of a circuit `cached_stim` did not find; `num_qubits`: its `num_qubits` when
-    the caller has it (Stim counts them in a pass over every target: 17 ms at 100k qubits)."""
+    the caller has it (Stim counts them in a pass over every target: 17 ms at 100k qubits);
+    `remember`: where the caller has the cache's copy of the circuit made (given the work of caching
+    the Program: an engine's `while_device_runs`), else it is made here."""
     import stim
 
     n = circuit.num_qubits if num_qubits is None else num_qubits
@@ -190,8 +197,9 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
         printers = min(available, PRINTERS_MANY if size >= PRINTED_MANY else PRINTERS)
         # the cache's copy of the circuit made while this process waits for a printer (at 100k qubits
         # 31 ms of fresh memory, H200 host), where it does
-        texts = PrintedPieces(circuit, _piece_bounds(circuit, PRINTED_PIECES, printers, 4), printers, digest_piece,
-                              idle=lambda: kept.append(circuit.copy()))
+        bounds = _piece_bounds(circuit, PRINTED_PIECES, printers, 4, printers if PRINTED_HALVES else 0)
+        texts = PrintedPieces(circuit, bounds, printers, digest_piece,
+                              idle=None if remember is not None else lambda: kept.append(circuit.copy()))
     try:
         program = _StimCompiler(stim, n).run(circuit, texts)
     except Exception:
@@ -201,22 +209,27 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     finally:
         if texts is not None:
             texts.close()
+    if remember is not None:
+        remember(lambda: remember_stim(circuit, program))
+        return program
     if texts is not None:
         texts.idle()  # (where no wait made the copy)
     remember_stim(circuit, program, kept[0] if kept else None)
     return program
 
 
-def _piece_bounds(circuit, pieces: int, ramp: int = 0, ramp_part: int = 2) -> List[Tuple[int, int]]:
-    """About `pieces` runs of the circuit's top-level instructions, the first a quarter of the rest
-    and the `ramp` after it 1 / `ramp_part` of the rest (an engine fed the pieces starts sooner: the
-    first is walked here, the ramp's are printed and made at once, one a printer); none starts with
+def _piece_bounds(circuit, pieces: int, ramp: int = 0, ramp_part: int = 2, halves: int = 0) -> List[Tuple[int, int]]:
+    """About `pieces` runs of the circuit's top-level instructions, the first a quarter of the rest,
+    the `ramp` after it 1 / `ramp_part` of the rest and the `halves` after those half of it (an
+    engine fed the pieces starts sooner: the first is walked here, the ramp's are printed and made
+    at once, one a printer, and each printer's next piece comes sooner); none starts with
     ELSE_CORRELATED_ERROR (its chain is walked as one)."""
     count, lo = len(circuit), 0
     step = -(-count // max(1, pieces))
     bounds = []
     while lo < count:
-        size = -(-step // 4) if not lo else -(-step // ramp_part) if len(bounds) <= ramp else step
+        size = -(-step // 4) if not lo else -(-step // ramp_part) if len(bounds) <= ramp \
+            else -(-step // 2) if len(bounds) <= ramp + halves else step
         hi = min(count, lo + size)
         while hi < count and circuit[hi].name == "ELSE_CORRELATED_ERROR":
             hi += 1

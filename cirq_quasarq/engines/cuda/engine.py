@@ -16,7 +16,7 @@ import contextlib
 import functools
 import os
 import threading
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -67,14 +67,20 @@ def _guarded(method):
                     self._frames._buffers.clear()
                     self._frames.parity_tables = None
                     self._frames.reference_bits = None
-                return method(self, *args, **kwargs)
+                result = method(self, *args, **kwargs)
             except BaseException as exc:
+                try:
+                    self.host_work()
+                except Exception:  # noqa: BLE001 - the call's own error is the one to see
+                    pass
                 if isinstance(exc, self.cuda.Error):
                     error = self._fault(exc, f"CudaEngine.{method.__name__}")
                     self._drain()
                     raise error from exc
                 self._drain()
                 raise
+        self.host_work()
+        return result
 
     return call
 
@@ -194,6 +200,7 @@ class CudaEngine(Engine):
         # where FrameMode.spread_pays finds it faster; True / False: always / never (the block
         # kernels, its oracle)
         self.spread_frames: Optional[bool] = None
+        self._host_work: List[Callable[[], None]] = []  # `while_device_runs`
 
         self.cuda = cuda
         self.max_shot_words = max_shot_words
@@ -345,6 +352,20 @@ class CudaEngine(Engine):
         except GpuFaultError:
             pass
         self.launcher.discard_events()
+
+    def while_device_runs(self, work: Callable[[], None]) -> None:
+        self._host_work.append(work)
+
+    def host_work(self) -> None:
+        """The work `while_device_runs` was given, done now: where this process is about to wait for
+        the device's queued work (the measured rows' backward sweep, a tableau run's records, the
+        frames' results), and as each engine call returns."""
+        while self._host_work:
+            try:
+                work = self._host_work.pop(0)
+            except IndexError:  # another thread took the last
+                return
+            work()
 
     # ------------------------------------------------------------------ the two modes
     @_guarded
