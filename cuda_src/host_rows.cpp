@@ -504,26 +504,69 @@ extern "C" qq_i64 qq_host_move_stretches(const qq_i64* blocks, qq_i64 stretches,
     return runs;
 }
 
-// The rows (n of them, QQ_FIELDS ints each) in a stable order of their keys, by counting: each key
-// is in 0 .. top - 1, so the rows move in one pass to where the keys before theirs end, and no key
-// is compared (windows._sorted_rows: a layer-by-layer argsort and a gather of the rows). counts:
-// top + 1 words of scratch; sorted_key, sorted_op: n each, the keys and opcodes in the new order.
-// Writes the rows moved and the runs of one key and opcode in that order (first row, key, opcode);
-// returns the number of runs.
-extern "C" qq_i64 qq_host_sort_rows(const int* rows, qq_i64 n, const int* key, const unsigned char* op, qq_i64 top,
-                                    qq_i64* counts, int* out, int* sorted_key, unsigned char* sorted_op,
-                                    qq_i64* run_first, qq_i64* run_key, unsigned char* run_op) {
-    std::memset(counts, 0, sizeof(qq_i64) * (top + 1));
-    for (qq_i64 i = 0; i < n; ++i)
-        ++counts[key[i] + 1];
-    for (qq_i64 k = 1; k <= top; ++k)
-        counts[k] += counts[k - 1];  // counts[k]: where the rows of key k begin
-    for (qq_i64 i = 0; i < n; ++i) {
-        const qq_i64 at = counts[key[i]]++;
-        std::memcpy(out + QQ_FIELDS * at, rows + QQ_FIELDS * i, sizeof(int) * QQ_FIELDS);
-        sorted_key[at] = key[i];
-        sorted_op[at] = op[i];
+// Where each of `count` blocks of rows (QQ_FIELDS ints a row) starts in the rows they make in turn.
+static std::vector<qq_i64> qq_block_starts(const qq_i64* block_rows, qq_i64 count) {
+    std::vector<qq_i64> starts(count + 1, 0);
+    for (qq_i64 b = 0; b < count; ++b)
+        starts[b + 1] = starts[b] + block_rows[b];
+    return starts;
+}
+
+// Calls visit(i, row) for the rows lo .. hi - 1 of the blocks (`starts`: qq_block_starts), in order.
+template <class Visit>
+static void qq_visit_rows(const qq_i64* blocks, const std::vector<qq_i64>& starts, qq_i64 lo, qq_i64 hi,
+                          Visit visit) {
+    if (lo >= hi)
+        return;
+    qq_i64 b = std::upper_bound(starts.begin(), starts.end(), lo) - starts.begin() - 1;
+    for (qq_i64 i = lo; i < hi; ++b) {
+        const int* rows = (const int*)blocks[b];
+        const qq_i64 to = std::min(hi, starts[b + 1]);
+        for (; i < to; ++i)
+            visit(i, rows + QQ_FIELDS * (i - starts[b]));
     }
+}
+
+// The rows of `count` blocks (QQ_FIELDS ints a row; n in all) in a stable order of their keys, by
+// counting: each key is in 0 .. top - 1, so the rows move in one pass to where the keys before
+// theirs end, and no key is compared (windows._sorted_rows: a layer-by-layer argsort and a gather of
+// the rows). `threads` threads each count and move a part of the rows (new memory's pages fault in
+// in parallel); counts: threads * (top + 1) words of scratch. sorted_key, sorted_op: n each, the
+// keys and opcodes in the new order. Writes the rows moved and the runs of one key and opcode in
+// that order (first row, key, opcode); returns the number of runs.
+extern "C" qq_i64 qq_host_sort_rows(const qq_i64* blocks, const qq_i64* block_rows, qq_i64 count, const int* key,
+                                    const unsigned char* op, qq_i64 top, qq_i64 threads, qq_i64* counts, int* out,
+                                    int* sorted_key, unsigned char* sorted_op, qq_i64* run_first, qq_i64* run_key,
+                                    unsigned char* run_op) {
+    const std::vector<qq_i64> starts = qq_block_starts(block_rows, count);
+    const qq_i64 n = starts[count];
+    if (threads > n)
+        threads = n;
+    if (threads < 1)
+        threads = 1;
+    std::memset(counts, 0, sizeof(qq_i64) * (top + 1) * threads);
+    qq_parts(threads, n, [&](qq_i64 t, qq_i64 lo, qq_i64 hi) {
+        qq_i64* mine = counts + (top + 1) * t;
+        for (qq_i64 i = lo; i < hi; ++i)
+            ++mine[key[i]];
+    });
+    qq_i64 at = 0;  // each thread's counts become where its rows of each key begin
+    for (qq_i64 k = 0; k < top; ++k)
+        for (qq_i64 t = 0; t < threads; ++t) {
+            qq_i64& c = counts[(top + 1) * t + k];
+            const qq_i64 rows = c;
+            c = at;
+            at += rows;
+        }
+    qq_parts(threads, n, [&](qq_i64 t, qq_i64 lo, qq_i64 hi) {
+        qq_i64* next = counts + (top + 1) * t;
+        qq_visit_rows(blocks, starts, lo, hi, [&](qq_i64 i, const int* row) {
+            const qq_i64 to = next[key[i]]++;
+            std::memcpy(out + QQ_FIELDS * to, row, sizeof(int) * QQ_FIELDS);
+            sorted_key[to] = key[i];
+            sorted_op[to] = op[i];
+        });
+    });
     qq_i64 runs = 0;
     for (qq_i64 j = 0; j < n; ++j)
         if (!j || sorted_key[j] != sorted_key[j - 1] || sorted_op[j] != sorted_op[j - 1]) {
@@ -535,8 +578,8 @@ extern "C" qq_i64 qq_host_sort_rows(const int* rows, qq_i64 n, const int* key, c
     return runs;
 }
 
-// The scheduler's layers of rows in program order (windows.Scheduler._layer, whose NumPy form
-// layers each group of rows on distinct qubits at once): a row one layer past the latest row on
+// The scheduler's layers of rows in program order, read from `count` blocks of them
+// (windows.Scheduler._layer, whose NumPy form layers each group of rows on distinct qubits at once): a row one layer past the latest row on
 // its qubits A and B (B < 0: none) and past the latest barrier; a barrier (a COND, or an opcode
 // with bit 1 of `special`) alone, one layer past every row since the barrier before; an opcode with
 // bit 2 (E) on its range of ext_qubits instead. key[i] = layer * width + rank[op], op8[i] = op.
@@ -547,30 +590,36 @@ extern "C" qq_i64 qq_host_sort_rows(const int* rows, qq_i64 n, const int* key, c
 // NumPy form then gives its own answer.
 namespace {
 template <typename K>
-qq_i64 qq_layer_rows(const int* rows, qq_i64 count, const qq_i64* rank, const unsigned char* special,
-                     qq_i64 opcodes, qq_i64 width, const int* ext, qq_i64 ext_count, K* last, qq_i64 n,
-                     qq_i64* state, K* key, unsigned char* op8) {
-    for (qq_i64 i = 0; i < count; ++i) {
-        const int* f = rows + QQ_FIELDS * i;
+qq_i64 qq_layer_rows(const qq_i64* blocks, const qq_i64* block_rows, qq_i64 count, const qq_i64* rank,
+                     const unsigned char* special, qq_i64 opcodes, qq_i64 width, const int* ext, qq_i64 ext_count,
+                     K* last, qq_i64 n, qq_i64* state, K* key, unsigned char* op8) {
+    const std::vector<qq_i64> starts = qq_block_starts(block_rows, count);
+    bool refused = false;
+    qq_visit_rows(blocks, starts, 0, starts[count], [&](qq_i64, const int* f) {
         const int op = f[QQ_OP];
-        if (op < 0 || op >= opcodes)
-            return -1;
+        if (refused || op < 0 || op >= opcodes) {
+            refused = true;
+            return;
+        }
         if (f[QQ_COND] >= 0 || (special[op] & 1))
-            continue;
+            return;
         if (special[op] & 2) {
             const qq_i64 lo = f[QQ_A], size = f[QQ_B];
-            if (lo < 0 || size < 1 || lo + size > ext_count)
-                return -1;
+            if (lo < 0 || size < 1 || lo + size > ext_count) {
+                refused = true;
+                return;
+            }
             for (qq_i64 k = lo; k < lo + size; ++k)
                 if (ext[k] < 0 || ext[k] >= n)
-                    return -1;
+                    refused = true;
         } else if (f[QQ_A] < 0 || f[QQ_A] >= n || f[QQ_B] < -1 || f[QQ_B] >= n) {
-            return -1;
+            refused = true;
         }
-    }
+    });
+    if (refused)
+        return -1;
     qq_i64 base = state[0], top = state[1];
-    for (qq_i64 i = 0; i < count; ++i) {
-        const int* f = rows + QQ_FIELDS * i;
+    qq_visit_rows(blocks, starts, 0, starts[count], [&](qq_i64 i, const int* f) {
         const int op = f[QQ_OP];
         op8[i] = (unsigned char)op;
         qq_i64 layer;
@@ -599,19 +648,20 @@ qq_i64 qq_layer_rows(const int* rows, qq_i64 count, const qq_i64* rank, const un
             top = std::max(top, layer);
         }
         key[i] = (K)(layer * width + rank[op]);
-    }
+    });
     state[0] = base;
     state[1] = top;
     return 0;
 }
 }  // namespace
 
-extern "C" qq_i64 qq_host_layer_rows(const int* rows, qq_i64 count, const qq_i64* rank, const unsigned char* special,
-                                     qq_i64 opcodes, qq_i64 width, const int* ext, qq_i64 ext_count, void* last,
-                                     qq_i64 n, qq_i64* state, void* key, unsigned char* op8, int wide) {
+extern "C" qq_i64 qq_host_layer_rows(const qq_i64* blocks, const qq_i64* block_rows, qq_i64 count, const qq_i64* rank,
+                                     const unsigned char* special, qq_i64 opcodes, qq_i64 width, const int* ext,
+                                     qq_i64 ext_count, void* last, qq_i64 n, qq_i64* state, void* key,
+                                     unsigned char* op8, int wide) {
     if (wide)
-        return qq_layer_rows(rows, count, rank, special, opcodes, width, ext, ext_count, (qq_i64*)last, n, state,
-                             (qq_i64*)key, op8);
-    return qq_layer_rows(rows, count, rank, special, opcodes, width, ext, ext_count, (int*)last, n, state, (int*)key,
-                         op8);
+        return qq_layer_rows(blocks, block_rows, count, rank, special, opcodes, width, ext, ext_count, (qq_i64*)last,
+                             n, state, (qq_i64*)key, op8);
+    return qq_layer_rows(blocks, block_rows, count, rank, special, opcodes, width, ext, ext_count, (int*)last, n,
+                         state, (int*)key, op8);
 }

@@ -621,9 +621,11 @@ def test_the_counting_sort_is_taken_where_it_applies(monkeypatch):
     assert sorts
 
 
-def _layered(ins, program, key_dtype, parts):
-    """`Scheduler._layer` of `ins` added in `parts` consecutive runs: the keys, opcodes and the state
-    each run leaves (every qubit's latest layer, the barrier's layer, the highest since)."""
+def _layered(ins, program, key_dtype, parts, as_blocks=False):
+    """`Scheduler._layer` of `ins` added in `parts` consecutive runs (each a table, or with
+    `as_blocks` a RowBlocks of three blocks): the keys, opcodes and the state each run leaves
+    (every qubit's latest layer, the barrier's layer, the highest since)."""
+    from cirq_quasarq.core.program import RowBlocks
     from cirq_quasarq.schedule import windows
 
     s = windows.Scheduler(program.num_qubits, program.ext_qubits, len(program.loops), key_dtype)
@@ -631,6 +633,8 @@ def _layered(ins, program, key_dtype, parts):
     for part in np.array_split(np.arange(len(ins)), parts):
         rows = np.ascontiguousarray(ins[part])
         key, op8 = np.empty(len(rows), dtype=key_dtype), np.empty(len(rows), dtype=np.uint8)
+        if as_blocks:
+            rows = RowBlocks(np.array_split(rows, 3))
         s._layer(rows, key, op8)
         keys.append(key)
         ops.append(op8)
@@ -666,8 +670,8 @@ def _programs_to_layer():
 
 
 @pytest.mark.parametrize("key_dtype", [np.int32, np.int64])
-@pytest.mark.parametrize("parts", [1, 3])
-def test_layers_walked_in_order_equal_numpys(monkeypatch, key_dtype, parts):
+@pytest.mark.parametrize("parts, as_blocks", [(1, False), (3, False), (1, True), (3, True)])
+def test_layers_walked_in_order_equal_numpys(monkeypatch, key_dtype, parts, as_blocks):
     """`qq_host_layer_rows` against the NumPy groups, the definition: the same keys, opcodes and state
     after each of several runs of rows, for compiled circuits (E over a range of qubits, barriers,
     loops, TICKs), programs whose STEP groups name a qubit twice, and rows whose STEP is any order."""
@@ -685,7 +689,7 @@ def test_layers_walked_in_order_equal_numpys(monkeypatch, key_dtype, parts):
         shuffled[:, STEP] = r.integers(0, 3, len(shuffled))  # groups that reuse qubits, back and forth
         tables.append(shuffled)
         for ins in tables:
-            compiled, numpy_made = both(monkeypatch, lambda: _layered(ins, program, key_dtype, parts))
+            compiled, numpy_made = both(monkeypatch, lambda: _layered(ins, program, key_dtype, parts, as_blocks))
             for a, b in zip(compiled[:2], numpy_made[:2]):
                 assert a.dtype == b.dtype and np.array_equal(a, b)
             for (la, ba, ta), (lb, bb, tb) in zip(compiled[2], numpy_made[2]):
@@ -718,3 +722,28 @@ def test_layers_the_walk_refuses_are_numpys(monkeypatch):
         assert not s._layer_compiled(lib, ins, key, op8), (op, a, b)
         assert s.last.tolist() == [3, 1, 4, 1, 0] and (s.base, s.top) == (2, 5)
         assert not key.any() and not op8.any()
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_rows_sorted_by_counting_from_blocks_in_threads_equal_numpys(monkeypatch, seed):
+    """The compiled counting sort reads the rows as a builder's blocks (none joined) and counts and
+    moves them in 1 to 4 threads: NumPy's argsort and gather of the joined table, whatever the cut
+    of the blocks and the threads."""
+    from cirq_quasarq.core.program import NUM_FIELDS, RowBlocks
+    from cirq_quasarq.schedule import windows
+
+    r = np.random.default_rng(100 + seed)
+    n = [1, 7, 1000, 70_000][seed % 4]
+    table = r.integers(-5, 1000, (n, NUM_FIELDS)).astype(np.int32)
+    spread = [3, 200][seed // 4 % 2]  # few keys (many rows a key) or more
+    key = (np.sort(r.integers(0, spread, n)) if seed // 8 else r.integers(0, spread, n)).astype(np.int32)
+    op8 = r.integers(0, 4, n).astype(np.uint8)
+    cuts = np.sort(r.choice(np.arange(1, n), size=min(n - 1, r.integers(0, 20)), replace=False)) if n > 1 else []
+    monkeypatch.setattr(native, "threads_for", lambda nbytes: 1 + seed % 4)
+    made = []
+    compiled, numpy_made = both(monkeypatch, lambda: windows._sorted_rows(
+        made.append(RowBlocks(np.split(table, cuts))) or made[-1], key, op8))
+    assert not made[0].is_joined  # the compiled sort read the blocks
+    assert compiled[4] is None and numpy_made[4] is None
+    for a, b in zip(compiled[:4], numpy_made[:4]):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

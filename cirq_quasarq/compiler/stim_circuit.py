@@ -184,7 +184,7 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None,
     """`compile_stim` of a circuit `cached_stim` did not find; `num_qubits`: its `num_qubits` when
     the caller has it (Stim counts them in a pass over every target: 17 ms at 100k qubits);
     `remember`: where the caller has the cache's copy of the circuit made (given the work of caching
-    the Program: an engine's `while_device_runs`), else it is made here."""
+    the Program: an engine's `defer_host_work`), else it is made here."""
     import stim
 
     n = circuit.num_qubits if num_qubits is None else num_qubits

@@ -9,8 +9,9 @@ with ctypes.
   collapse's CX fan: engines/numpy/tableau.py) and the measured rows' backward sweep
   (engines/numpy/measured_rows.py);
 - host_rows.cpp: the Stim compiler's whole instructions (their target text read, their rows made,
-  placed and sorted: compiler/stim_circuit.py's segments), the schedule of rows in layers already
-  (schedule/windows.py), and the qubits each of the GPU engine's gate windows leaves idle
+  placed and sorted: compiler/stim_circuit.py's segments), the schedule (schedule/windows.py: of rows
+  in layers already, and the layers and counting sort of the rest), and the qubits each of the GPU
+  engine's gate windows leaves idle
   (engines/cuda/device_program.py).
 
 The NumPy code stays the definition and the oracle (tests/test_native_draws.py,
@@ -241,9 +242,9 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_layer_stretches.restype = i64
     lib.qq_host_move_stretches.argtypes = [p, i64, p, p, p, p, p, p, p, p, p, p, i64]
     lib.qq_host_move_stretches.restype = i64
-    lib.qq_host_sort_rows.argtypes = [p, i64, p, p, i64, p, p, p, p, p, p, p]
+    lib.qq_host_sort_rows.argtypes = [p, p, i64, p, p, i64, i64, p, p, p, p, p, p, p]
     lib.qq_host_sort_rows.restype = i64
-    lib.qq_host_layer_rows.argtypes = [p, i64, p, p, i64, i64, p, i64, p, i64, p, p, p, ctypes.c_int]
+    lib.qq_host_layer_rows.argtypes = [p, p, i64, p, p, i64, i64, p, i64, p, i64, p, p, p, ctypes.c_int]
     lib.qq_host_layer_rows.restype = i64
     lib.qq_host_frame_gates.argtypes = [p, p, i64, p, p, i64, ctypes.c_int, p]
     lib.qq_host_frame_gates.restype = None

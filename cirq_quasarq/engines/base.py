@@ -56,11 +56,11 @@ class Engine(abc.ABC):
     # next (a device that runs while the host compiles); the caller then compiles in pieces.
     streams_pieces: bool = False
 
-    def while_device_runs(self, work: Callable[[], None]) -> None:
+    def defer_host_work(self, work: Callable[[], None]) -> None:
         """Host work of a call that none of its results wait for (the compile cache's copy of a
         circuit), done where this process would otherwise wait for the engine's device: here at
-        once (no device); the CUDA engine does it at the next such wait of its calls, at the latest
-        as its next call returns."""
+        once (no device); the CUDA engine does it beside its next upload of a new program (a copy
+        that lets go of the interpreter lock), at the latest as its next call returns."""
         work()
 
     @abc.abstractmethod

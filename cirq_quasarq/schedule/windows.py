@@ -74,7 +74,6 @@ _RANK = np.where(np.isin(np.arange(opcodes.NUM_OPCODES), list(_COLLAPSE)), opcod
 _ARITY0 = opcodes.ARITY == 0
 _SPECIAL_OP = _BARRIER_OP | _ARITY0  # rows that are barriers whatever their COND, and E
 # as qq_host_layer_rows reads them: each opcode's rank, and bit 1 a barrier, bit 2 arity 0
-_RANK_I64 = _RANK.astype(np.int64)
 _SPECIAL_BITS = (_BARRIER_OP * 1 | (_ARITY0 & ~_BARRIER_OP) * 2).astype(np.uint8)
 _BLOCK = 1 << 16  # rows a block: a block's rows stay in cache while each of its columns is read
 _STRETCH_ROWS = 64  # mean rows a stretch of one key and opcode from which stretches move as slices
@@ -157,7 +156,7 @@ def _sorted(ins, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
     change[block_first[1:] - 1] = True  # a stretch lies in one block
     cut = np.flatnonzero(change) + 1
     if (len(cut) + 1) * _STRETCH_ROWS > n_ins:
-        return _sorted_rows(joined_rows(ins), key, op8, limit)
+        return _sorted_rows(ins, key, op8, limit)
     first = np.append(0, cut)
     last = np.append(cut, n_ins)
     stretch_key, stretch_op = key[first], op8[first]
@@ -278,16 +277,17 @@ def _moved(blocks: List[np.ndarray], block_first: np.ndarray, first: np.ndarray,
     return scheduled, begins[new_run], stretch_key[new_run], stretch_op[new_run]
 
 
-def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
-    """`_sorted` row by row: one stable argsort of the key (nearly sorted already: the sort's runs
-    make it cheap) and a gather of the rows; all of them (no `limit`) by the host's compiled path
-    where it is on (a counting sort: `_sorted_rows_compiled`)."""
+def _sorted_rows(ins, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
+    """`_sorted` row by row (of a table or a RowBlocks): one stable argsort of the key (nearly sorted
+    already: the sort's runs make it cheap) and a gather of the rows; all of them (no `limit`) by the
+    host's compiled path where it is on (a counting sort: `_sorted_rows_compiled`)."""
     if limit is None:
         lib = native.compiled()
         if lib is not None:
             moved = _sorted_rows_compiled(lib, ins, key, op8)
             if moved is not NotImplemented:
                 return moved
+    ins = joined_rows(ins)
     order = np.argsort(key, kind="stable")
     rest = None
     if limit is not None:
@@ -299,29 +299,44 @@ def _sorted_rows(ins: np.ndarray, key: np.ndarray, op8: np.ndarray, limit: Optio
     return (take_rows(ins, order), *_runs(key[order], op8[order]), rest)
 
 
-def _sorted_rows_compiled(lib, ins: np.ndarray, key: np.ndarray, op8: np.ndarray):
-    """`_sorted_rows` of every row by a counting sort of the keys (host_rows.cpp); NotImplemented
-    where it does not apply: rows that are not a C-contiguous int32 table, keys that are not int32,
-    or keys so spread that the counts would outweigh the rows."""
+def _sorted_rows_compiled(lib, ins, key: np.ndarray, op8: np.ndarray):
+    """`_sorted_rows` of every row (a table or a RowBlocks, read block by block) by a counting sort
+    of the keys in threads (host_rows.cpp); NotImplemented where it does not apply: blocks that are
+    not C-contiguous int32 tables, keys that are not int32, or keys so spread that the counts would
+    outweigh the rows."""
+    blocks = _readable_blocks(ins)
     n = len(key)
-    if not (n and ins.dtype == np.int32 and ins.ndim == 2 and ins.shape[1] == NUM_FIELDS
-            and ins.flags.c_contiguous and key.dtype == np.int32 and op8.dtype == np.uint8):
+    if not (n and blocks is not None and key.dtype == np.int32 and op8.dtype == np.uint8):
         return NotImplemented
     low, top = int(key.min()), int(key.max()) + 1
     if low < 0 or top > 4 * n + (1 << 16):
         return NotImplemented
     key, op8 = np.ascontiguousarray(key), np.ascontiguousarray(op8)
-    counts = np.empty(top + 1, dtype=np.int64)
+    threads = max(1, min(native.threads_for(4 * NUM_FIELDS * n), n // (top + 1)))  # counts within the rows' size
+    counts = np.empty((threads, top + 1), dtype=np.int64)
     scheduled = np.empty((n, NUM_FIELDS), dtype=np.int32)
     sorted_key = np.empty(n, dtype=np.int32)
     sorted_op = np.empty(n, dtype=np.uint8)
     run_first, run_key = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     run_op = np.empty(n, dtype=np.uint8)
     address = native.address
-    runs = lib.qq_host_sort_rows(address(ins), n, address(key), address(op8), top, address(counts),
-                                 address(scheduled), address(sorted_key), address(sorted_op),
+    where, rows = blocks
+    runs = lib.qq_host_sort_rows(address(where), address(rows), len(where), address(key), address(op8), top, threads,
+                                 address(counts), address(scheduled), address(sorted_key), address(sorted_op),
                                  address(run_first), address(run_key), address(run_op))
     return scheduled, run_first[:runs], run_key[:runs].astype(key.dtype), run_op[:runs], None
+
+
+def _readable_blocks(ins) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """(each block's address, its rows) of rows (a table or a RowBlocks) as the compiled passes read
+    them, or None where a block is not a C-contiguous int32 table."""
+    blocks = row_blocks(ins)
+    if not all(b.dtype == np.int32 and b.ndim == 2 and b.shape[1] == NUM_FIELDS and b.flags.c_contiguous
+               for b in blocks):
+        return None
+    address = native.address
+    return (np.array([address(b) for b in blocks], dtype=np.int64),
+            np.array([len(b) for b in blocks], dtype=np.int64))
 
 
 def schedule(program: Program) -> Schedule:
@@ -330,9 +345,10 @@ def schedule(program: Program) -> Schedule:
                           np.int32 if len(rows) < _INT32_ROWS else np.int64)
     layered = program.derived.get(LAYERED_FROM)
     first_step = int(layered[0]) if layered is not None and layered[1] is rows else None
-    # layered rows are read block by block (a builder's blocks: the program's own join never needed)
-    whole = scheduler.add(rows if first_step is not None else program.instructions, last=True,
-                          layered_from=first_step)
+    # the rows are read block by block (a builder's blocks: the program's own join never needed),
+    # by NumPy's layering as one table
+    whole = scheduler.add(rows if first_step is not None or native.compiled() is not None else program.instructions,
+                          last=True, layered_from=first_step)
     return Schedule(instructions=whole.instructions, runs=whole.runs, loop_runs=scheduler.loop_runs)
 
 
@@ -379,10 +395,11 @@ class Scheduler:
                 key = np.empty(len(ins), dtype=self.key_dtype)
                 op8 = np.empty(len(ins), dtype=np.uint8)
                 _keys_from_steps(ins, key, op8, layered_from)
-                moved = _sorted_rows(joined_rows(ins), key, op8)[:4]
+                moved = _sorted_rows(ins, key, op8)[:4]
             return self._piece(*moved)  # a layer's rows all came with it
         self._layered = False  # from here on the scheduler layers every row
-        ins = joined_rows(ins)
+        if not (last and not self.pending):  # (rows kept as blocks are read as blocks: a whole program's)
+            ins = joined_rows(ins)
         key = np.empty(len(ins), dtype=self.key_dtype)
         op8 = np.empty(len(ins), dtype=np.uint8)
         self._layer(ins, key, op8)
@@ -403,6 +420,7 @@ class Scheduler:
         lib = native.compiled()
         if lib is not None and self._layer_compiled(lib, ins, key, op8):
             return
+        ins = joined_rows(ins)
         n_ins = len(ins)
         # key: rank now; the layers (times NUM_OPCODES + 1) are added group by group below
         bar_idx, cuts, ranged = _scan(ins, key, op8)
@@ -454,20 +472,22 @@ class Scheduler:
             key[lo:hi] += lay
         self.base, self.top = base, top
 
-    def _layer_compiled(self, lib, ins: np.ndarray, key: np.ndarray, op8: np.ndarray) -> bool:
-        """`_layer` by `qq_host_layer_rows` (host_rows.cpp); False, with nothing changed, where it
-        does not apply: rows that are not a C-contiguous int32 table, or a row it leaves to NumPy's
-        answer (a qubit or range out of bounds)."""
-        if not (ins.dtype == np.int32 and ins.ndim == 2 and ins.shape[1] == NUM_FIELDS and ins.flags.c_contiguous
-                and key.dtype in (np.int32, np.int64) and key.dtype == self.last.dtype):
+    def _layer_compiled(self, lib, ins, key: np.ndarray, op8: np.ndarray) -> bool:
+        """`_layer` by `qq_host_layer_rows` (host_rows.cpp), of rows given as a table or a RowBlocks
+        (read block by block); False, with nothing changed, where it does not apply: blocks that are
+        not C-contiguous int32 tables, or a row it leaves to NumPy's answer (a qubit or range out
+        of bounds)."""
+        blocks = _readable_blocks(ins)
+        if blocks is None or key.dtype not in (np.int32, np.int64) or key.dtype != self.last.dtype:
             return False
         ext = np.ascontiguousarray(self.ext_qubits, dtype=np.int32)
         state = np.array([self.base, self.top], dtype=np.int64)
         address = native.address
-        done = lib.qq_host_layer_rows(address(ins), len(ins), address(_RANK_I64), address(_SPECIAL_BITS),
-                                      opcodes.NUM_OPCODES, opcodes.NUM_OPCODES + 1, address(ext), len(ext),
-                                      address(self.last), self.n, address(state), address(key), address(op8),
-                                      key.dtype == np.int64)
+        where, rows = blocks
+        done = lib.qq_host_layer_rows(address(where), address(rows), len(where), address(_RANK_I64),
+                                      address(_SPECIAL_BITS), opcodes.NUM_OPCODES, opcodes.NUM_OPCODES + 1,
+                                      address(ext), len(ext), address(self.last), self.n, address(state),
+                                      address(key), address(op8), key.dtype == np.int64)
         if done:
             return False
         self.base, self.top = int(state[0]), int(state[1])

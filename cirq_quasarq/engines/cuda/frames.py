@@ -266,7 +266,6 @@ class FrameMode:
                 elif shot_major and not fused:  # 64·part shot rows of row_bytes, back to back as the host wants them
                     self._transpose(int(copied) + 8 * at, stride, 0, rows, int(by_shot) + 64 * row_bytes * at,
                                     row_bytes, part, gathered, tables, stream)
-            self.engine.host_work()  # while the chunk's launches run
             self._await_prefault()
             if banded:  # each band's bytes of every shot's row, on its stream (the call is one chunk)
                 for b, (r0, r1) in enumerate(bands):

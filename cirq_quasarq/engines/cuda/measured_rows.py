@@ -108,7 +108,6 @@ def run_records(engine, program: Program, schedule: Schedule, window: Optional[i
                int(plane), int(rows), n, count, words, W)
     launch("measured rows: rows", "slice_signs", (-(-count // 256), 1), (256, 1, 1), int(bs), int(S), count)
     del planes, bx, bz, bs  # freed before the forward sweep's buffers (cuMemFree waits for the transposes)
-    engine.host_work()  # while the backward sweep runs: its table's upload below waits for it
     # The forward sweep: the collapses' rows of the schedule as the plan's instruction table.
     table = np.zeros((count + 1, NUM_FIELDS), dtype=np.int32)
     table[:count] = ins[events.rows]

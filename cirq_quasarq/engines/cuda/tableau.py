@@ -533,7 +533,6 @@ class TableauMode:
     def _finish(self, ws: "_Workspace", num_records: int) -> TableauRun:
         """The run's records to the host (waiting for the device), its tableau left there (lazy)."""
         cuda = self.engine.cuda
-        self.engine.host_work()  # while the run's launches run
         records = np.empty(num_records, dtype=np.uint8)
         if num_records:
             cuda.memcpy_dtoh(records, ws.rec)
