@@ -127,9 +127,7 @@ def compiled_with_reference(engine: Engine, circuit) -> Program:
                 return _streamed(engine, circuit, num_qubits)
             except NotStreamable:
                 pass
-    # an engine with a device of its own makes the cache's copy of the circuit beside the program's
-    # upload (27 ms at 100k qubits, 42-54 ms at 180k, H200 host: it had taken a printer's wait, or the walk's time)
-    return compile_new_stim(circuit, num_qubits, remember=engine.defer_host_work if engine.streams_pieces else None)
+    return compile_new_stim(circuit, num_qubits)
 
 
 # Stim's names of the instructions that reset a qubit (the GPU's measured rows take none).

@@ -344,24 +344,13 @@ def test_cuda_first_call_on_the_measured_rows(monkeypatch):
 
     from .conftest import stream_from
 
-    import threading
-
-    from cirq_quasarq.compiler import stim_circuit
-
-    streamed, cached_in = [], []
+    streamed = []
     monkeypatch.setattr(shots, "_streamed", lambda *args: streamed.append(args) or None)
-    real = stim_circuit.remember_stim
-    monkeypatch.setattr(stim_circuit, "remember_stim", lambda *args: cached_in.append(
-        threading.current_thread().name) or real(*args))
     stream_from(monkeypatch, 1)
     circuit = paper_random_circuit_stim(12_000, 20, seed=4)
     clear_stim_cache()
-    simulator = QuasarqSimulator(seed=2, device="gpu")
-    got = simulator.sample_measurements(circuit, 300, bit_packed=True)
+    got = QuasarqSimulator(seed=2, device="gpu").sample_measurements(circuit, 300, bit_packed=True)
     assert not streamed
-    # the cache's copy of the circuit was made beside the program's upload
-    assert cached_in == ["quasarq-host-work"]
-    assert stim_circuit.cached_stim(circuit.copy()) is not None and not simulator.engine._host_work
     clear_stim_cache()
     want = QuasarqSimulator(seed=2, device="cpu").sample_measurements(circuit, 300, bit_packed=True)
     np.testing.assert_array_equal(got, want)
@@ -402,45 +391,3 @@ def test_the_compiled_backward_sweep_is_the_numpys(seed, monkeypatch):
     assert sorted(m1) == sorted(m0) and events.resets.any()
     for e in m0:
         np.testing.assert_array_equal(m1[e], m0[e])
-
-
-@pytest.mark.gpu
-def test_cuda_host_work_is_done_beside_an_upload_or_as_an_engine_call_returns_or_fails():
-    """Work given to `defer_host_work` is done beside the next large upload of a new program, by a
-    thread of its own (its error raised by the caller), else by the engine's next call at the
-    latest: as it returns, and as it fails (the call's own error is the one raised)."""
-    import threading
-
-    from cirq_quasarq.engines.cuda.engine import HOST_WORK_BESIDE_BYTES
-
-    engine = _cuda()
-    done = []
-    program = _mixed_program(12, layers=3, seed=1)
-    sched = schedule(program)
-    engine.defer_host_work(lambda: done.append("returned"))
-    engine.reference_records(program, sched)
-    assert done == ["returned"] and not engine._host_work
-    engine.defer_host_work(lambda: done.append("failed"))
-    engine.defer_host_work(lambda: 1 / 0)  # its own error gives way to the call's
-    with pytest.raises(ValueError, match="unknown reduction"):
-        engine.reduce_frames(program, sched, None, np.zeros(program.num_records, dtype=np.uint8), 64, op="nothing")
-    assert done == ["returned", "failed"] and not engine._host_work
-    # beside a large upload, in a thread of its own: its error is raised by the calling thread
-    from cirq_quasarq.compiler import compile_stim
-    from benchmarks.random_clifford import paper_random_circuit_stim
-
-    large = compile_stim(paper_random_circuit_stim(2000, 40, seed=5))
-    large_sched = schedule(large)
-    assert large_sched.nbytes >= HOST_WORK_BESIDE_BYTES
-    engine.defer_host_work(lambda: done.append(threading.current_thread().name))
-    engine.device_program(large, large_sched)
-    assert done[-1] == "quasarq-host-work"
-    engine.defer_host_work(lambda: 1 / 0)
-    with pytest.raises(ZeroDivisionError):
-        engine.device_program(large, schedule(large))
-
-
-def test_an_engine_without_a_device_does_host_work_at_once():
-    done = []
-    NumpyEngine().defer_host_work(lambda: done.append(1))
-    assert done == [1]

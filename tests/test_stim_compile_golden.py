@@ -364,25 +364,3 @@ def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, na
     if name in ("repeated qubit", "ticks and repeat", "tags and feedback", "correlated chains", "empty"):
         # a qubit named twice, a REPEAT, a tag, a channel: walked here (a piece of none of them is made)
         assert not made or len(made) < len(texts[0].bounds) - 1
-
-
-@pytest.mark.parametrize("size", [400, 40000])
-def test_a_compile_whose_caller_makes_the_cache_copy_later_caches_when_it_runs(monkeypatch, size):
-    """`compile_new_stim(..., remember=...)`: the caller is given the work of caching the Program (an
-    engine does it while its device runs); the circuit is not cached before that work runs, and
-    printers get no idle work. The same Program."""
-    monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 400)
-    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
-    monkeypatch.setattr(stim_circuit, "printers_available", lambda: 4)
-    made, later = [], []
-    monkeypatch.setattr(stim_circuit, "PrintedPieces",
-                        lambda circuit, bounds, wanted, digest, idle=None: made.append(idle)
-                        or stim_printing.PrintedPieces(circuit, bounds, 0, digest, idle))
-    circuit = stim.Circuit("\n".join(f"{'HS'[k % 2]} {k % 10}" for k in range(size // 10)))
-    expected = program_digest(stim_circuit._StimCompiler(stim, 10).run(circuit))
-    stim_circuit.clear_stim_cache()
-    program = stim_circuit.compile_new_stim(circuit, remember=later.append)
-    assert program_digest(program) == expected and made == [None] and len(later) == 1
-    assert stim_circuit.cached_stim(circuit.copy()) is None
-    later[0]()
-    assert stim_circuit.cached_stim(circuit.copy()) is program

@@ -91,7 +91,7 @@ import collections
 import collections.abc
 import itertools
 import threading
-from typing import Callable, Generator, List, Optional, Tuple
+from typing import Generator, List, Optional, Tuple
 
 import numpy as np
 
@@ -134,7 +134,9 @@ PRINTED_MANY = 40_000_000
 PRINTERS_MANY = 6
 # Each printer's second piece half a later one: a printer takes it after its quarter piece, and with
 # a whole piece there this process, done with the quarter pieces, had waited for the first whole one
-# 38-40 ms at 100k qubits and 97-161 ms at 180k (H200 host, session 29).
+# 38-40 ms at 100k qubits and 97-161 ms at 180k (H200 host). First calls in turn in one process
+# (session 29, medians of five): 10k 105-107 -> 94-98 ms, 100k 543-581 -> 522-534 ms, 180k
+# 1010-1056 -> 996-1006 ms.
 PRINTED_HALVES = True
 _ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
 # A run of annotations this long or longer is read from its text at once; a shorter one, one by one
@@ -179,12 +181,9 @@ def compile_stim(circuit) -> Program:
     return program
 
 
-def compile_new_stim(circuit, num_qubits: Optional[int] = None,
-                     remember: Optional[Callable[[Callable[[], None]], None]] = None) -> Program:
+def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     """`compile_stim` of a circuit `cached_stim` did not find; `num_qubits`: its `num_qubits` when
-    the caller has it (Stim counts them in a pass over every target: 17 ms at 100k qubits);
-    `remember`: where the caller has the cache's copy of the circuit made (given the work of caching
-    the Program: an engine's `defer_host_work`), else it is made here."""
+    the caller has it (Stim counts them in a pass over every target: 17 ms at 100k qubits)."""
     import stim
 
     n = circuit.num_qubits if num_qubits is None else num_qubits
@@ -198,8 +197,7 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None,
         # the cache's copy of the circuit made while this process waits for a printer (at 100k qubits
         # 31 ms of fresh memory, H200 host), where it does
         bounds = _piece_bounds(circuit, PRINTED_PIECES, printers, 4, printers if PRINTED_HALVES else 0)
-        texts = PrintedPieces(circuit, bounds, printers, digest_piece,
-                              idle=None if remember is not None else lambda: kept.append(circuit.copy()))
+        texts = PrintedPieces(circuit, bounds, printers, digest_piece, idle=lambda: kept.append(circuit.copy()))
     try:
         program = _StimCompiler(stim, n).run(circuit, texts)
     except Exception:
@@ -209,9 +207,6 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None,
     finally:
         if texts is not None:
             texts.close()
-    if remember is not None:
-        remember(lambda: remember_stim(circuit, program))
-        return program
     if texts is not None:
         texts.idle()  # (where no wait made the copy)
     remember_stim(circuit, program, kept[0] if kept else None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Callable, Optional, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -55,13 +55,6 @@ class Engine(abc.ABC):
     # Whether `run_reference_pieces` overlaps the run of a program's pieces with the making of the
     # next (a device that runs while the host compiles); the caller then compiles in pieces.
     streams_pieces: bool = False
-
-    def defer_host_work(self, work: Callable[[], None]) -> None:
-        """Host work of a call that none of its results wait for (the compile cache's copy of a
-        circuit), done where this process would otherwise wait for the engine's device: here at
-        once (no device); the CUDA engine does it beside its next upload of a new program (a copy
-        that lets go of the interpreter lock), at the latest as its next call returns."""
-        work()
 
     @abc.abstractmethod
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import os
 import threading
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -29,15 +29,12 @@ from ...errors import GpuFaultError, InvalidInputError
 from ...schedule import Schedule
 from ..base import Engine, TableauRun
 from . import faults, loader, measure, measured_rows
-from .device_program import DeviceProgram, upload
+from .device_program import DeviceProgram
 from .frames import PIPELINE_MIN_BYTES, FrameMode
 from .tableau import TableauMode
 
 
 MEMORY_LIMIT_ENV = "CIRQ_QUASARQ_GPU_MEMORY_LIMIT"
-# A new program's upload at least this large has the host work of the call done beside it
-# (`defer_host_work`); a smaller one is over before a thread would start.
-HOST_WORK_BESIDE_BYTES = 1 << 20
 
 
 def resolve_memory_limit(value=None) -> Optional[int]:
@@ -70,20 +67,14 @@ def _guarded(method):
                     self._frames._buffers.clear()
                     self._frames.parity_tables = None
                     self._frames.reference_bits = None
-                result = method(self, *args, **kwargs)
+                return method(self, *args, **kwargs)
             except BaseException as exc:
-                try:
-                    self.host_work()
-                except Exception:  # noqa: BLE001 - the call's own error is the one to see
-                    pass
                 if isinstance(exc, self.cuda.Error):
                     error = self._fault(exc, f"CudaEngine.{method.__name__}")
                     self._drain()
                     raise error from exc
                 self._drain()
                 raise
-        self.host_work()
-        return result
 
     return call
 
@@ -203,7 +194,6 @@ class CudaEngine(Engine):
         # where FrameMode.spread_pays finds it faster; True / False: always / never (the block
         # kernels, its oracle)
         self.spread_frames: Optional[bool] = None
-        self._host_work: List[Callable[[], None]] = []  # `defer_host_work`
 
         self.cuda = cuda
         self.max_shot_words = max_shot_words
@@ -253,33 +243,9 @@ class CudaEngine(Engine):
         for dp in self._programs:
             if dp.program is program and dp.schedule is schedule:
                 return dp
-        dp = DeviceProgram(self.cuda, program, schedule, uploads=self._upload_beside_host_work if self._host_work else None)
+        dp = DeviceProgram(self.cuda, program, schedule)
         self.keep_device_program(dp)
         return dp
-
-    def _upload_beside_host_work(self, a: np.ndarray):
-        """`device_program.upload(a)`; from HOST_WORK_BESIDE_BYTES on, the work `defer_host_work` was
-        given done meanwhile by a thread of its own (the copy lets go of the interpreter lock: at 100k
-        qubits the schedule's 252 MB take 37 ms, the cache's copy of the circuit 27 ms, H200 host)."""
-        if not self._host_work or a.nbytes < HOST_WORK_BESIDE_BYTES:
-            return upload(self.cuda, a)
-        failed: List[BaseException] = []
-
-        def work() -> None:
-            try:
-                self.host_work()
-            except BaseException as exc:  # noqa: BLE001 - raised by the calling thread
-                failed.append(exc)
-
-        thread = threading.Thread(target=work, name="quasarq-host-work", daemon=True)
-        thread.start()
-        try:
-            buf = upload(self.cuda, a)
-        finally:
-            thread.join()
-        if failed:
-            raise failed[0]
-        return buf
 
     def tableau_passes(self, program: Program, schedule: Schedule) -> int:
         """Passes over the tableau's rows a tableau-mode run of the program makes (TableauMode.passes)."""
@@ -379,19 +345,6 @@ class CudaEngine(Engine):
         except GpuFaultError:
             pass
         self.launcher.discard_events()
-
-    def defer_host_work(self, work: Callable[[], None]) -> None:
-        self._host_work.append(work)
-
-    def host_work(self) -> None:
-        """The work `defer_host_work` was given, done now: beside a new program's upload
-        (`device_program`), else as the engine call returns."""
-        while self._host_work:
-            try:
-                work = self._host_work.pop(0)
-            except IndexError:  # another thread took the last
-                return
-            work()
 
     # ------------------------------------------------------------------ the two modes
     @_guarded
