@@ -579,15 +579,15 @@ extern "C" qq_i64 qq_host_sort_rows(const qq_i64* blocks, const qq_i64* block_ro
 }
 
 // The scheduler's layers of rows in program order, read from `count` blocks of them
-// (windows.Scheduler._layer, whose NumPy form layers each group of rows on distinct qubits at once): a row one layer past the latest row on
-// its qubits A and B (B < 0: none) and past the latest barrier; a barrier (a COND, or an opcode
-// with bit 1 of `special`) alone, one layer past every row since the barrier before; an opcode with
-// bit 2 (E) on its range of ext_qubits instead. key[i] = layer * width + rank[op], op8[i] = op.
-// last: each qubit's latest layer (n of them, read as at least base); state: {base, top}, the
-// latest barrier's layer and the highest layer since, read and written. Returns 0, or -1 before
-// writing anything where a row is outside what the NumPy form takes alike (an opcode out of range,
-// a qubit A out of 0 .. n - 1 or B out of -1 .. n - 1, an empty or outside range): the caller's
-// NumPy form then gives its own answer.
+// (windows.Scheduler._layer, whose NumPy form layers each group of rows on distinct qubits at
+// once): a row one layer past the latest row on its qubits A and B (B < 0: none) and past the
+// latest barrier; a barrier (a COND, or an opcode with bit 1 of `special`) alone, one layer past
+// every row since the barrier before; an opcode with bit 2 (E) on its range of ext_qubits instead.
+// key[i] = layer * width + rank[op], op8[i] = op. last: each qubit's latest layer (n of them, read
+// as at least base); state: {base, top}, the latest barrier's layer and the highest layer since,
+// read and written. Returns 0, or -1 before writing anything where a row is outside what the NumPy
+// form takes alike (an opcode out of range, a qubit A out of 0 .. n - 1 or B out of -1 .. n - 1,
+// an empty or outside range): the caller's NumPy form then gives its own answer.
 namespace {
 template <typename K>
 qq_i64 qq_layer_rows(const qq_i64* blocks, const qq_i64* block_rows, qq_i64 count, const qq_i64* rank,

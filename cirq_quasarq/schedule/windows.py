@@ -73,7 +73,7 @@ _RANK = np.where(np.isin(np.arange(opcodes.NUM_OPCODES), list(_COLLAPSE)), opcod
 
 _ARITY0 = opcodes.ARITY == 0
 _SPECIAL_OP = _BARRIER_OP | _ARITY0  # rows that are barriers whatever their COND, and E
-# as qq_host_layer_rows reads them: each opcode's rank, and bit 1 a barrier, bit 2 arity 0
+# each opcode as qq_host_layer_rows reads it: bit 1 a barrier, bit 2 arity 0 (E, on a range of qubits)
 _SPECIAL_BITS = (_BARRIER_OP * 1 | (_ARITY0 & ~_BARRIER_OP) * 2).astype(np.uint8)
 _BLOCK = 1 << 16  # rows a block: a block's rows stay in cache while each of its columns is read
 _STRETCH_ROWS = 64  # mean rows a stretch of one key and opcode from which stretches move as slices
@@ -312,7 +312,8 @@ def _sorted_rows_compiled(lib, ins, key: np.ndarray, op8: np.ndarray):
     if low < 0 or top > 4 * n + (1 << 16):
         return NotImplemented
     key, op8 = np.ascontiguousarray(key), np.ascontiguousarray(op8)
-    threads = max(1, min(native.threads_for(4 * NUM_FIELDS * n), n // (top + 1)))  # counts within the rows' size
+    # (each thread's counts, a word a key, no more in all than a word a row)
+    threads = max(1, min(native.threads_for(4 * NUM_FIELDS * n), n // (top + 1)))
     counts = np.empty((threads, top + 1), dtype=np.int64)
     scheduled = np.empty((n, NUM_FIELDS), dtype=np.int32)
     sorted_key = np.empty(n, dtype=np.int32)
