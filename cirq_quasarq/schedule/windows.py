@@ -152,11 +152,12 @@ def _sorted(ins, key: np.ndarray, op8: np.ndarray, limit: Optional[int] = None):
     n_ins = len(key)
     blocks = row_blocks(ins)
     block_first = _block_starts(blocks)
-    change = (key[1:] != key[:-1]) | (op8[1:] != op8[:-1])
+    change = key[1:] != key[:-1]
+    change |= op8[1:] != op8[:-1]
     change[block_first[1:] - 1] = True  # a stretch lies in one block
-    cut = np.flatnonzero(change) + 1
-    if (len(cut) + 1) * _STRETCH_ROWS > n_ins:
+    if (int(np.count_nonzero(change)) + 1) * _STRETCH_ROWS > n_ins:  # (short ones: their list never made)
         return _sorted_rows(ins, key, op8, limit)
+    cut = np.flatnonzero(change) + 1
     first = np.append(0, cut)
     last = np.append(cut, n_ins)
     stretch_key, stretch_op = key[first], op8[first]
