@@ -70,9 +70,10 @@ def printers_available() -> int:
 class PrintedPieces:
     """The texts of `circuit[lo:hi]` for each (lo, hi) of `bounds`, in order, each with its digest
     where a printer made it (`piece(i)`, asked for i = 0, 1, ... in turn); `close()` ends the
-    printers (also when not every piece was read; their head is reaped then or later: `reap_ended`). `digest(text)`: (the text that
-    stands for it with its digest, the digest or None); `idle`: work for this process to do while
-    it first waits for a printer (`idle()` does it where it never waited)."""
+    printers (also when not every piece was read; their head is reaped then or later:
+    `reap_ended`). `digest(text)`: (the text that stands for it with its digest, the digest or
+    None); `idle`: work for this process to do while it first waits for a printer (`idle()` does it
+    where it never waited)."""
 
     def __init__(self, circuit, bounds: Sequence[Tuple[int, int]], printers: Optional[int] = None,
                  digest: Optional[Callable[[str], Tuple[str, Any]]] = None,

@@ -211,23 +211,33 @@ def _sorted_from_steps(ins, first_step: int):
     return _moved(blocks, _block_starts(blocks), first, last, stretch_key, stretch_op)
 
 
+def _readable_blocks(ins) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """(each block's address, its rows) of rows (a table or a RowBlocks) as the compiled passes read
+    them, or None where a block is not a C-contiguous int32 table."""
+    blocks = row_blocks(ins)
+    if not all(b.dtype == np.int32 and b.ndim == 2 and b.shape[1] == NUM_FIELDS and b.flags.c_contiguous
+               for b in blocks):
+        return None
+    address = native.address
+    return (np.array([address(b) for b in blocks], dtype=np.int64),
+            np.array([len(b) for b in blocks], dtype=np.int64))
+
+
 def _sorted_from_steps_compiled(lib, ins, first_step: int):
     """`_sorted_from_steps` in two passes of the compiled path: the stretches (cut where NumPy's
     reading cuts them, so that both say None alike), then their rows moved in a stable sort of their
     keys; NotImplemented for blocks it does not read (not C-contiguous int32 rows)."""
-    blocks = row_blocks(ins)
-    if not all(b.dtype == np.int32 and b.ndim == 2 and b.shape[1] == NUM_FIELDS and b.flags.c_contiguous
-               for b in blocks):
+    blocks = _readable_blocks(ins)
+    if blocks is None:
         return NotImplemented
     address = native.address
-    where = np.array([address(b) for b in blocks], dtype=np.int64)
-    rows = np.array([len(b) for b in blocks], dtype=np.int64)
+    where, rows = blocks
     total = int(rows.sum())
     threads = native.threads_for(4 * NUM_FIELDS * total)
     room = total // _STRETCH_ROWS  # more stretches than this: short ones (None)
     s_block, s_first, s_length, s_key = (np.empty(room, dtype=np.int64) for _ in range(4))
     s_op = np.empty(room, dtype=np.uint8)
-    stretches = lib.qq_host_layer_stretches(address(where), address(rows), len(blocks), _BLOCK, first_step,
+    stretches = lib.qq_host_layer_stretches(address(where), address(rows), len(where), _BLOCK, first_step,
                                             address(_RANK_I64), len(_RANK_I64), opcodes.NUM_OPCODES + 1, room,
                                             address(s_block), address(s_first), address(s_length), address(s_key),
                                             address(s_op), threads)
@@ -327,18 +337,6 @@ def _sorted_rows_compiled(lib, ins, key: np.ndarray, op8: np.ndarray):
                                  address(counts), address(scheduled), address(sorted_key), address(sorted_op),
                                  address(run_first), address(run_key), address(run_op))
     return scheduled, run_first[:runs], run_key[:runs].astype(key.dtype), run_op[:runs], None
-
-
-def _readable_blocks(ins) -> Optional[Tuple[np.ndarray, np.ndarray]]:
-    """(each block's address, its rows) of rows (a table or a RowBlocks) as the compiled passes read
-    them, or None where a block is not a C-contiguous int32 table."""
-    blocks = row_blocks(ins)
-    if not all(b.dtype == np.int32 and b.ndim == 2 and b.shape[1] == NUM_FIELDS and b.flags.c_contiguous
-               for b in blocks):
-        return None
-    address = native.address
-    return (np.array([address(b) for b in blocks], dtype=np.int64),
-            np.array([len(b) for b in blocks], dtype=np.int64))
 
 
 def schedule(program: Program) -> Schedule:
