@@ -811,6 +811,58 @@ def test_results_through_page_locked_staging_slots(numpy_engine, monkeypatch, sl
         _staged_results_equal_numpy(numpy_engine, program, n, taken)
 
 
+@pytest.mark.parametrize("slot", [8 * 4099, None])
+def test_program_uploads_through_the_staging_slots(numpy_engine, monkeypatch, slot):
+    """A program's large arrays go up through the engine's page-locked slots (frames._Staging.upload):
+    arrays of sizes at and around the edges of the half-slots and of rounds of all six lanes, in slots
+    of an odd size and of the default 8 MiB, read back equal; then every array of programs (a
+    measured-rounds program, a window program) goes up that way, and their tableau and frame runs
+    equal the NumPy engine's, the slots used; the results after them still come back through the
+    slots."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.engines.cuda import frames as frame_mode
+
+    if slot is not None:
+        monkeypatch.setattr(frame_mode, "_STAGING_SLOT", slot)
+    monkeypatch.setattr(frame_mode, "_STAGED_UPLOAD_MIN_BYTES", 1)
+    staged = []
+    real_upload = frame_mode._Staging.upload
+
+    def upload(self, a):
+        staged.append(a.nbytes)
+        return real_upload(self, a)
+
+    monkeypatch.setattr(frame_mode._Staging, "upload", upload)
+    engine = CudaEngine()
+    warm = window_program(5, 0, widths=(1, 2))
+    engine.sample_frames(warm, schedule(warm), rng.make_key(1), np.zeros(warm.num_records, dtype=np.uint8), 64)
+    staging = engine._frames._staging
+    if staging._locking is not None:
+        staging._locking.result()
+    assert staging.ready()
+    half, lanes = frame_mode._STAGING_SLOT // 2, frame_mode._STAGING_SLOTS
+    gen = np.random.default_rng(5)
+    for size in (1, half - 1, half, half + 1, lanes * half, lanes * half + 1, 3 * lanes * half + half // 3):
+        a = gen.integers(0, 256, size, dtype=np.uint8)
+        back = np.zeros_like(a)
+        engine.cuda.memcpy_dtoh(back, engine._frames.upload(a))
+        assert np.array_equal(back, a), size
+    for program in (measured_rounds_program(211, 6, 4, noisy_qubits=50), window_program(40, 3, widths=(1, 3, 17))):
+        staged.clear()
+        sched = schedule(program)
+        key = rng.make_key(7)
+        want = numpy_engine.run_tableau(program, sched, key, reference=True).records
+        got = engine.run_tableau(program, sched, key, reference=True).records
+        assert np.array_equal(got, want)
+        assert staged and sum(staged) >= sched.instructions.nbytes
+        shots = 64 * 300 + 5
+        frames_key = rng.make_key(8)
+        assert_same_frames(engine.sample_frames(program, sched, frames_key, want, shots),
+                           numpy_engine.sample_frames(program, sched, frames_key, want, shots), shots)
+
+
 def _staged_results_equal_numpy(numpy_engine, program, n, taken):
     from cirq_quasarq.core.parities import Parities
     from cirq_quasarq.core.program import Annotation

@@ -129,3 +129,114 @@ def test_every_row_reaches_its_destination(monkeypatch, async_drains, lines_as_o
     staging.rows(_Stream(), again, 700, 7)
     staging.finish()
     assert np.array_equal(again, device[700:1050].reshape(50, 7))
+
+
+class _Lane:
+    """A stream of the upload's stand-in driver: its copies land when an event recorded after them,
+    or the stream, is synchronized, reading their page-locked source then (as a device does), so a
+    source filled again before its copy was waited for lands the wrong bytes."""
+
+    def __init__(self, driver):
+        self.driver = driver
+        self.pending = []  # (device offset, source view)
+        self.landed = 0
+
+    def land(self, upto: int) -> None:
+        for at, src in self.pending[self.landed:upto]:
+            self.driver.device[at:at + src.nbytes] = src
+        self.landed = max(self.landed, upto)
+
+    def synchronize(self) -> None:
+        self.land(len(self.pending))
+
+
+class _Sent:
+    def record(self, stream: _Lane) -> None:
+        self.stream, self.upto = stream, len(stream.pending)
+
+    def synchronize(self) -> None:
+        self.stream.land(self.upto)
+
+
+class _UploadDriver:
+    def __init__(self, size: int, fail_at: int = -1):
+        self.device = np.zeros(size, dtype=np.uint8)
+        self.streams = []
+        self.copies, self.fail_at = 0, fail_at
+        self.lock = __import__("threading").Lock()
+
+    def mem_alloc(self, nbytes: int) -> int:
+        return 0  # the one allocation of each test, at offset 0
+
+    def Stream(self):  # noqa: N802 (the driver's name)
+        stream = _Lane(self)
+        with self.lock:
+            self.streams.append(stream)
+        return stream
+
+    def Event(self):  # noqa: N802
+        return _Sent()
+
+    def memcpy_htod_async(self, dest: int, src: np.ndarray, stream: _Lane) -> None:
+        with self.lock:
+            self.copies += 1
+            if self.copies == self.fail_at:
+                raise RuntimeError("copy refused")
+        stream.pending.append((dest, src))
+
+
+class _UploadEngine:
+    def __init__(self, driver):
+        self.cuda = driver
+
+    def context_current(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+def _upload_staging(driver, slot: int, monkeypatch) -> frames._Staging:
+    staging = _staging(driver, slot, monkeypatch)
+    staging.engine = _UploadEngine(driver)
+    return staging
+
+
+@pytest.mark.parametrize("slot", [64, 4096 + 8])
+def test_uploads_through_the_slots_land_whole(monkeypatch, slot):
+    """`_Staging.upload` (a program's large arrays going up): sizes at and around the edges of the
+    half-slots it copies and of rounds of all six lanes, from one byte to many rounds, an int32 array
+    as bytes. Copies land only when waited for and read their half-slot then, so a half filled again
+    before its copy was done, or a return before the last copy, lands wrong bytes; after each upload
+    the device holds the array and every lane's copies have landed. A slot left filling by an
+    interrupted call is waited for first."""
+    rng = np.random.default_rng(slot)
+    half, lanes = slot // 2, frames._STAGING_SLOTS
+    sizes = sorted({1, half - 1, half, half + 1, lanes * half - 1, lanes * half, lanes * half + 1,
+                    2 * lanes * half + 3, 7 * lanes * half + half // 2, 31 * half + 5})
+    for size in sizes:
+        driver = _UploadDriver(size)
+        staging = _upload_staging(driver, slot, monkeypatch)
+        a = rng.integers(0, 256, size, dtype=np.uint8)
+        assert staging.upload(a) == 0
+        assert np.array_equal(driver.device, a), size
+        assert all(s.landed == len(s.pending) for s in driver.streams)
+    words = rng.integers(-(1 << 31), 1 << 31, (1000, 9), dtype=np.int64).astype(np.int32)
+    driver = _UploadDriver(words.nbytes)
+    staging = _upload_staging(driver, slot, monkeypatch)
+    left = _Event(random.Random(0))
+    left.left = 5
+    staging._state[2] = ("filling", left, None)  # an interrupted call's copy into slot 2
+    staging._order = [2]
+    staging.upload(words)
+    assert left.left == 0 and staging._state == [None] * lanes and staging._order == []
+    assert np.array_equal(driver.device.view(np.int32).reshape(words.shape), words)
+
+
+def test_an_upload_that_fails_raises_with_every_lane_stopped(monkeypatch):
+    """A copy the driver refuses raises from `upload`, after every lane has stopped and its copies
+    have landed (none still reads a slot that a later call fills)."""
+    driver = _UploadDriver(64 * 40, fail_at=9)
+    staging = _upload_staging(driver, 64, monkeypatch)
+    with pytest.raises(RuntimeError, match="copy refused"):
+        staging.upload(np.ones(64 * 40, dtype=np.uint8))
+    assert driver.streams and all(s.landed == len(s.pending) for s in driver.streams)

@@ -12,7 +12,7 @@ kernels, Algs. 4-8), 'F' one CONFUSION instruction (gates.cu), each with its loo
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -147,10 +147,12 @@ class _Plan:
 class DeviceProgram:
     """The scheduled program on the device (QQTables and the arrays it points to)."""
 
-    def __init__(self, cuda, program: Program, schedule: Schedule, uploads: Optional["PieceUploads"] = None,
-                 table=None):
-        """`uploads`: how arrays go up (default: a copy that waits for the device); `table`: the
-        scheduled instructions already on the device (a device allocation), not uploaded again."""
+    def __init__(self, cuda, program: Program, schedule: Schedule,
+                 uploads: Optional[Callable[[np.ndarray], object]] = None, table=None):
+        """`uploads`: how arrays go up, a device allocation of each (default: `upload`, a copy that
+        waits for the device; the engine's `FrameMode.upload`, large ones through its page-locked
+        slots; `PieceUploads`); `table`: the scheduled instructions already on the device (a device
+        allocation), not uploaded again."""
         self.program, self.schedule = program, schedule
         self._cuda = cuda
         self._send = uploads if uploads is not None else (lambda a: upload(cuda, a))

@@ -243,7 +243,7 @@ class CudaEngine(Engine):
         for dp in self._programs:
             if dp.program is program and dp.schedule is schedule:
                 return dp
-        dp = DeviceProgram(self.cuda, program, schedule)
+        dp = DeviceProgram(self.cuda, program, schedule, self._frames.upload)
         self.keep_device_program(dp)
         return dp
 

@@ -69,6 +69,11 @@ _PREFAULT_MIN_BYTES = 8 << 20  # ordinary result memory at least this large is t
 _STAGING_MIN_BYTES = 8 << 20
 _STAGING_SLOT = 8 << 20
 _STAGING_SLOTS = 6
+# A program's array at least this large goes up through the same slots (`_Staging.upload`): from
+# ordinary memory the driver copies at one thread's pace. The instruction table of the paper's
+# circuit on an H200 host: 252 MB (100k qubits) in 32-36 ms straight, 9-10 ms through the slots;
+# 454 MB (180k) in 66-68 against 15-22 ms (docs/benchmarks-first-call.md, session 30).
+_STAGED_UPLOAD_MIN_BYTES = 8 << 20
 _PAGE = 4096
 # Threads that touch and fill ordinary result memory, at most (one a core): on a 16-core H100 host 16
 # were slower than 8 in every round (fresh-memory calls, d = 11 1M records 34-107 against 26-35 ms,
@@ -90,6 +95,15 @@ class FrameMode:
         self._streams: list = []
         self._staging: Optional[_Staging] = None  # made (on a thread) at the engine's first call
         self._bar = None  # the spread kernel's two barrier counters (zeroed; each launch leaves them so)
+
+    def upload(self, a: np.ndarray):
+        """A device copy of `a` (contiguous, at least one element; `device_program.upload`'s
+        contract): through the staging slots where they are locked and `a` has at least
+        _STAGED_UPLOAD_MIN_BYTES, else straight from its own memory."""
+        staging = self._staging
+        if a.nbytes >= _STAGED_UPLOAD_MIN_BYTES and staging is not None and staging.ready():
+            return staging.upload(a)
+        return upload(self.engine.cuda, a)
 
     def sample(self, program: Program, schedule: Schedule, key, reference: np.ndarray, shots: int,
                parities: Optional[Parities] = None, shot_major: bool = False, *,
@@ -596,7 +610,8 @@ def record_progress(program: Program, schedule: Schedule) -> Tuple[np.ndarray, n
 
 
 class _Staging:
-    """Page-locked slots through which a result bound for ordinary memory comes back: the device
+    """Page-locked slots through which a result bound for ordinary memory comes back (and a program's
+    large arrays go up: `upload`): the device
     copies a slot's worth at link speed, asynchronously on the piece's stream, and the touch pool's
     threads copy full slots into the result while the device fills the next. A slot is emptied on
     the pool as soon as its copy is seen done (`_start_drains`), so that several empty at once; it
@@ -680,14 +695,57 @@ class _Staging:
 
     def discard(self) -> None:
         """Forget the filled slots: a call that finished emptied them all, an interrupted one's
-        destination is never returned (drains already under way finish first: their slots are
-        filled again next)."""
+        destination is never returned (copies and drains already under way finish first: their
+        slots are filled again next)."""
         for state in self._state:
             if state is not None and state[0] == "draining":
                 for future in state[1]:
                     future.result()
+            elif state is not None:
+                state[1].synchronize()
         self._state = [None] * _STAGING_SLOTS
         self._order = []
+
+    def upload(self, a: np.ndarray):
+        """A device copy of `a` (contiguous) through the slots, the other direction: each slot is a
+        lane of the touch pool, which copies half-slots of `a` into it in turn and sends each up by
+        an asynchronous copy on the lane's stream, filling one half while the other goes up; a half
+        is filled again once its copy is done. Returns once every copy has landed, as a copy from
+        ordinary memory does (and after the device's work enqueued before it: the lanes' streams
+        wait for the default stream's work)."""
+        cuda, engine = self.engine.cuda, self.engine
+        self.discard()
+        src = a.reshape(-1).view(np.uint8)
+        nbytes = src.nbytes
+        dev = cuda.mem_alloc(max(1, nbytes))
+        half = _STAGING_SLOT // 2
+        chunks = -(-nbytes // half)
+        pool, workers = _touch_pool()
+        lanes = max(1, min(_STAGING_SLOTS, workers, chunks))
+
+        def lane(k: int) -> None:
+            with engine.context_current():
+                stream, slot, sent = cuda.Stream(), self._slots[k], [None, None]
+                try:
+                    for turn, chunk in enumerate(range(k, chunks, lanes)):
+                        lo = chunk * half
+                        size = min(half, nbytes - lo)
+                        h = turn & 1
+                        if sent[h] is not None:
+                            sent[h].synchronize()
+                        staged = slot[h * half:h * half + size]
+                        np.copyto(staged, src[lo:lo + size])
+                        cuda.memcpy_htod_async(int(dev) + lo, staged, stream)
+                        sent[h] = cuda.Event()
+                        sent[h].record(stream)
+                finally:  # (after an error too: no copy may still read the slot)
+                    stream.synchronize()
+
+        failed = [future.exception() for future in [pool.submit(lane, k) for k in range(lanes)]]
+        for exc in failed:
+            if exc is not None:  # every lane has stopped: no copy reads the slots any more
+                raise exc
+        return dev
 
     def _take(self) -> Tuple[int, np.ndarray]:
         """The next slot (index, array), emptied into the destination it was filled for."""
