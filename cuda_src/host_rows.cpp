@@ -102,18 +102,14 @@ static inline void qq_segment_rows(const qq_entry* entries, qq_i64 m, const qq_i
     }
 }
 
-// Checks the segment and places its rows, each at the first position free on its qubits (one row
-// after another: `_place_rows`' batches give the same positions), updating `free` (per qubit, n of
-// them). Returns 1 where an instruction names a qubit twice, 2 for a '!' on an instruction that
-// does not read it, 3 for a qubit outside 0 .. n - 1 or an odd count of a pair instruction, with
-// nothing placed (`stamp`, n entries, marks each qubit with stamp0 + the instruction naming it;
-// its marks are this function's alone). Else 0, pos[r] for each row, counts[p - low] the rows at
-// position p where the positions' width (high - low + 1) is at most `room`, and out = (rows, lowest
-// position, highest, records, random slots, highest position of a record row or -1, width).
-extern "C" int qq_host_place_segment(const qq_entry* entries, qq_i64 m, const qq_i64* qubits,
+// Checks a segment: returns 1 where an instruction names a qubit twice, 2 for a '!' on an
+// instruction that does not read it, 3 for a qubit outside 0 .. n - 1 or an odd count of a pair
+// instruction, else 0 (`stamp`, n entries, marks each qubit with stamp0 + the instruction naming it;
+// its marks are this function's alone). A printer checks its piece's runs with it
+// (stim_rows.CompiledPiece), and the compile then places them unchecked.
+extern "C" int qq_host_check_segment(const qq_entry* entries, qq_i64 m, const qq_i64* qubits,
                                      const unsigned char* inverted, const qq_i64* bounds, qq_i64 n,
-                                     qq_i64* stamp, qq_i64 stamp0, qq_i64* free, qq_i64* pos, qq_i64* counts,
-                                     qq_i64 room, qq_i64* out) {
+                                     qq_i64* stamp, qq_i64 stamp0) {
     for (qq_i64 i = 0; i < m; ++i) {
         const qq_entry& e = entries[i];
         const qq_i64 lo = bounds[i], hi = bounds[i + 1];
@@ -129,6 +125,24 @@ extern "C" int qq_host_place_segment(const qq_entry* entries, qq_i64 m, const qq
             if (inverted && inverted[t] && e.mode == 0)
                 return 2;
         }
+    }
+    return 0;
+}
+
+// Checks the segment (`qq_host_check_segment`; not where `stamp` is null: checked already) and
+// places its rows, each at the first position free on its qubits (one row after another:
+// `_place_rows`' batches give the same positions), updating `free` (per qubit, n of them). Returns
+// the check's refusal with nothing placed, else 0, pos[r] for each row, counts[p - low] the rows at
+// position p where the positions' width (high - low + 1) is at most `room`, and out = (rows, lowest
+// position, highest, records, random slots, highest position of a record row or -1, width).
+extern "C" int qq_host_place_segment(const qq_entry* entries, qq_i64 m, const qq_i64* qubits,
+                                     const unsigned char* inverted, const qq_i64* bounds, qq_i64 n,
+                                     qq_i64* stamp, qq_i64 stamp0, qq_i64* free, qq_i64* pos, qq_i64* counts,
+                                     qq_i64 room, qq_i64* out) {
+    if (stamp) {
+        const int refused = qq_host_check_segment(entries, m, qubits, inverted, bounds, n, stamp, stamp0);
+        if (refused)
+            return refused;
     }
     qq_i64 rows = 0, low = -1, high = -1, records = 0, rands = 0, record_top = -1;
     qq_segment_rows(entries, m, qubits, inverted, bounds,

@@ -360,23 +360,60 @@ def test_every_whole_name_is_drawn():
     assert set(_plain(stim)) <= drawn
 
 
-def test_printers_hand_over_read_targets_which_the_compiled_path_places(monkeypatch):
-    """With the compiled path a printer reads a piece's targets and makes no rows; a streamed compile
-    from printers of their own processes (they inherit the path) gives the NumPy walk's Program."""
+def test_printers_hand_over_checked_runs_which_the_compiled_path_places(monkeypatch):
+    """With the compiled path a printer makes no rows: told the circuit's qubits, it reads a piece of
+    whole instructions and TICKs into runs and checks them (`stim_rows.CompiledPiece`), else it
+    hands over the read targets. A streamed compile from printers of their own processes (they
+    inherit the path) places their runs and gives the NumPy walk's Program."""
     from benchmarks.random_clifford import paper_random_circuit_stim
 
     from cirq_quasarq.compiler import stim_printing, stim_rows
 
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
-    short, digest = stim_rows.digest_piece("H 0 1\nTICK\nCX 0 1 2 3\nM !0 2")
+    text = "H 0 1\nTICK\nCX 0 1 2 3\nM !0 2"
+    short, digest = stim_rows.digest_piece(text)
     assert short == "H \nTICK\nCX \nM " and isinstance(digest, stim_text._LineTargets)
+    short, digest = stim_rows.digest_piece(text, num_qubits=4)
+    assert short == "" and isinstance(digest, stim_rows.CompiledPiece)
+    assert [run is None for run in digest.runs] == [False, True, False]
+    entries, qubits, flags, bounds = digest.runs[2]
+    assert qubits.tolist() == [0, 1, 2, 3, 0, 2] and bounds.tolist() == [0, 4, 6] and flags.tolist() == [0] * 4 + [1, 0]
+    assert entries.shape == (2, 8) and entries.dtype == np.int32
     if not stim_printing.printers_available():
         return
     monkeypatch.setattr(stim_printing, "printers_available", lambda: 3)
     circuit = paper_random_circuit_stim(2000, 30, seed=11, ticks=True)
+    walked = []
+    walk = stim_circuit._StimCompiler._walk_compiled
+    monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_compiled",
+                        lambda self, piece: walked.append(piece) or walk(self, piece))
     _, program = compiled_in_pieces(circuit, 6, printers=3)
+    assert walked
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
     assert program_digest(program) == program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
+
+
+@pytest.mark.parametrize("text, num_qubits", [
+    ("H 0 1\nCX 0 1 1 2", 3),  # a qubit named twice in one instruction
+    ("H 0 1\nM 0 0", 2),
+    ("H 0 1\nTICK\nH 0 7", 5),  # a qubit past the circuit's
+    ("H 0 1\nH !0", 2),  # '!' on a unitary: never Stim's own text
+    ("CX 0 1 2", 3),  # a pair instruction of an odd count
+    ("H 0 1\nM(0.1) 0", 2), ("H 0 1\nH[tag] 0", 2), ("H 0 1\nX_ERROR(0.1) 0", 2),
+    ("H 0 1\nREPEAT 2 {\n    H 0\n}", 2), ("H 0 1\nM 0\nDETECTOR rec[-1]", 2), ("H 0 1\nM 0\nCX rec[-1] 1", 2),
+    ("H 0 1\nQUBIT_COORDS(1, 2) 0", 2), ("H 0 1\nI 0", 2), ("H 0 1\nMPP X0*Z1", 2), ("", 1),
+])
+def test_a_piece_the_check_refuses_or_of_anything_else_hands_over_its_targets(monkeypatch, text, num_qubits):
+    """A printer's piece with a qubit named twice, one past the circuit's qubits, a '!' where it is
+    not read or an odd pair (the check's refusals), or anything but whole instructions and TICKs,
+    hands over its read targets (the compile's walk handles them) and no runs."""
+    from cirq_quasarq.compiler import stim_rows
+
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    short, digest = stim_rows.digest_piece(text, num_qubits=num_qubits)
+    assert not isinstance(digest, stim_rows.CompiledPiece)
+    want_short, want = stim_text._read_lines(text)
+    assert short == want_short and (digest is None) == (want is None)
 
 
 @pytest.mark.parametrize("seed", range(12))

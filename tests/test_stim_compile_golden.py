@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from cirq_quasarq.compiler import stim_circuit, stim_printing, stim_text
+from cirq_quasarq.compiler import stim_circuit, stim_printing, stim_rows, stim_text
 
 from .test_grouped_lowering import digest as tables_digest
 from .test_stim_circuit import random_circuit
@@ -333,17 +333,17 @@ class DigestedHere(stim_printing.PrintedPieces):
         return self.digest(text) if i else (text, None)
 
 
-@pytest.mark.parametrize("sorted_rows", [1, 7, 1 << 14])
+@pytest.mark.parametrize("sorted_rows, compiled_group", [(1, 1), (7, 5), (1 << 14, 1 << 16)])
 @pytest.mark.parametrize("pieces", [1, 2, 5])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, name, pieces, sorted_rows, digests,
-                                                                native_path):
-    """Without the compiled path, a piece of whole instructions and TICKs has its rows made by its
-    printer (`stim_rows.digest_piece`), the compile placing and sorting them: the same Program,
-    however many rows are sorted at once; pieces of anything else are walked from their text as
-    before. Every case whose pieces can be made ahead is (the paper's circuits, the collapses in
-    every basis, the unitaries). With it, printers hand over read targets alone, which the compiled
-    path makes into rows: the same Program."""
+def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, name, pieces, sorted_rows,
+                                                                compiled_group, digests, native_path):
+    """A piece of whole instructions and TICKs is prepared by its printer (`stim_rows.digest_piece`):
+    without the compiled path its rows made there, the compile placing and sorting them, however
+    many rows are sorted at once; with it, its runs read and checked there, the compile placing
+    them unchecked in groups of any size (`_walk_compiled`). The same Program either way; pieces
+    of anything else are walked from their text as before. Every case whose pieces can be prepared
+    is (the paper's circuits, the collapses in every basis, the unitaries)."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
@@ -352,14 +352,17 @@ def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, na
                         or texts[-1])
     monkeypatch.setattr(stim_circuit, "_SORTED_ROWS", sorted_rows)
     made = []
-    walk = stim_circuit._StimCompiler._walk_prepared
-    monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_prepared", lambda self, piece: made.append(piece) or walk(self, piece))
+    for walked in ("_walk_prepared", "_walk_compiled"):
+        walk = getattr(stim_circuit._StimCompiler, walked)
+        monkeypatch.setattr(stim_circuit._StimCompiler, walked,
+                            lambda self, piece, walk=walk: made.append(piece) or walk(self, piece))
+    monkeypatch.setattr(stim_circuit, "_COMPILED_GROUP", compiled_group)
     circuit = CASES[name]()
     assert program_digest(stim_circuit.compile_new_stim(circuit)) == digests[name][1]
     printed = len(circuit) >= 2 * pieces and not (circuit.num_detectors or circuit.num_observables)
-    if native_path == "native":
-        assert not made
-    elif printed and (name.startswith("paper") or name in ("bases and inverted", "wide and sparse qubits")):
+    kind = stim_rows.CompiledPiece if native_path == "native" else stim_rows.PreparedPiece
+    assert all(isinstance(piece, kind) for piece in made)
+    if printed and (name.startswith("paper") or name in ("bases and inverted", "wide and sparse qubits")):
         assert len(made) == len(texts[0].bounds) - 1  # all but the first, printed here
     if name in ("repeated qubit", "ticks and repeat", "tags and feedback", "correlated chains", "empty"):
         # a qubit named twice, a REPEAT, a tag, a channel: walked here (a piece of none of them is made)

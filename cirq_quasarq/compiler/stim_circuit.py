@@ -89,6 +89,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import functools
 import itertools
 import threading
 from typing import Generator, List, Optional, Tuple
@@ -102,7 +103,8 @@ from ..core.ranges import expand_ranges, ragged_rows, shift_rows
 from . import cache
 from .stim_printing import PRINTERS, PrintedPieces, printers_available
 from .stim_sweep import swept_variant
-from .stim_rows import PAIRS, TRIPLES, PreparedPiece, SegmentRows, digest_piece, previous_targets, segment_rows
+from .stim_rows import (PAIRS, TRIPLES, CompiledPiece, PreparedPiece, SegmentRows, digest_piece, native_entry,
+                        previous_targets, segment_rows)
 from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
 from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
                         _LineTargets, _parse_annotations, _parse_targets)
@@ -112,6 +114,9 @@ __all__ = ["compile_stim", "compile_new_stim", "clear_stim_cache", "cached_stim"
 # A segment of whole instructions is written once its targets' text has this many characters: its
 # arrays then stay in the processor's caches (one array of a 30k-qubit circuit's targets did not).
 _SEGMENT_CHARS = 1 << 17
+# A printer's piece read for the compiled path (`_walk_compiled`) is placed in groups of whole
+# instructions that start a multiple of this many targets apart
+_COMPILED_GROUP = 1 << 16
 # A whole compile of a circuit of at least this many qubits times top-level instructions (about its
 # text's size: 36M for the paper's circuit at 30k qubits) without detectors or observables has its
 # text printed in PRINTED_PIECES pieces by printers (`stim_printing`), their targets read there. On the
@@ -197,7 +202,8 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
         # the cache's copy of the circuit made while this process waits for a printer (at 100k qubits
         # 31 ms of fresh memory, H200 host), where it does
         bounds = _piece_bounds(circuit, PRINTED_PIECES, printers, 4, printers if PRINTED_HALVES else 0)
-        texts = PrintedPieces(circuit, bounds, printers, digest_piece, idle=lambda: kept.append(circuit.copy()))
+        texts = PrintedPieces(circuit, bounds, printers, functools.partial(digest_piece, num_qubits=n),
+                              idle=lambda: kept.append(circuit.copy()))
     try:
         program = _StimCompiler(stim, n).run(circuit, texts)
     except Exception:
@@ -345,9 +351,6 @@ class LineQubits(collections.abc.Sequence):
         return f"cirq.LineQubit.range({self._n})"
 
 
-_NATIVE_ENTRIES: dict = {}
-
-
 class _RowWriter:
     """The compiled path's segments written by the library's writer thread
     (`qq_host_write_segment_later`) while the walk places the next ones: on an H200 host a 100k-qubit
@@ -381,21 +384,6 @@ class _RowWriter:
         if self._held:
             self._lib.qq_host_segments_written(self._ticket)
             self._held.clear()
-
-
-def _native_entry(plain: tuple, code: int, aux: int) -> tuple:
-    """A whole instruction as host_rows.cpp's `qq_entry` reads it, from its `_plain` entry, opcode and
-    channel id: (code, aux, two qubits a row, a random slot a row, a record a row, how it reads '!':
-    0 never, 1 a Z basis collapse's FLAGS, 2 an X / Y basis collapse of three rows a target, the
-    basis change before, the change back after)."""
-    key = (plain, code, aux)
-    found = _NATIVE_ENTRIES.get(key)
-    if found is None:
-        kind, _, pair, measures, codes = plain
-        mode = 2 if kind == _XY else 1 if kind == _Z else 0
-        found = _NATIVE_ENTRIES[key] = (code, aux, int(pair), int(kind >= _Z), int(measures), mode,
-                                        codes[0] if codes else 0, codes[2] if codes else 0)
-    return found
 
 
 class _StimCompiler(_InstructionCompiler):
@@ -470,7 +458,8 @@ class _StimCompiler(_InstructionCompiler):
         if not self.plain:
             raise errors.NotStreamable("the walk by whole instructions is off")
         self._moment()
-        texts = PrintedPieces(circuit, _piece_bounds(circuit, pieces, ramp), printers, digest_piece)
+        texts = PrintedPieces(circuit, _piece_bounds(circuit, pieces, ramp), printers,
+                              functools.partial(digest_piece, num_qubits=self.n))
         try:
             program = yield from self._walk_pieces(circuit, texts)
         finally:
@@ -512,6 +501,11 @@ class _StimCompiler(_InstructionCompiler):
         if isinstance(digest, PreparedPiece):
             self._walk_prepared(digest)
             return
+        if isinstance(digest, CompiledPiece):
+            if self.plain:
+                self._walk_compiled(digest)
+                return
+            text, digest = str(circuit[lo:hi]), None  # (the walk by whole instructions is off)
         piece = circuit[lo:hi]
         if len(piece) > 1:
             self._walk_text(piece, text, digest)
@@ -709,25 +703,34 @@ class _StimCompiler(_InstructionCompiler):
     def _compiled_segment(self, lib, segment, qubits, inverted, starts) -> bool:
         """The whole segment's rows made, placed and sorted by the compiled path (host_rows.cpp), as
         `_place_segment` of all of it gives them: False, with nothing written, where an instruction
-        names a qubit twice (the NumPy path then splits the segment there). Its rows are written by
-        the library's writer thread while the walk goes on (`_RowWriter`)."""
-        m = len(segment)
-        entries = np.array([_native_entry(entry[2], entry[3], entry[4]) for entry in segment], dtype=np.int32)
-        qubits = np.ascontiguousarray(qubits, dtype=np.int64)
-        bounds = np.ascontiguousarray(starts, dtype=np.int64)
-        address = native.address
+        names a qubit twice (the NumPy path then splits the segment there)."""
+        entries = np.array([native_entry(entry[2], entry[3], entry[4]) for entry in segment], dtype=np.int32)
         flags = None if inverted is None else np.ascontiguousarray(inverted).view(np.uint8)
+        return self._place_compiled(lib, entries, np.ascontiguousarray(qubits, dtype=np.int64), flags,
+                                    np.ascontiguousarray(starts, dtype=np.int64), checked=False)
+
+    def _place_compiled(self, lib, entries: np.ndarray, qubits: np.ndarray, flags: Optional[np.ndarray],
+                        bounds: np.ndarray, checked: bool) -> bool:
+        """Rows of whole instructions (host_rows.cpp's entries, int32 [m, 8]; their qubits, int64;
+        '!' per target, uint8, or None; each one's first target and the end, int64) placed and
+        sorted by the compiled path: False, with nothing written, where the check refuses them
+        (`qq_host_check_segment`; `checked`: a printer's check passed, none made here). Their rows
+        are written by the library's writer thread while the walk goes on (`_RowWriter`)."""
+        m = len(entries)
+        address = native.address
         flags_at = None if flags is None else address(flags)
         free = self.free
-        if self._stamp is None or len(self._stamp) < len(free):
-            self._stamp = np.full(len(free), -1, dtype=np.int64)
-        stamp0 = self._stamps
-        self._stamps += m
+        stamp0, stamp = 0, None
+        if not checked:
+            if self._stamp is None or len(self._stamp) < len(free):
+                self._stamp = np.full(len(free), -1, dtype=np.int64)
+            stamp0, stamp = self._stamps, address(self._stamp)
+            self._stamps += m
         pos = np.empty(3 * len(qubits), dtype=np.int64)  # a new one a segment: the writer reads it later
         counts, out = self._counts, self._placed
         if lib.qq_host_place_segment(address(entries), m, address(qubits), flags_at, address(bounds), len(free),
-                                     address(self._stamp), stamp0, address(free), address(pos), address(counts),
-                                     len(counts), address(out)):
+                                     stamp, stamp0, address(free), address(pos), address(counts), len(counts),
+                                     address(out)):
             return False
         rows, low, high, records, rands, record_top, width = out.tolist()
         # the builder keeps the counts and the writer reads them: a copy of the scratch's (a view would
@@ -862,6 +865,28 @@ class _StimCompiler(_InstructionCompiler):
             self._place_rows(made, made.qa, shared=True)
             if made.qb is not made.qa:
                 self.touched.append(made.qb)
+
+    def _walk_compiled(self, piece: CompiledPiece) -> None:
+        """A piece a printer read and checked for the compiled path (`stim_rows.digest_piece`), at the
+        top level: each run placed in groups of whole instructions of about _COMPILED_GROUP targets
+        (the writer thread writes one group while the next is placed), each TICK a moment's end, as
+        the walk of its text would."""
+        lib = native.compiled()
+        if lib is None:
+            raise RuntimeError("a piece read for the compiled path, which is off")
+        self._flush_segment()
+        for run in piece.runs:
+            if run is None:
+                self._moment()
+                continue
+            entries, qubits, flags, bounds = run
+            self.tid += len(qubits)  # (the targets' ids, as a segment's)
+            cuts = [0] + (np.flatnonzero(np.diff(bounds // _COMPILED_GROUP)) + 1).tolist() + [len(entries)]
+            for i, j in zip(cuts[:-1], cuts[1:]):
+                if j > i:
+                    lo, hi = int(bounds[i]), int(bounds[j])
+                    self._place_compiled(lib, entries[i:j], qubits[lo:hi], None if flags is None else flags[lo:hi],
+                                         bounds[i:j + 1] - lo, checked=True)
 
     def _repeat(self, block, index: int, top: bool, walk_body=None) -> None:
         """A REPEAT block: its body compiled once by `walk_body(top)` (by default from its instruction

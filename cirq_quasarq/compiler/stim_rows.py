@@ -18,7 +18,10 @@ is walked as before.
 
 This module is the NumPy definition of those rows. Where the host's compiled path is on
 (core/native.py), cuda_src/host_rows.cpp makes, places and sorts a segment's rows in one pass
-(`_StimCompiler._compiled_segment`), and printers hand over read targets alone.
+(`_StimCompiler._compiled_segment`), and a printer hands over such a piece's runs read and checked
+as that pass takes them (`CompiledPiece`), so that the compile places them with no walk over their
+lines and no check (`_StimCompiler._walk_compiled`): at 100k qubits on an H200 host the compile's
+own work a first call went from about 160 to 100 ms (docs/benchmarks-first-call.md, session 30).
 """
 
 from __future__ import annotations
@@ -226,21 +229,92 @@ class PreparedPiece(NamedTuple):
     runs: List[Optional[SegmentRows]]
 
 
-def digest_piece(text: str) -> Tuple[str, object]:
+class CompiledPiece(NamedTuple):
+    """A piece of whole instructions and top-level TICKs read for the compiled path (`digest_piece`):
+    per run of instructions between TICKs (entries as host_rows.cpp's `qq_entry` reads them, int32
+    [m, 8]; their qubits, int64; per target whether written with '!', uint8, or None; each
+    instruction's first target and the end, int64 [m + 1]), checked (`qq_host_check_segment`) for
+    the circuit's qubits, so the compile places them unchecked; None for a TICK."""
+
+    runs: List[Optional[Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]]]
+
+
+def digest_piece(text: str, num_qubits: Optional[int] = None) -> Tuple[str, object]:
     """A printer's digest of a piece's text (`stim_printing.PrintedPieces`): (the text that stands for
-    it, the digest). Without the compiled path, a piece of nothing but whole instructions with plain
-    targets (unitaries, M / MR / R in any basis, with no arguments or tag, none naming a qubit twice)
-    and TICKs: its rows made ahead (`PreparedPiece`); else the lines' targets read
+    it, the digest). A piece of nothing but whole instructions with plain targets (unitaries, M / MR
+    / R in any basis, with no arguments or tag, none naming a qubit twice) and TICKs: with the
+    compiled path, where the circuit's `num_qubits` is given, its runs read and checked
+    (`CompiledPiece`); without, its rows made ahead (`PreparedPiece`). Else the lines' targets read
     (`stim_text._read_lines`), or None."""
     lines = text.split("\n")
     short, targets = _read_split(lines)
     if targets is None:
         return text, None
-    # With the compiled path (host_rows.cpp) the compile's process makes, places and sorts the rows
-    # of read targets faster than it takes in rows made here (a 10k-qubit compile's pieces: 55
-    # against 100 ms on 2 cores), so the rows are made here only without it.
-    prepared = _prepared(lines, targets) if native.compiled() is None else None
+    lib = native.compiled()
+    if lib is None:
+        prepared = _prepared(lines, targets)
+    else:  # the compile places such a piece's runs with no walk over its lines (`_walk_compiled`)
+        prepared = None if num_qubits is None else _compiled_runs(lib, lines, targets, num_qubits)
     return ("\n".join(short), targets) if prepared is None else ("", prepared)
+
+
+def _compiled_runs(lib, lines: List[str], targets: _LineTargets, n: int) -> Optional[CompiledPiece]:
+    import stim
+
+    plain = _plain(stim)
+    read = targets.line.tolist()
+    starts = targets.starts
+    runs: list = []
+    entries: List[tuple] = []
+    first = 0  # the run's first parsed line
+    stamp = np.full(max(1, n), -1, dtype=np.int64)
+    address = native.address
+    for k in range(len(lines) + 1):
+        tick = k < len(lines) and lines[k] == "TICK"
+        if k == len(lines) or tick:
+            if entries:
+                lo, hi = int(starts[first]), int(starts[first + len(entries)])
+                bounds = np.ascontiguousarray(starts[first:first + len(entries) + 1] - lo)
+                qubits = np.ascontiguousarray(targets.qubits[lo:hi], dtype=np.int64)
+                flags = None
+                if targets.inverted is not None and targets.inverted[lo:hi].any():
+                    flags = np.ascontiguousarray(targets.inverted[lo:hi]).view(np.uint8)
+                table = np.array(entries, dtype=np.int32).reshape(-1, 8)
+                if lib.qq_host_check_segment(address(table), len(table), address(qubits),
+                                             None if flags is None else address(flags), address(bounds), n,
+                                             address(stamp), first):
+                    return None  # (a qubit named twice in an instruction: walked as before)
+                runs.append((table, qubits, flags, bounds))
+                first += len(entries)
+                entries = []
+            if tick:
+                runs.append(None)
+            continue
+        line = lines[k]
+        cut = line.find(" ")
+        entry = plain.get(line[:cut]) if cut > 0 else None
+        if entry is None or entry[0] == _N or read[k] != first + len(entries):
+            return None
+        entries.append(native_entry(entry, entry[1], -1))
+    return CompiledPiece(runs)
+
+
+_NATIVE_ENTRIES: dict = {}
+
+
+def native_entry(plain: tuple, code: int, aux: int) -> tuple:
+    """A whole instruction as host_rows.cpp's `qq_entry` reads it, from its `_plain` entry, opcode and
+    channel id: (code, aux, two qubits a row, a random slot a row, a record a row, how it reads '!':
+    0 never, 1 a Z basis collapse's FLAGS, 2 an X / Y basis collapse of three rows a target, the
+    basis change before, the change back after)."""
+    key = (plain, code, aux)
+    found = _NATIVE_ENTRIES.get(key)
+    if found is None:
+        kind, _, pair, measures, codes = plain
+        mode = 2 if kind == _XY else 1 if kind == _Z else 0
+        found = _NATIVE_ENTRIES[key] = (code, aux, int(pair), int(kind >= _Z), int(measures), mode,
+                                        codes[0] if codes else 0, codes[2] if codes else 0)
+    return found
 
 
 def _prepared(lines: List[str], targets: _LineTargets) -> Optional[PreparedPiece]:

@@ -228,6 +228,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_parse_targets.restype = i64
     lib.qq_host_place_segment.argtypes = [p, i64, p, p, p, i64, p, i64, p, p, p, i64, p]
     lib.qq_host_place_segment.restype = ctypes.c_int
+    lib.qq_host_check_segment.argtypes = [p, i64, p, p, p, i64, p, i64]
+    lib.qq_host_check_segment.restype = ctypes.c_int
     lib.qq_host_write_segment.argtypes = [p, i64, p, p, p, p, i64, i64, i64, i64, i64, ctypes.c_int, i64, p, p, p]
     lib.qq_host_write_segment.restype = None
     lib.qq_host_write_segment_later.argtypes = lib.qq_host_write_segment.argtypes
