@@ -232,8 +232,8 @@ def whole_compile_of_size(monkeypatch, size: int):
     return circuit, made
 
 
-@pytest.mark.parametrize("available, size, printers", [(3, 4000, 3), (8, 4000, 4), (8, 40000, 6), (15, 39990, 4),
-                                                        (5, 40000, 5), (15, 400000, 6)])
+@pytest.mark.parametrize("available, size, printers", [(3, 4000, 3), (8, 4000, 4), (8, 40000, 8), (15, 39990, 4),
+                                                        (5, 40000, 5), (15, 400000, 9), (7, 400000, 7)])
 @pytest.mark.parametrize("halves", [True, False])
 def test_a_whole_compile_asks_for_its_printers_each_first_on_a_quarter_piece(monkeypatch, available, size, printers,
                                                                             halves):
@@ -246,6 +246,7 @@ def test_a_whole_compile_asks_for_its_printers_each_first_on_a_quarter_piece(mon
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
     monkeypatch.setattr(stim_circuit, "PRINTED_MANY", 40000)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", 5)
+    monkeypatch.setattr(stim_circuit, "PRINTERS_MANY", 9)
     monkeypatch.setattr(stim_circuit, "printers_available", lambda: available)
     circuit, made = whole_compile_of_size(monkeypatch, size)
     (bounds, wanted, idle), = made

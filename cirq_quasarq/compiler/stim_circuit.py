@@ -134,9 +134,11 @@ PRINTED_PIECES = 12
 # (a 0.72 s compile, H200 host). From PRINTED_MANY on it asks for PRINTERS_MANY of them where they may
 # run. Compiles in turn there (session 27, all printers forked by this process at once), medians of
 # four: 180k 0.83 -> 0.71 s, 100k 0.44 -> 0.40 s; at 10k (12M) 0.047 -> 0.046 s with four printers,
-# 0.051 s with six.
+# 0.051 s with six. Once the printers read their pieces for the compiled path (`_walk_compiled`) they
+# set the pace, not this process: first calls in turn in one process (session 30, medians of four),
+# six / nine / twelve printers, 100k 440 / 429 / 448 ms, 180k 883 / 816 / 821 ms.
 PRINTED_MANY = 40_000_000
-PRINTERS_MANY = 6
+PRINTERS_MANY = 9
 # Each printer's second piece half a later one: a printer takes it after its quarter piece, and with
 # a whole piece there this process, done with the quarter pieces, had waited for the first whole one
 # 38-40 ms at 100k qubits and 97-161 ms at 180k (H200 host). First calls in turn in one process
