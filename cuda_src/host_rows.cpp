@@ -77,6 +77,50 @@ extern "C" qq_i64 qq_host_parse_targets(const char* text, qq_i64 len, qq_i64* qu
     return targets;
 }
 
+// A printed piece's lines in one pass (stim_rows.CompiledPiece): lines end at '\n' (the last may
+// not); per line k its first byte line_start[k], the end of its first word name_end[k] (its first
+// ' ', or the line's end), and parsed[k], its number among the lines with text after that ' ', or
+// -1 for a line of one word; that text read as `qq_host_parse_targets` reads plain targets, each
+// such line's first target in starts[0 .. such lines]; counts[0] = such lines, counts[1] = the
+// '!'s. Returns the lines, -1 where such a line's text is not plain targets (the piece is then not
+// one of whole instructions and TICKs), or -2 where there are more than `room` lines (qubits,
+// inverted: room for len / 2 + 1 targets; starts: room + 1).
+extern "C" qq_i64 qq_host_read_piece(const char* text, qq_i64 len, qq_i64 room, qq_i64* line_start, qq_i64* name_end,
+                                     qq_i64* parsed, qq_i64* qubits, unsigned char* inverted, qq_i64* starts,
+                                     qq_i64* counts) {
+    const unsigned char* s = (const unsigned char*)text;
+    qq_i64 at = 0, lines = 0, plain = 0, targets = 0, bangs = 0;
+    starts[0] = 0;
+    while (at <= len) {
+        if (lines == room)
+            return -2;
+        const unsigned char* newline = (const unsigned char*)std::memchr(s + at, '\n', len - at);
+        const qq_i64 end = newline ? newline - s : len;
+        qq_i64 cut = at;
+        while (cut < end && s[cut] != ' ')
+            ++cut;
+        line_start[lines] = at;
+        name_end[lines] = cut;
+        parsed[lines] = -1;
+        if (cut > at && cut + 1 < end) {  // a first word, and text after its space: targets or -1
+            qq_i64 one[2], line_counts[2];
+            const qq_i64 got = qq_host_parse_targets(text + cut + 1, end - cut - 1, qubits + targets,
+                                                     inverted + targets, one, line_counts);
+            if (got < 0)
+                return -1;
+            targets += got;
+            bangs += line_counts[1];
+            parsed[lines] = plain++;
+            starts[plain] = targets;
+        }
+        ++lines;
+        at = end + 1;
+    }
+    counts[0] = plain;
+    counts[1] = bangs;
+    return lines;
+}
+
 // Calls row(a, b, op, aux, takes_rand, takes_rec, flags) for each row of the segment in the order
 // stim_rows.segment_rows writes them (b = -1 for a row on one qubit).
 template <class Row>

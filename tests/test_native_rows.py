@@ -393,6 +393,41 @@ def test_printers_hand_over_checked_runs_which_the_compiled_path_places(monkeypa
     assert program_digest(program) == program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
 
 
+@pytest.mark.parametrize("piece_lines", [1, 2, 3, 1024])
+@pytest.mark.parametrize("ticks", [False, True])
+def test_a_piece_is_read_in_one_pass_as_its_lines_targets(monkeypatch, piece_lines, ticks):
+    """`qq_host_read_piece` (a printer's piece read for the compiled runs), with room for 1 to 1,024
+    lines at first (more lines: the room counted and the piece read again): each run's qubits,
+    '!'s and bounds are those `stim_text._read_lines` reads from the same lines, a TICK where each
+    TICK is; the paper's circuit, its lines of hundreds of targets, collapses in every basis with '!'."""
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    from cirq_quasarq.compiler import stim_rows
+
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    monkeypatch.setattr(stim_rows, "_PIECE_LINES", piece_lines)
+    circuit = paper_random_circuit_stim(700, 6, seed=5, ticks=ticks)
+    circuit += stim.Circuit("TICK\nMX 0 !3 5\nMRY !7 2\nM !1 4\nTICK\nTICK\nMR 9 !11\nRX 6")
+    text = str(circuit)
+    _, digest = stim_rows.digest_piece(text, num_qubits=circuit.num_qubits)
+    assert isinstance(digest, stim_rows.CompiledPiece)
+    lines = text.split("\n")
+    _, want = stim_text._read_lines(text)
+    assert [run is None for run in digest.runs if run is None] == [True] * lines.count("TICK")
+    parsed = 0
+    for run in digest.runs:
+        if run is None:
+            continue
+        entries, qubits, flags, bounds = run
+        lo, hi = want.starts[parsed], want.starts[parsed + len(entries)]
+        assert np.array_equal(qubits, want.qubits[lo:hi])
+        assert np.array_equal(bounds, want.starts[parsed:parsed + len(entries) + 1] - lo)
+        assert np.array_equal(flags if flags is not None else np.zeros(hi - lo, dtype=np.uint8),
+                              want.inverted[lo:hi] if want.inverted is not None else np.zeros(hi - lo))
+        parsed += len(entries)
+    assert parsed == len(want.starts) - 1 == sum(line != "TICK" for line in lines)
+
+
 @pytest.mark.parametrize("text, num_qubits", [
     ("H 0 1\nCX 0 1 1 2", 3),  # a qubit named twice in one instruction
     ("H 0 1\nM 0 0", 2),
@@ -402,6 +437,8 @@ def test_printers_hand_over_checked_runs_which_the_compiled_path_places(monkeypa
     ("H 0 1\nM(0.1) 0", 2), ("H 0 1\nH[tag] 0", 2), ("H 0 1\nX_ERROR(0.1) 0", 2),
     ("H 0 1\nREPEAT 2 {\n    H 0\n}", 2), ("H 0 1\nM 0\nDETECTOR rec[-1]", 2), ("H 0 1\nM 0\nCX rec[-1] 1", 2),
     ("H 0 1\nQUBIT_COORDS(1, 2) 0", 2), ("H 0 1\nI 0", 2), ("H 0 1\nMPP X0*Z1", 2), ("", 1),
+    ("H 0  1", 2), ("H 0 1 ", 2), ("H 0 !!1", 2), ("H 0 1234567890", 2), ("H 0 1\n", 2), ("H 0 1\nTICK 0", 2),
+    ("H 0\tX 1", 2), (" H 0 1", 2),
 ])
 def test_a_piece_the_check_refuses_or_of_anything_else_hands_over_its_targets(monkeypatch, text, num_qubits):
     """A printer's piece with a qubit named twice, one past the circuit's qubits, a '!' where it is
