@@ -4,7 +4,8 @@
 //   target text read (`qq_host_parse_targets`), its rows placed (`qq_host_place_segment`) and written
 //   sorted by position (`qq_host_write_segment`, by a thread of its own: `qq_host_write_segment_later`),
 //   as stim_text._parse_targets, stim_rows.segment_rows, _StimCompiler._place_rows and
-//   ProgramBuilder.emit_rows make them;
+//   ProgramBuilder.emit_rows make them; a printer's piece read in one pass (`qq_host_read_piece`)
+//   and its runs checked there (`qq_host_check_segment`), placed unchecked by the compile;
 // - the schedule of rows in layers already (schedule/windows.py, `_sorted_from_steps`): their
 //   stretches (`qq_host_layer_stretches`) and the stretches moved in key order (`qq_host_move_stretches`);
 // - the layers of a schedule's rows in program order (a Cirq circuit's, or a Stim circuit's with
