@@ -5,7 +5,10 @@ number of queries, so that copies end out of step with the calls. The GPU tests
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import random
+import threading
 import time
 
 import numpy as np
@@ -134,7 +137,9 @@ def test_every_row_reaches_its_destination(monkeypatch, async_drains, lines_as_o
 class _Lane:
     """A stream of the upload's stand-in driver: its copies land when an event recorded after them,
     or the stream, is synchronized, reading their page-locked source then (as a device does), so a
-    source filled again before its copy was waited for lands the wrong bytes."""
+    source filled again before its copy was waited for lands the wrong bytes. When freed it tells
+    the driver whether every copy had landed and whether the engine's context was current (PyCUDA
+    cannot free a stream or an event out of its context)."""
 
     def __init__(self, driver):
         self.driver = driver
@@ -149,50 +154,74 @@ class _Lane:
     def synchronize(self) -> None:
         self.land(len(self.pending))
 
+    def __del__(self):
+        self.driver.freed.append(("stream", self.landed == len(self.pending), self.driver.in_context()))
+
 
 class _Sent:
+    def __init__(self, driver):
+        self.driver = driver
+
     def record(self, stream: _Lane) -> None:
         self.stream, self.upto = stream, len(stream.pending)
 
     def synchronize(self) -> None:
         self.stream.land(self.upto)
 
+    def __del__(self):
+        self.driver.freed.append(("event", True, self.driver.in_context()))
+
 
 class _UploadDriver:
     def __init__(self, size: int, fail_at: int = -1):
         self.device = np.zeros(size, dtype=np.uint8)
-        self.streams = []
+        self.streams = 0
+        self.freed = []  # (what, its copies all landed, in the context)
         self.copies, self.fail_at = 0, fail_at
-        self.lock = __import__("threading").Lock()
+        self.lock = threading.Lock()
+        self.context = threading.local()
+
+    def in_context(self) -> bool:
+        return getattr(self.context, "depth", 0) > 0
 
     def mem_alloc(self, nbytes: int) -> int:
         return 0  # the one allocation of each test, at offset 0
 
     def Stream(self):  # noqa: N802 (the driver's name)
-        stream = _Lane(self)
         with self.lock:
-            self.streams.append(stream)
-        return stream
+            self.streams += 1
+        return _Lane(self)
 
     def Event(self):  # noqa: N802
-        return _Sent()
+        return _Sent(self)
 
     def memcpy_htod_async(self, dest: int, src: np.ndarray, stream: _Lane) -> None:
         with self.lock:
             self.copies += 1
-            if self.copies == self.fail_at:
+            if self.copies == self.fail_at:  # (the traceback keeps no stream: PyCUDA's copy is not Python)
+                del stream, src
                 raise RuntimeError("copy refused")
         stream.pending.append((dest, src))
+
+    def lanes_ended_well(self) -> bool:
+        """Every stream freed with its copies landed, and every stream and event freed in the context."""
+        gc.collect()
+        streams = [f for f in self.freed if f[0] == "stream"]
+        return len(streams) == self.streams > 0 and all(landed and current for _, landed, current in self.freed)
 
 
 class _UploadEngine:
     def __init__(self, driver):
         self.cuda = driver
 
+    @contextlib.contextmanager
     def context_current(self):
-        import contextlib
-
-        return contextlib.nullcontext()
+        context = self.cuda.context
+        context.depth = getattr(context, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            context.depth -= 1
 
 
 def _upload_staging(driver, slot: int, monkeypatch) -> frames._Staging:
@@ -207,7 +236,8 @@ def test_uploads_through_the_slots_land_whole(monkeypatch, slot):
     half-slots it copies and of rounds of all six lanes, from one byte to many rounds, an int32 array
     as bytes. Copies land only when waited for and read their half-slot then, so a half filled again
     before its copy was done, or a return before the last copy, lands wrong bytes; after each upload
-    the device holds the array and every lane's copies have landed. A slot left filling by an
+    the device holds the array, every lane's copies have landed and its stream and events were
+    freed while the context was current. A slot left filling by an
     interrupted call is waited for first."""
     rng = np.random.default_rng(slot)
     half, lanes = slot // 2, frames._STAGING_SLOTS
@@ -219,7 +249,7 @@ def test_uploads_through_the_slots_land_whole(monkeypatch, slot):
         a = rng.integers(0, 256, size, dtype=np.uint8)
         assert staging.upload(a) == 0
         assert np.array_equal(driver.device, a), size
-        assert all(s.landed == len(s.pending) for s in driver.streams)
+        assert driver.lanes_ended_well()
     words = rng.integers(-(1 << 31), 1 << 31, (1000, 9), dtype=np.int64).astype(np.int32)
     driver = _UploadDriver(words.nbytes)
     staging = _upload_staging(driver, slot, monkeypatch)
@@ -234,9 +264,9 @@ def test_uploads_through_the_slots_land_whole(monkeypatch, slot):
 
 def test_an_upload_that_fails_raises_with_every_lane_stopped(monkeypatch):
     """A copy the driver refuses raises from `upload`, after every lane has stopped and its copies
-    have landed (none still reads a slot that a later call fills)."""
+    have landed (none still reads a slot that a later call fills), its stream freed in the context."""
     driver = _UploadDriver(64 * 40, fail_at=9)
     staging = _upload_staging(driver, 64, monkeypatch)
     with pytest.raises(RuntimeError, match="copy refused"):
         staging.upload(np.ones(64 * 40, dtype=np.uint8))
-    assert driver.streams and all(s.landed == len(s.pending) for s in driver.streams)
+    assert driver.lanes_ended_well()

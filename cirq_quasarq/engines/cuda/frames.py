@@ -740,6 +740,10 @@ class _Staging:
                         sent[h].record(stream)
                 finally:  # (after an error too: no copy may still read the slot)
                     stream.synchronize()
+                    # freed while the context is current here (else PyCUDA warns that it could not
+                    # clean them up out of their context, and they are lost)
+                    sent.clear()
+                    del stream
 
         failed = [future.exception() for future in [pool.submit(lane, k) for k in range(lanes)]]
         for exc in failed:
