@@ -144,6 +144,36 @@ def test_without_a_compiler_the_draws_fall_back_to_numpy(monkeypatch, tmp_path):
     assert native.library() is None and native.why_not()
 
 
+def test_a_compiler_past_its_time_leaves_no_library_and_says_why(monkeypatch, tmp_path):
+    """A compiler that runs past the build's time limit: no library, its reason named."""
+    import subprocess
+
+    def hung(args, **kwargs):
+        raise subprocess.TimeoutExpired(args, kwargs.get("timeout"))
+
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setenv("CIRQ_QUASARQ_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(subprocess, "run", hung)
+    if native.compiler() is None:
+        pytest.skip("no C++ compiler here")
+    assert native.library() is None and "timed out" in native.why_not()
+
+
+@needs_native
+def test_loading_a_built_library_imports_no_build_tools():
+    """A process that finds the library built (a sinter worker's first compile) imports neither
+    subprocess nor tempfile for it (10 ms beside NumPy and Stim on the 2-core machine)."""
+    import subprocess
+    import sys
+
+    assert native.library() is not None  # built in the cache, as the other process will find it
+    code = ("import sys; from cirq_quasarq.core import native; assert native.library() is not None, native.why_not(); "
+            "print(sorted(m for m in ('subprocess', 'tempfile') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 @needs_native
 def test_a_build_is_kept_and_found_again(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "_LOADED", {})
