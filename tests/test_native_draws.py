@@ -161,8 +161,9 @@ def test_a_compiler_past_its_time_leaves_no_library_and_says_why(monkeypatch, tm
 
 @needs_native
 def test_loading_a_built_library_imports_no_build_tools():
-    """A process that finds the library built (a sinter worker's first compile) imports neither
-    subprocess nor tempfile for it (10 ms beside NumPy and Stim on the 2-core machine)."""
+    """A process that finds the library built (a first call on the CPU engine) imports neither
+    subprocess nor tempfile for it (10 ms beside NumPy and Stim on the 2-core machine, where nothing
+    else had)."""
     import subprocess
     import sys
 
