@@ -817,8 +817,7 @@ def test_program_uploads_through_the_staging_slots(numpy_engine, monkeypatch, sl
     arrays of sizes at and around the edges of the half-slots and of rounds of all six lanes, in slots
     of an odd size and of the default 8 MiB, read back equal; then every array of programs (a
     measured-rounds program, a window program) goes up that way, and their tableau and frame runs
-    equal the NumPy engine's, the slots used; the results after them still come back through the
-    slots."""
+    equal the NumPy engine's, the slots used."""
     if not cuda_available():
         pytest.skip("no CUDA GPU / PyCUDA on this machine")
     from cirq_quasarq.engines.cuda import CudaEngine
