@@ -287,22 +287,23 @@ def _compiled_runs(lib, text: str, n: int) -> Optional[CompiledPiece]:
     plain = _plain(stim)
     runs: list = []
     entries: List[tuple] = []
-    first = [0]  # the open run's first parsed line
+    first = 0  # the open run's first parsed line
     stamp = np.full(max(1, n), -1, dtype=np.int64)
 
     def close_run() -> bool:  # the open run checked and kept; False where the check refuses it
+        nonlocal first
         if entries:
-            lo, hi = int(starts[first[0]]), int(starts[first[0] + len(entries)])
-            bounds = starts[first[0]:first[0] + len(entries) + 1] - lo
+            lo, hi = int(starts[first]), int(starts[first + len(entries)])
+            bounds = starts[first:first + len(entries) + 1] - lo
             run_qubits = qubits[lo:hi]
             flags = inverted[lo:hi] if bangs and inverted[lo:hi].any() else None
             table = np.array(entries, dtype=np.int32).reshape(-1, 8)
             if lib.qq_host_check_segment(address(table), len(table), address(run_qubits),
                                          None if flags is None else address(flags), address(bounds), n,
-                                         address(stamp), first[0]):
+                                         address(stamp), first):
                 return False  # (a qubit named twice in an instruction: walked as before)
             runs.append((table, run_qubits, flags, bounds))
-            first[0] += len(entries)
+            first += len(entries)
             entries.clear()
         return True
 
@@ -315,11 +316,19 @@ def _compiled_runs(lib, text: str, n: int) -> Optional[CompiledPiece]:
                 return None
             runs.append(None)
             continue
-        entry = plain.get(name.decode()) if read >= 0 else None
-        if entry is None or entry[0] == _N or read != first[0] + len(entries):
+        entry = _whole_line(plain, name.decode(), read, first + len(entries))
+        if entry is None:
             return None
         entries.append(native_entry(entry, entry[1], -1))
     return CompiledPiece(runs) if close_run() else None
+
+
+def _whole_line(plain: dict, name: str, read: int, want: int) -> Optional[tuple]:
+    """The `_plain` entry of a line named `name` whose targets are parsed line `read` (-1: not read)
+    where a prepared piece takes it, a whole instruction of parsed line `want` (the next), else None
+    (a channel's rows take its spec: walked as before)."""
+    entry = plain.get(name) if read >= 0 else None
+    return None if entry is None or entry[0] == _N or read != want else entry
 
 
 # Lines a piece is read for at first (`_compiled_runs`; the paper's circuit has 12 a layer)
@@ -353,11 +362,9 @@ def _prepared(lines: List[str], targets: _LineTargets) -> Optional[PreparedPiece
         if line == "TICK":
             plan.append(None)
             continue
-        if read[k] < 0:
-            return None
         cut = line.find(" ")
-        entry = plain.get(line[:cut]) if cut > 0 else None
-        if entry is None or entry[0] == _N or read[k] != len(entries):  # (a channel's rows take its spec)
+        entry = _whole_line(plain, line[:cut] if cut > 0 else "", read[k], len(entries))
+        if entry is None:
             return None
         plan.append(len(entries))
         entries.append((entry, entry[1], -1))
