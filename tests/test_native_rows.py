@@ -393,11 +393,49 @@ def test_printers_hand_over_checked_runs_which_the_compiled_path_places(monkeypa
     assert program_digest(program) == program_digest(stim_circuit._StimCompiler(stim, circuit.num_qubits).run(circuit))
 
 
-@pytest.mark.parametrize("piece_lines", [1, 2, 3, 1024])
+_COLLAPSES = "TICK\nMX 0 !3 5\nMRY !7 2\nM !1 4\nTICK\nTICK\nMR 9 !11\nRX 6"
+
+
+@pytest.mark.parametrize("case", ["random", "random-ticks", "H 0 1\nM 0 0", "H 0 1\nTICK\nH 1\nCX 0 1 1 0",
+                                  "H 0 1\nM(0.1) 0", "H 0 1\nH[tag] 0", "H 0 1\nX_ERROR(0.1) 0",
+                                  "H 0 1\nREPEAT 2 {\n    H 0\n}", "H 0 1\nM 0\nDETECTOR rec[-1]",
+                                  "H 0 1\nM 0\nCX rec[-1] 1", "QUBIT_COORDS(1, 2) 0\nH 0"])
+def test_a_whole_compile_places_whole_instructions_read_in_one_pass(monkeypatch, case):
+    """A compile no printer helps (a whole one) reads a text of whole instructions and TICKs for the
+    compiled runs and places them as a printer's piece (`stim_rows.compiled_runs`, `_walk_compiled`):
+    the paper's circuit with and without TICKs and collapses in every basis with '!'. A text the
+    check refuses (a qubit named twice in an instruction) or of anything else is walked line by line.
+    Each gives the Program of the walk by lines and of the NumPy walk."""
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
+    circuit = (paper_random_circuit_stim(700, 6, seed=5, ticks=case.endswith("ticks")) + stim.Circuit(_COLLAPSES)
+               if case.startswith("random") else stim.Circuit(case))
+    placed = []
+    walk = stim_circuit._StimCompiler._walk_compiled
+    monkeypatch.setattr(stim_circuit._StimCompiler, "_walk_compiled",
+                        lambda self, piece: placed.append(piece) or walk(self, piece))
+
+    def compiled() -> str:
+        stim_circuit.clear_stim_cache()
+        return program_digest(stim_circuit.compile_new_stim(circuit))
+
+    read = compiled()
+    assert len(placed) == case.startswith("random")
+    monkeypatch.setattr(stim_circuit, "WHOLE_READ", False)
+    assert compiled() == read
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
+    assert compiled() == read
+    assert len(placed) == case.startswith("random")
+
+
+@pytest.mark.parametrize("piece_lines, line_bytes", [(1, 1 << 40), (2, 1 << 40), (3, 1 << 40), (1024, 1 << 40),
+                                                     (1, 32), (1, 400)])
 @pytest.mark.parametrize("ticks", [False, True])
-def test_a_piece_is_read_in_one_pass_as_its_lines_targets(monkeypatch, piece_lines, ticks):
+def test_a_piece_is_read_in_one_pass_as_its_lines_targets(monkeypatch, piece_lines, line_bytes, ticks):
     """`qq_host_read_piece` (a printer's piece read for the compiled runs), with room for 1 to 1,024
-    lines at first (more lines: the room counted and the piece read again): each run's qubits,
+    lines at first, or a line for each 32 or 400 bytes of text (too few lines: the room counted and
+    the piece read again): each run's qubits,
     '!'s and bounds are those `stim_text._read_lines` reads from the same lines, a TICK where each
     TICK is; the paper's circuit, its lines of hundreds of targets, collapses in every basis with '!'."""
     from benchmarks.random_clifford import paper_random_circuit_stim
@@ -406,6 +444,7 @@ def test_a_piece_is_read_in_one_pass_as_its_lines_targets(monkeypatch, piece_lin
 
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
     monkeypatch.setattr(stim_rows, "_PIECE_LINES", piece_lines)
+    monkeypatch.setattr(stim_rows, "_PIECE_LINE_BYTES", line_bytes)
     circuit = paper_random_circuit_stim(700, 6, seed=5, ticks=ticks)
     circuit += stim.Circuit("TICK\nMX 0 !3 5\nMRY !7 2\nM !1 4\nTICK\nTICK\nMR 9 !11\nRX 6")
     text = str(circuit)

@@ -230,11 +230,12 @@ class PreparedPiece(NamedTuple):
 
 
 class CompiledPiece(NamedTuple):
-    """A piece of whole instructions and top-level TICKs read for the compiled path (`digest_piece`):
-    per run of instructions between TICKs (entries as host_rows.cpp's `qq_entry` reads them, int32
-    [m, 8]; their qubits, int64; per target whether written with '!', uint8, or None; each
-    instruction's first target and the end, int64 [m + 1]), checked (`qq_host_check_segment`) for
-    the circuit's qubits, so the compile places them unchecked; None for a TICK."""
+    """A piece of whole instructions and top-level TICKs read for the compiled path (`digest_piece`,
+    `compiled_runs`): per run of instructions between TICKs (entries as host_rows.cpp's `qq_entry`
+    reads them, int32 [m, 8]; their qubits, int64; per target whether written with '!', uint8, or
+    None; each instruction's first target and the end, int64 [m + 1]), checked
+    (`qq_host_check_segment`) for the circuit's qubits, so the compile places them unchecked; None
+    for a TICK."""
 
     runs: List[Optional[Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]]]
 
@@ -260,6 +261,14 @@ def digest_piece(text: str, num_qubits: Optional[int] = None) -> Tuple[str, obje
     return ("\n".join(short), targets) if prepared is None else ("", prepared)
 
 
+def compiled_runs(text: str, num_qubits: int) -> Optional[CompiledPiece]:
+    """`CompiledPiece` of a text of whole instructions and TICKs on `num_qubits` qubits, read and
+    checked here (a whole compile's text, which no printer read), or None where it is not such a
+    text, the check refuses a run, or the compiled path is off."""
+    lib = native.compiled()
+    return None if lib is None else _compiled_runs(lib, text, num_qubits)
+
+
 def _compiled_runs(lib, text: str, n: int) -> Optional[CompiledPiece]:
     """`CompiledPiece` of a piece's text, its lines read in one pass (`qq_host_read_piece`: a twelfth
     of the paper's circuit at 100k qubits, 4.9 MB of text, in 5 ms on the 2-core machine, where
@@ -272,7 +281,8 @@ def _compiled_runs(lib, text: str, n: int) -> Optional[CompiledPiece]:
     inverted = np.empty(len(raw) // 2 + 1, dtype=np.uint8)
     counts = np.empty(2, dtype=np.int64)
     address = native.address
-    room = _PIECE_LINES  # (counting a piece's lines first took a quarter of the reading)
+    # (counting a piece's lines first took a quarter of the reading)
+    room = max(_PIECE_LINES, len(raw) // _PIECE_LINE_BYTES)
     while True:
         line_start, name_end, parsed = (np.empty(room, dtype=np.int64) for _ in range(3))
         starts = np.empty(room + 1, dtype=np.int64)
@@ -331,8 +341,10 @@ def _whole_line(plain: dict, name: str, read: int, want: int) -> Optional[tuple]
     return None if entry is None or entry[0] == _N or read != want else entry
 
 
-# Lines a piece is read for at first (`_compiled_runs`; the paper's circuit has 12 a layer)
+# Lines a piece is read for at first (`_compiled_runs`), at least, and one for each this many bytes of
+# its text: the paper's circuit has 12 lines a layer, a whole 5k-qubit one (2.4 MB) 1,200 lines
 _PIECE_LINES = 1024
+_PIECE_LINE_BYTES = 32
 _NATIVE_ENTRIES: dict = {}
 
 
