@@ -2,7 +2,7 @@
 // the others):
 // - the Stim compiler's whole instructions (compiler/stim_circuit.py, `_flush_segment`): a segment's
 //   target text read (`qq_host_parse_targets`), its rows placed (`qq_host_place_segment`) and written
-//   sorted by position (`qq_host_write_segment`, by a thread of its own: `qq_host_write_segment_later`),
+//   sorted by position (`qq_host_write_segment`, by threads of their own: `qq_host_write_segment_later`),
 //   as stim_text._parse_targets, stim_rows.segment_rows, _StimCompiler._place_rows and
 //   ProgramBuilder.emit_rows make them; a printer's piece read in one pass (`qq_host_read_piece`)
 //   and its runs checked there (`qq_host_check_segment`), placed unchecked by the compile;
@@ -259,13 +259,14 @@ extern "C" void qq_host_write_segment(const qq_entry* entries, qq_i64 m, const q
                     });
 }
 
-// The segment writer: `qq_host_write_segment` run later by a thread of its own, in the order given,
-// while the caller places the next segments (a 100k-qubit compile writes 252 MB of rows, 90-110 ms
-// of the calling thread's time on an H200 host). `qq_host_write_segment_later` takes the same
-// arguments, which must stay alive and unwritten by the caller until `qq_host_segments_written`
-// of the ticket it returns (or of a later one) has returned. A process forked from one whose
-// writer ran starts a writer of its own (the child has none of the parent's threads; the parent's
-// lock and queue are left as they were).
+// The segment writers: `qq_host_write_segment` run later by threads of their own while the caller
+// places the next segments (a 100k-qubit compile writes 252 MB of rows, 90-110 ms of the calling
+// thread's time on an H200 host). The jobs write disjoint rows and scratch, so `qq_host_segment_writers`
+// threads take them in the order given and write them at once. `qq_host_write_segment_later` takes the
+// same arguments, which must stay alive and unwritten by the caller until `qq_host_segments_written`
+// of the ticket it returns (or of a later one) has returned. A process forked from one whose writers
+// ran starts writers of its own (the child has none of the parent's threads; the parent's lock and
+// queue are left as they were).
 struct qq_write_job {
     const qq_entry* entries;
     qq_i64 m;
@@ -280,33 +281,51 @@ struct qq_write_job {
     int* out;
 };
 
+// Jobs taken and not yet counted as written, at most: one bit each in `ahead`
+static const qq_i64 QQ_WRITES_AHEAD = 64;
+static const int QQ_MOST_WRITERS = 16;
+
 struct qq_writer {
     std::mutex lock;
     std::condition_variable wake, done;
     std::deque<qq_write_job> jobs;
-    qq_i64 given = 0, finished = 0;  // tickets: jobs given, jobs written
+    // tickets: jobs given, taken by a thread, written (every job up to `finished`); bit k of `ahead`:
+    // job finished + 1 + k is written (threads end their jobs out of order)
+    qq_i64 given = 0, taken = 0, finished = 0;
+    unsigned long long ahead = 0;
+    int threads = 0, wanted = 1;  // threads started; those that take jobs (the first `wanted`)
     pid_t pid = getpid();
 };
 
 static std::mutex qq_writer_start;
-static qq_writer* qq_the_writer = nullptr;  // never freed: its thread lives as long as the process
+static qq_writer* qq_the_writer = nullptr;  // never freed: its threads live as long as the process
+static int qq_writers_wanted = 1;  // `qq_host_segment_writers`
 
 static void qq_write(const qq_write_job& j) {
     qq_host_write_segment(j.entries, j.m, j.qubits, j.inverted, j.bounds, j.pos, j.rows, j.low, j.high, j.rec, j.rand,
                           j.cond, j.step, j.counts, j.next, j.out);
 }
 
-static void qq_writer_loop(qq_writer* w) {
+static void qq_writer_loop(qq_writer* w, int index) {
     std::unique_lock<std::mutex> hold(w->lock);
     for (;;) {
-        w->wake.wait(hold, [w] { return !w->jobs.empty(); });
+        w->wake.wait(hold, [w, index] {
+            return index < w->wanted && !w->jobs.empty() && w->taken - w->finished < QQ_WRITES_AHEAD;
+        });
         const qq_write_job j = w->jobs.front();
         w->jobs.pop_front();
+        const qq_i64 ticket = ++w->taken;  // (fewer than QQ_WRITES_AHEAD past `finished`, which only grows)
         hold.unlock();
         qq_write(j);
         hold.lock();
-        ++w->finished;
-        w->done.notify_all();
+        w->ahead |= 1ULL << (ticket - w->finished - 1);
+        const bool next = w->ahead & 1;
+        for (; w->ahead & 1; w->ahead >>= 1)
+            ++w->finished;
+        if (next) {
+            w->done.notify_all();
+            w->wake.notify_all();  // (a thread may wait for room ahead)
+        }
     }
 }
 
@@ -317,25 +336,44 @@ static qq_writer* qq_writer_running() {
     return w && w->pid == getpid() ? w : nullptr;
 }
 
-// The process's writer, started on first use (nullptr where no thread can be started).
+// The process's writer with `qq_writers_wanted` threads taking jobs, started on first use and more
+// started as more are wanted (nullptr where no thread can be started).
 static qq_writer* qq_writer_of_process() {
+    std::lock_guard<std::mutex> start(qq_writer_start);
     qq_writer* w = qq_writer_running();
-    if (w)
-        return w;
-    std::lock_guard<std::mutex> hold(qq_writer_start);
-    if ((w = qq_writer_running()))
-        return w;
-    w = new (std::nothrow) qq_writer();
-    if (!w)
-        return nullptr;
-    try {
-        std::thread(qq_writer_loop, w).detach();
-    } catch (...) {
-        delete w;
+    if (!w) {
+        w = new (std::nothrow) qq_writer();
+        if (!w)
+            return nullptr;
+    }
+    while (w->threads < qq_writers_wanted) {
+        try {
+            std::thread(qq_writer_loop, w, w->threads).detach();
+        } catch (...) {
+            break;
+        }
+        std::lock_guard<std::mutex> hold(w->lock);
+        ++w->threads;
+    }
+    if (!w->threads) {
+        if (w != qq_the_writer)
+            delete w;
         return nullptr;
     }
     qq_the_writer = w;
+    {
+        std::lock_guard<std::mutex> hold(w->lock);
+        w->wanted = qq_writers_wanted < w->threads ? qq_writers_wanted : w->threads;
+    }
+    w->wake.notify_all();
     return w;
+}
+
+// The threads the process's writer runs from its next job on: 1 to QQ_MOST_WRITERS (started as
+// needed; threads beyond them wait).
+extern "C" void qq_host_segment_writers(int count) {
+    std::lock_guard<std::mutex> start(qq_writer_start);
+    qq_writers_wanted = count < 1 ? 1 : count > QQ_MOST_WRITERS ? QQ_MOST_WRITERS : count;
 }
 
 // Returns the job's ticket, or 0 where it was written here and now (no writer thread, or no room
@@ -361,7 +399,7 @@ extern "C" qq_i64 qq_host_write_segment_later(const qq_entry* entries, qq_i64 m,
         qq_write(job);
         return 0;
     }
-    w->wake.notify_one();
+    w->wake.notify_all();
     return ticket;
 }
 

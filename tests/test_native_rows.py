@@ -276,21 +276,28 @@ def test_a_segment_of_positions_wider_than_the_placing_counts_gives_numpys_progr
     assert compiled == numpy_made
 
 
-def test_the_writer_thread_writes_as_the_caller_would(monkeypatch):
-    """Segments given to the writer thread, many at once, come out as written in the calling
-    thread; the tickets count them, and a wait for the last returns with all of them written."""
+@pytest.mark.parametrize("writers", [1, 3, 16])
+def test_the_writer_threads_write_as_the_caller_would(writers):
+    """Segments given to the writer threads, many at once and of sizes far apart (so that threads
+    end them out of order), come out as written in the calling thread; the tickets count them, a
+    ticket counted as written (`qq_host_segments_done`) has every job up to it written whenever it
+    is read, and a wait for the last returns with all of them written."""
     lib = native.library()
     if lib is None:
         pytest.fail(f"the compiled path did not build: {native.why_not()}")
+    lib.qq_host_segment_writers(writers)
     a = native.address
     r = np.random.default_rng(5)
     entries = np.array([(5, -1, 0, 0, 0, 0, 0, 0), (9, 3, 1, 1, 1, 0, 0, 0), (11, -1, 0, 1, 1, 1, 0, 0)],
                        dtype=np.int32)
     jobs = []
-    for k in range(200):
-        n = 64
+    for k in range(300):
+        n = 64 if k % 7 else 400_000  # one large job in seven
         qubits = np.concatenate([r.permutation(n)[:10], r.permutation(n)[:20], r.permutation(n)[:7]]).astype(np.int64)
         bounds = np.array([0, 10, 30, 37], dtype=np.int64)
+        if n > 64:
+            qubits = r.permutation(n).astype(np.int64)
+            bounds = np.array([0, n // 4, n // 4 + n // 2, n], dtype=np.int64)
         free = r.integers(0, 5, n).astype(np.int64)
         pos, counts = np.empty(3 * len(qubits), dtype=np.int64), np.empty(3 * len(qubits) + 1, dtype=np.int64)
         out = np.empty(7, dtype=np.int64)
@@ -301,14 +308,25 @@ def test_the_writer_thread_writes_as_the_caller_would(monkeypatch):
         mine, theirs = np.empty((rows, 9), dtype=np.int32), np.full((rows, 9), -7, dtype=np.int32)
         scratch, theirs_scratch = (np.empty(high - low + 1, dtype=np.int64) for _ in range(2))
         lib.qq_host_write_segment(*args, a(counts), a(scratch), a(mine))
-        jobs.append((mine, theirs, lib.qq_host_write_segment_later(*args, a(counts), a(theirs_scratch), a(theirs)),
+        jobs.append((mine, theirs, [*args, a(counts), a(theirs_scratch), a(theirs)],
                      (qubits, bounds, pos, counts, theirs_scratch)))
+    # all given at once, then read while the threads write them
+    jobs = [(mine, theirs, lib.qq_host_write_segment_later(*args), kept) for mine, theirs, args, kept in jobs]
     tickets = [ticket for _, _, ticket, _ in jobs]
     assert tickets == list(range(tickets[0], tickets[0] + len(jobs))) and tickets[0] > 0
+    checked = 0  # jobs seen written while the threads went on
+    while checked < len(jobs):
+        done = lib.qq_host_segments_done()
+        for mine, theirs, ticket, _ in jobs[checked:]:
+            if ticket > done:
+                break
+            assert np.array_equal(mine, theirs), (ticket, done)
+            checked += 1
     lib.qq_host_segments_written(tickets[-1])
     assert lib.qq_host_segments_done() >= tickets[-1]
     for mine, theirs, _, _ in jobs:
         assert np.array_equal(mine, theirs)
+    lib.qq_host_segment_writers(1)
 
 
 def test_a_forked_process_compiles_with_a_writer_of_its_own(tmp_path):

@@ -149,6 +149,9 @@ PRINTED_HALVES = True
 # piece, where it is whole instructions and TICKs alone (`compiled_runs`), not walked line by line:
 # compiles in turn on an H200 host (session 31, medians of eight), 5k qubits 54.1 -> 47.0 ms
 WHOLE_READ = True
+# Threads that write the compiled path's rows (`_RowWriter`), at most: in turn there, one / four /
+# eight, the 10k compile 85.3 / 77.3 / 78.4 ms (it had waited for one writer at its end), 100k level
+SEGMENT_WRITERS = 4
 _ANNOTATIONS = frozenset(("DETECTOR", "OBSERVABLE_INCLUDE"))
 # A run of annotations this long or longer is read from its text at once; a shorter one, one by one
 # (a few NumPy calls cost more than a few annotations).
@@ -358,15 +361,18 @@ class LineQubits(collections.abc.Sequence):
 
 
 class _RowWriter:
-    """The compiled path's segments written by the library's writer thread
-    (`qq_host_write_segment_later`) while the walk places the next ones: on an H200 host a 100k-qubit
-    compile writes 252 MB of rows, 90-110 ms of the walk's own time where it wrote them itself. The
-    arrays a write reads and writes are held here until it is done; where this process may run on
-    one processor alone, each segment is written at once."""
+    """The compiled path's segments written by the library's writer threads
+    (`qq_host_write_segment_later`, SEGMENT_WRITERS of them and one processor fewer than this process
+    may run on) while the walk places the next ones: on an H200 host a 100k-qubit compile writes
+    252 MB of rows, 90-110 ms of the walk's own time where it wrote them itself. The arrays a write
+    reads and writes are held here until it is done; where this process may run on one processor
+    alone, each segment is written at once."""
 
     def __init__(self, lib):
         self._lib = lib
         self._later = native.processors() > 1
+        if self._later:
+            lib.qq_host_segment_writers(min(SEGMENT_WRITERS, native.processors() - 1))
         self._ticket = 0  # the last job given
         self._held: "collections.deque[Tuple[int, tuple]]" = collections.deque()  # (ticket, arrays)
 

@@ -244,6 +244,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_segments_written.restype = None
     lib.qq_host_segments_done.argtypes = []
     lib.qq_host_segments_done.restype = i64
+    lib.qq_host_segment_writers.argtypes = [ctypes.c_int]
+    lib.qq_host_segment_writers.restype = None
     lib.qq_host_idle_lists.argtypes = [p, p, p, i64, i64, p, i64, p, p, p]
     lib.qq_host_idle_lists.restype = ctypes.c_int
     lib.qq_host_layer_stretches.argtypes = [p, p, i64, i64, i64, p, i64, i64, i64, p, p, p, p, p, i64]
