@@ -299,6 +299,29 @@ def test_first_call_benchmark_runs_a_baseline_checkout_in_turn(tmp_path):
     assert {Path(r["package"]) for r in rows if "baseline" not in r} == {ROOT / "cirq_quasarq"}
 
 
+def test_in_turn_benchmark_sets_each_configuration_and_refuses_an_unknown_setting(monkeypatch):
+    """bench_in_turn: every configuration's first calls and compiles, each run under its own
+    settings (seen set while the compile runs); a setting this version lacks stops it before work."""
+    pytest.importorskip("stim")
+    from benchmarks import bench_in_turn
+    from cirq_quasarq.compiler import stim_circuit
+
+    seen = []
+    compile_new = stim_circuit.compile_new_stim
+    monkeypatch.setattr(stim_circuit, "compile_new_stim",
+                        lambda circuit, *a: seen.append(stim_circuit.PRINTED_PIECES) or compile_new(circuit, *a))
+    monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", stim_circuit.PRINTED_PIECES)
+    printed = []
+    monkeypatch.setattr("builtins.print", lambda *a, **k: printed.append(" ".join(map(str, a))))
+    bench_in_turn.main(["--device", "cpu", "--reps", "2", "--sizes", "60", "--depth", "4",
+                        "--config", "a", "compiler.stim_circuit.PRINTED_PIECES=5",
+                        "--config", "b", "compiler.stim_circuit.PRINTED_PIECES=7"])
+    assert sorted(set(seen) - {12}) == [5, 7] and seen.count(5) == seen.count(7) == 4  # a first call, a compile
+    assert [line.split(":")[0] for line in printed] == ["n=60 a", "n=60 b"] and all("2 each" in line for line in printed)
+    with pytest.raises(SystemExit, match="has no NOPE"):
+        bench_in_turn.main(["--device", "cpu", "--config", "x", "compiler.stim_circuit.NOPE=1"])
+
+
 def test_first_call_benchmark_runs_a_cirq_case_and_its_peer(tmp_path):
     """A `cirq-random-*` case samples a cirq.Circuit through `run()` (its stages: the Cirq compile
     and the rest), and its peer is stimcirq's sampler."""
