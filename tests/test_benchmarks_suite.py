@@ -317,7 +317,8 @@ def test_in_turn_benchmark_sets_each_configuration_and_refuses_an_unknown_settin
                         "--config", "a", "compiler.stim_circuit.PRINTED_PIECES=5",
                         "--config", "b", "compiler.stim_circuit.PRINTED_PIECES=7"])
     assert sorted(set(seen) - {12}) == [5, 7] and seen.count(5) == seen.count(7) == 4  # a first call, a compile
-    assert [line.split(":")[0] for line in printed] == ["n=60 a", "n=60 b"] and all("2 each" in line for line in printed)
+    assert [line.split(":")[0] for line in printed] == ["n=60 a", "n=60 b"]
+    assert all("2 each" in line for line in printed)
     with pytest.raises(SystemExit, match="has no NOPE"):
         bench_in_turn.main(["--device", "cpu", "--config", "x", "compiler.stim_circuit.NOPE=1"])
 

@@ -279,9 +279,9 @@ def test_a_segment_of_positions_wider_than_the_placing_counts_gives_numpys_progr
 @pytest.mark.parametrize("writers", [1, 3, 16])
 def test_the_writer_threads_write_as_the_caller_would(writers):
     """Segments given to the writer threads, many at once and of sizes far apart (the first the
-    longest, so that threads end later ones before it), come out as written in the calling thread; the tickets count them, a
-    ticket counted as written (`qq_host_segments_done`) has every job up to it written whenever it
-    is read, and a wait for the last returns with all of them written."""
+    longest, so that threads end later ones before it), come out as written in the calling thread;
+    the tickets count them, a ticket counted as written (`qq_host_segments_done`) has every job up
+    to it written whenever it is read, and a wait for the last returns with all of them written."""
     lib = native.library()
     if lib is None:
         pytest.fail(f"the compiled path did not build: {native.why_not()}")
@@ -453,9 +453,9 @@ def test_a_whole_compile_places_whole_instructions_read_in_one_pass(monkeypatch,
 def test_a_piece_is_read_in_one_pass_as_its_lines_targets(monkeypatch, piece_lines, line_bytes, ticks):
     """`qq_host_read_piece` (a printer's piece read for the compiled runs), with room for 1 to 1,024
     lines at first, or a line for each 32 or 400 bytes of text (too few lines: the room counted and
-    the piece read again): each run's qubits,
-    '!'s and bounds are those `stim_text._read_lines` reads from the same lines, a TICK where each
-    TICK is; the paper's circuit, its lines of hundreds of targets, collapses in every basis with '!'."""
+    the piece read again): each run's qubits, '!'s and bounds are those `stim_text._read_lines`
+    reads from the same lines, a TICK where each TICK is; the paper's circuit, its lines of hundreds
+    of targets, collapses in every basis with '!'."""
     from benchmarks.random_clifford import paper_random_circuit_stim
 
     from cirq_quasarq.compiler import stim_rows
@@ -464,7 +464,7 @@ def test_a_piece_is_read_in_one_pass_as_its_lines_targets(monkeypatch, piece_lin
     monkeypatch.setattr(stim_rows, "_PIECE_LINES", piece_lines)
     monkeypatch.setattr(stim_rows, "_PIECE_LINE_BYTES", line_bytes)
     circuit = paper_random_circuit_stim(700, 6, seed=5, ticks=ticks)
-    circuit += stim.Circuit("TICK\nMX 0 !3 5\nMRY !7 2\nM !1 4\nTICK\nTICK\nMR 9 !11\nRX 6")
+    circuit += stim.Circuit(_COLLAPSES)
     text = str(circuit)
     _, digest = stim_rows.digest_piece(text, num_qubits=circuit.num_qubits)
     assert isinstance(digest, stim_rows.CompiledPiece)
