@@ -382,7 +382,7 @@ extern "C" void qq_host_segment_writers(int count) {
     qq_writers_wanted.store(count < 1 ? 1 : count > QQ_MOST_WRITERS ? QQ_MOST_WRITERS : count);
 }
 
-// Returns the job's ticket, or 0 where it was written here and now (no writer thread, or no room
+// Returns the job's ticket, or 0 where it was written here and now (no writer threads, or no room
 // in its queue).
 extern "C" qq_i64 qq_host_write_segment_later(const qq_entry* entries, qq_i64 m, const qq_i64* qubits,
                                               const unsigned char* inverted, const qq_i64* bounds,

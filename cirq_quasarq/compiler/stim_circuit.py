@@ -387,7 +387,7 @@ class _RowWriter:
             while held and held[0][0] <= done:
                 held.popleft()
         ticket = self._lib.qq_host_write_segment_later(*args)
-        if ticket:  # (0: written at once: no writer thread could be started, or its queue took no more)
+        if ticket:  # (0: written at once: no writer threads could be started, or their queue took no more)
             self._ticket = ticket
             held.append((ticket, arrays))
 
@@ -732,7 +732,7 @@ class _StimCompiler(_InstructionCompiler):
         '!' per target, uint8, or None; each one's first target and the end, int64) placed and
         sorted by the compiled path: False, with nothing written, where the check refuses them
         (`qq_host_check_segment`; `checked`: a printer's check passed, none made here). Their rows
-        are written by the library's writer thread while the walk goes on (`_RowWriter`)."""
+        are written by the library's writer threads while the walk goes on (`_RowWriter`)."""
         m = len(entries)
         address = native.address
         flags_at = None if flags is None else address(flags)
@@ -884,10 +884,10 @@ class _StimCompiler(_InstructionCompiler):
                 self.touched.append(made.qb)
 
     def _walk_compiled(self, piece: CompiledPiece) -> None:
-        """A piece a printer read and checked for the compiled path (`stim_rows.digest_piece`), at the
-        top level: each run placed in groups of whole instructions of about _COMPILED_GROUP targets
-        (the writer thread writes one group while the next is placed), each TICK a moment's end, as
-        the walk of its text would."""
+        """A piece read and checked for the compiled path (by a printer, `stim_rows.digest_piece`, or a
+        whole compile's text here, `stim_rows.compiled_runs`), at the top level: each run placed in
+        groups of whole instructions of about _COMPILED_GROUP targets (the writer threads write one
+        group while the next is placed), each TICK a moment's end, as the walk of its text would."""
         lib = native.compiled()
         if lib is None:
             raise RuntimeError("a piece read for the compiled path, which is off")
