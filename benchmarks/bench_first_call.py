@@ -90,12 +90,14 @@ CASES.update({"random-2k-1": ("random", 2000, 100, 1, False),
               "surface-11-10k": ("surface", 11, 11, 10_000, False)})
 
 
-def build(name: str):
+def build(name: str, tag: Optional[int] = None):
     """The case's circuit, made from the case's name so that no two cases share a circuit (a
     shared one would be a cache hit): random Clifford circuits seeded by it, surface codes with
-    a measurement flip probability that differs from 1e-3 in its sixth digit."""
+    a measurement flip probability that differs from 1e-3 in its sixth digit. `tag` (0-999) in
+    place of the name's: another circuit of the case's shape."""
     kind, size, depth, _, _ = CASES[name]
-    tag = zlib.crc32(name.encode()) % 1000
+    if tag is None:
+        tag = zlib.crc32(name.encode()) % 1000
     if kind == "cirq-random":
         from .random_clifford import paper_random_circuit
 

@@ -1,16 +1,19 @@
-"""First calls on the paper's random circuits (stim input, one shot), in turn in one warm process under
-several settings of the package's module constants: the way to compare two versions of one step
-where process-to-process spread hides it (a process pair's first calls differ by 10-20 ms on an
-H200 host; the settings here share the process, its memory and the host).
+"""First calls on Stim circuits, in turn in one warm process under several settings of the package's
+module constants: the way to compare two versions of one step where process-to-process spread hides
+it (a process pair's first calls differ by 10-20 ms on an H200 host; the settings here share the
+process, its memory and the host).
 
     python -m benchmarks.bench_in_turn --device gpu --reps 16 --sizes 5000 10000 \\
+        --cases random-10k-1024 surface-51-10k \\
         --config before compiler.stim_circuit.WHOLE_READ=False compiler.stim_circuit.SEGMENT_WRITERS=1 \\
         --config now compiler.stim_circuit.WHOLE_READ=True compiler.stim_circuit.SEGMENT_WRITERS=4
 
-Each `--config NAME SETTING...` sets `cirq_quasarq.<module>.<NAME>` to a Python literal. Per size,
-two circuits of that size alternate; each repetition runs every setting once, starting with a
-different one each time: a first call (a new simulator, the compile cache cleared) and then the
-compile alone (`compile_new_stim`, the cache cleared again). Prints the medians and ranges in ms.
+Each `--config NAME SETTING...` sets `cirq_quasarq.<module>.<NAME>` to a Python literal. `--sizes`:
+the paper's random circuits of those sizes (stim input, one shot); `--cases`: `bench_first_call`'s
+Stim cases (their shots, records or detection events). Per size or case, two circuits of its shape
+alternate; each repetition runs every setting once, starting with a different one each time: a
+first call (a new simulator, the compile cache cleared) and then the compile alone
+(`compile_new_stim`, the cache cleared again). Prints the medians and ranges in ms.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="gpu")
     ap.add_argument("--reps", type=int, default=8)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 10000])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[5000, 10000])
+    ap.add_argument("--cases", nargs="*", default=[], help="bench_first_call's Stim cases")
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--config", nargs="+", action="append", required=True, metavar=("NAME", "SETTING"))
     args = ap.parse_args(argv)
@@ -47,20 +51,27 @@ def main(argv=None) -> None:
     import cirq_quasarq
     from cirq_quasarq.compiler import stim_circuit
 
-    from .bench_first_call import _clear_compile_cache, warm_process
+    from .bench_first_call import CASES, _call, _clear_compile_cache, build, warm_process
     from .random_clifford import paper_random_circuit_stim
 
     configs = {config[0]: [_setting(text) for text in config[1:]] for config in args.config}
     names = list(configs)
+    originals = [(module, attribute, getattr(module, attribute))
+                 for settings in configs.values() for module, attribute, _ in settings]
+    workloads = []  # (label, its two circuits, shots, detection events)
+    for case in args.cases:
+        if case not in CASES or CASES[case][0].startswith("cirq"):
+            raise SystemExit(f"{case!r} is not one of bench_first_call's Stim cases")
+        workloads.append((case, [build(case, tag) for tag in (1, 2)], CASES[case][3], CASES[case][4]))
     warm_process(args.device)
     for n in args.sizes:
-        circuits = [paper_random_circuit_stim(n, args.depth, seed=s) for s in range(2)]
+        workloads.append((f"n={n}", [paper_random_circuit_stim(n, args.depth, seed=s) for s in range(2)], 1, False))
+    for label, circuits, shots, detectors in workloads:
 
         def call(circuit):
-            return cirq_quasarq.QuasarqSimulator(seed=1, device=args.device).sample_measurements(
-                circuit, 1, bit_packed=True)
+            return _call(cirq_quasarq.QuasarqSimulator(seed=1, device=args.device), circuit, shots, detectors)
 
-        for circuit in circuits:  # (each size's own first compile: its code paths warm)
+        for circuit in circuits:  # (each workload's own first compile: its code paths warm)
             call(circuit)
         firsts = {name: [] for name in names}
         compiles = {name: [] for name in names}
@@ -79,9 +90,11 @@ def main(argv=None) -> None:
                 start = time.perf_counter()
                 stim_circuit.compile_new_stim(circuit)
                 compiles[name].append(1e3 * (time.perf_counter() - start))
+        for module, attribute, value in originals:  # (the next workload warms as this one did)
+            setattr(module, attribute, value)
         for name in names:
             first, compiled = firsts[name], compiles[name]
-            print(f"n={n} {name}: first call median {statistics.median(first):.1f} ms "
+            print(f"{label} {name}: first call median {statistics.median(first):.1f} ms "
                   f"({min(first):.1f}-{max(first):.1f}), compile median {statistics.median(compiled):.1f} ms "
                   f"({min(compiled):.1f}-{max(compiled):.1f}), {len(first)} each", flush=True)
 

@@ -301,7 +301,8 @@ def test_first_call_benchmark_runs_a_baseline_checkout_in_turn(tmp_path):
 
 def test_in_turn_benchmark_sets_each_configuration_and_refuses_an_unknown_setting(monkeypatch):
     """bench_in_turn: every configuration's first calls and compiles, each run under its own
-    settings (seen set while the compile runs); a setting this version lacks stops it before work."""
+    settings (seen set while the compile runs) and the settings found put back after each workload;
+    a setting this version lacks, or a case that is not a Stim one, stops it before work."""
     pytest.importorskip("stim")
     from benchmarks import bench_in_turn
     from cirq_quasarq.compiler import stim_circuit
@@ -314,13 +315,21 @@ def test_in_turn_benchmark_sets_each_configuration_and_refuses_an_unknown_settin
     printed = []
     monkeypatch.setattr("builtins.print", lambda *a, **k: printed.append(" ".join(map(str, a))))
     bench_in_turn.main(["--device", "cpu", "--reps", "2", "--sizes", "60", "--depth", "4",
+                        "--cases", "surface-5-1024-det",
                         "--config", "a", "compiler.stim_circuit.PRINTED_PIECES=5",
                         "--config", "b", "compiler.stim_circuit.PRINTED_PIECES=7"])
-    assert sorted(set(seen) - {12}) == [5, 7] and seen.count(5) == seen.count(7) == 4  # a first call, a compile
-    assert [line.split(":")[0] for line in printed] == ["n=60 a", "n=60 b"]
+    # each workload: two warming calls under the setting found, then per repetition and configuration
+    # a first call and a compile under the configuration's
+    assert seen == [12, 12] + [5, 5, 7, 7, 7, 7, 5, 5] + [12, 12] + [5, 5, 7, 7, 7, 7, 5, 5]
+    assert stim_circuit.PRINTED_PIECES == 12
+    assert [line.split(":")[0] for line in printed] == ["surface-5-1024-det a", "surface-5-1024-det b",
+                                                        "n=60 a", "n=60 b"]
     assert all("2 each" in line for line in printed)
     with pytest.raises(SystemExit, match="has no NOPE"):
         bench_in_turn.main(["--device", "cpu", "--config", "x", "compiler.stim_circuit.NOPE=1"])
+    with pytest.raises(SystemExit, match="not one of bench_first_call's Stim cases"):
+        bench_in_turn.main(["--device", "cpu", "--cases", "cirq-surface-11-10k", "--config", "x",
+                            "compiler.stim_circuit.PRINTED_PIECES=5"])
 
 
 def test_first_call_benchmark_runs_a_cirq_case_and_its_peer(tmp_path):
