@@ -434,3 +434,91 @@ def test_close_ends_printers_that_would_print_on(monkeypatch, processors):
     texts.close()
     assert_ended(texts, head)
     assert time.monotonic() - started < 30
+
+
+MAPS = """\
+55d0c0000000-55d0c0021000 r--p 00000000 08:01 1234  /usr/bin/python3.12
+7f0000000000-7f0000200000 rw-s 00000000 00:05 77    /dev/nvidiactl
+7f0000200000-7f0000400000 rw-s 00000000 00:05 78    /dev/nvidia0
+7f0000400000-7f0000600000 rw-s 00000000 00:05 79    /dev/zero (deleted)
+7f0000600000-7f0000800000 rw-p 00000000 00:00 0
+7f0000800000-7f0000a00000 rw-s 00000000 00:05 80    /dev/nvidia-uvm
+7f0000a00000-7f0000a01000 r--p 00000000 08:01 99    /home/u/dev/nvidia notes.txt
+"""
+
+
+def test_the_drivers_mappings_are_read_from_the_maps_text():
+    assert stim_printing._device_mappings(MAPS) == [
+        (0x7F0000000000, 0x7F0000200000), (0x7F0000200000, 0x7F0000400000), (0x7F0000800000, 0x7F0000A00000)]
+    assert stim_printing._device_mappings("") == []
+
+
+def inherited(**kind) -> bytes:
+    """Whether a child forked by `_fork_child(..., **kind)` and then its own child map a
+    `_DEVICE_FILES` file: b"1" or b"0" each, the child's first."""
+    read, write = os.pipe()
+
+    def maps_one() -> bytes:
+        with open("/proc/self/maps") as maps:
+            return b"1" if stim_printing._device_mappings(maps.read()) else b"0"
+
+    def child() -> None:
+        os.write(write, maps_one())
+        stim_printing._wait(stim_printing._fork_child(lambda: os.write(write, maps_one())))
+
+    pid = stim_printing._fork_child(child, close=[read], **kind)
+    os.close(write)
+    try:
+        return stim_printing._read_exactly(read, 2)
+    finally:
+        os.close(read)
+        stim_printing._wait(pid)
+
+
+@needs_printers
+def test_a_head_and_a_forked_compile_leave_the_drivers_mappings_out_of_their_children(monkeypatch, tmp_path):
+    """A head (which forks the printers) and a forked compile (which forks a head) mark the driver's
+    mappings not to be inherited, and keep them themselves; other children leave them as they are.
+    Here a file this process maps stands for the driver's device file."""
+    import mmap
+
+    device = tmp_path / "device"
+    device.write_bytes(bytes(4096))
+    with open(device, "r+b") as f, mmap.mmap(f.fileno(), 4096) as mapped:
+        mapped[0] = 1
+        monkeypatch.setattr(stim_printing, "_DEVICE_FILES", (str(device),))
+        assert inherited(head=True) == b"10"
+        assert inherited(forks=True) == b"10"
+        assert inherited() == b"11"
+        assert inherited(terminate=True) == b"11"
+        monkeypatch.setattr(stim_printing, "LEAVE_DEVICE_MAPPINGS", False)
+        assert inherited(head=True) == b"11"
+
+
+@pytest.mark.gpu
+@needs_printers
+def test_beside_the_cuda_engine_printers_print_every_piece_without_its_mappings(processors):
+    """In a process that has run the CUDA engine, a head's printers do not map the driver's device
+    files, and every piece after the first is a printer's (its lines read there): none ended early."""
+    import cirq_quasarq
+    from cirq_quasarq.engines import cuda_available
+
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    cirq_quasarq.QuasarqSimulator(seed=0, device="gpu").sample_measurements(stim.Circuit("H 0\nCX 0 1\nM 0 1"), 8)
+    with open("/proc/self/maps") as maps:
+        assert stim_printing._device_mappings(maps.read())
+    assert inherited(head=True) == b"10"
+    circuit = paper_random_circuit_stim(2000, 40, seed=5)
+    bounds = cut(len(circuit), 9)
+    texts = PrintedPieces(circuit, bounds, 4, stim_text._read_lines)
+    head = texts._head
+    try:
+        assert texts.printers == 4
+        for i, (lo, hi) in enumerate(bounds):
+            text, lines = texts.piece(i)
+            assert restored(text, lines) == str(circuit[lo:hi])
+            assert (lines is None) == (i == 0)
+    finally:
+        texts.close()
+    assert_ended(texts, head)
