@@ -29,7 +29,6 @@ Only the schedule and the engine's launches then hold this process's interpreter
 from __future__ import annotations
 
 import atexit
-import ctypes
 import gc
 import mmap
 import os
@@ -424,20 +423,18 @@ def _forked(work: Callable[[int], None]) -> Tuple[int, int]:
     exits (`_fork_child`)."""
     read, write = os.pipe()
     try:
-        pid = _fork_child(lambda: work(write), close=[read], forks=True)
+        pid = _fork_child(lambda: work(write), close=[read])
     finally:
         os.close(write)
     return pid, read
 
 
 def _fork_child(work: Callable[[], None], close: Sequence[int] = (), head: bool = False,
-                terminate: bool = False, forks: bool = False) -> int:
+                terminate: bool = False) -> int:
     """The pid of a forked child that closes the descriptors `close`, runs `work()` and exits. Its
     garbage collector stays off (a cycle it found could hold an object whose finalizer calls CUDA)
     and Ctrl-C ends it at once. With `head`, it ignores SIGTERM and leads a process group of its
-    own (`_end_child`); with `terminate`, SIGTERM ends it (its parent, a head, ignores it). A head,
-    or a child that `forks` processes of its own, leaves the GPU driver's mappings out of them
-    (`_leave_device_mappings_out`)."""
+    own (`_end_child`); with `terminate`, SIGTERM ends it (its parent, a head, ignores it)."""
     with warnings.catch_warnings():
         # Python warns of fork in a process with threads (the compile's, CUDA's own): the child
         # runs only Stim, NumPy and os calls, and takes no lock another thread may hold.
@@ -460,8 +457,6 @@ def _fork_child(work: Callable[[], None], close: Sequence[int] = (), head: bool 
                     os.setpgid(0, 0)
                 except OSError:  # no group: its printers end when their work is done
                     pass
-            if head or forks:
-                _leave_device_mappings_out()
             for fd in close:
                 os.close(fd)
             work()
@@ -471,45 +466,6 @@ def _fork_child(work: Callable[[], None], close: Sequence[int] = (), head: bool 
             finally:
                 os._exit(0)
     return pid
-
-
-# The GPU driver's mappings (its device files), which a head and a forked compile leave out of the
-# processes they fork (none of which touches the device): a fork copies their page tables. A fork in
-# a warm process that had run the CUDA engine took 4.0-5.3 ms, 2.8-2.9 ms with these left out (H200
-# host, session 32). This process keeps them: a device's mapping once marked cannot be unmarked.
-LEAVE_DEVICE_MAPPINGS = True
-_DEVICE_FILES = ("/dev/nvidia",)
-_DONTFORK = getattr(mmap, "MADV_DONTFORK", 10)
-
-
-def _device_mappings(maps: str) -> List[Tuple[int, int]]:
-    """(start, end) of each mapping of a `_DEVICE_FILES` file in `maps` (the text of /proc/PID/maps)."""
-    found = []
-    for line in maps.splitlines():
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5].startswith(_DEVICE_FILES):
-            lo, _, hi = fields[0].partition("-")
-            found.append((int(lo, 16), int(hi, 16)))
-    return found
-
-
-def _leave_device_mappings_out() -> None:
-    """This (forked) process's mappings of the driver's device files marked not to be inherited
-    (madvise MADV_DONTFORK): the processes it forks then cost less. A mapping the system refuses to
-    mark, or a system without the call, is inherited as before."""
-    if not LEAVE_DEVICE_MAPPINGS or not sys.platform.startswith("linux"):
-        return
-    try:
-        with open("/proc/self/maps") as maps:
-            found = _device_mappings(maps.read())
-        if not found:
-            return
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    except (OSError, AttributeError):
-        return
-    for lo, hi in found:
-        madvise(lo, hi - lo, _DONTFORK)
 
 
 def _wait(pid: int) -> None:
