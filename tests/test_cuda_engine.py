@@ -1469,32 +1469,3 @@ def test_engines_of_one_process_keep_each_others_shared_memory_opt_ins(cuda_engi
         got = np.zeros(1, np.int32)
         cuda.memcpy_dtoh(got, out)
         assert got[0] == 0
-
-
-def test_a_new_engine_readies_a_first_large_calls_host_work_off_the_calling_thread(numpy_engine, monkeypatch):
-    """A new engine locks the tableau's window flags on the staging thread (its first tableau run
-    takes them and locks none) and starts every touch thread there; results as before."""
-    if not cuda_available():
-        pytest.skip("no CUDA GPU / PyCUDA on this machine")
-    from cirq_quasarq.engines.cuda import CudaEngine, frames
-
-    monkeypatch.setattr(frames, "_TOUCH_POOL", None)  # (this process's pool may be started: a new one)
-    engine = CudaEngine()
-    ahead = engine._tableau._flags_ahead
-    assert ahead is not None
-    ahead.result()  # (locked on the staging thread: the spy below sees only this thread's locks)
-    locked = []
-    real_pinned = engine.pinned
-    monkeypatch.setattr(engine, "pinned", lambda *a, **k: locked.append(a) or real_pinned(*a, **k))
-    program = window_program(40, 3)
-    key = rng.make_key(5)
-    got = engine.run_tableau(program, schedule(program), key, reference=True)
-    assert engine._tableau.host_flags is ahead.result() and engine._tableau._flags_ahead is None
-    assert not any("window flags" in str(a) for a in locked)
-    assert np.array_equal(got.records, numpy_engine.run_tableau(program, schedule(program), key, reference=True).records)
-    pool, workers = frames._touch_pool()
-    try:
-        frames._lock_pool().submit(lambda: None).result()  # (the start, submitted before, is done)
-        assert len(pool._threads) == workers
-    finally:
-        pool.shutdown()

@@ -270,19 +270,3 @@ def test_an_upload_that_fails_raises_with_every_lane_stopped(monkeypatch):
     with pytest.raises(RuntimeError, match="copy refused"):
         staging.upload(np.ones(64 * 40, dtype=np.uint8))
     assert driver.lanes_ended_well()
-
-
-@pytest.mark.parametrize("workers", [1, 3, 8])
-def test_every_touch_thread_is_started_on_the_staging_thread(monkeypatch, workers):
-    """`start_touch_threads`: the pool's threads all started (not one for each task that found
-    none idle, as a first large call had started them), from the staging thread."""
-    monkeypatch.setattr(frames, "_TOUCH_POOL", None)
-    monkeypatch.setattr(frames, "_TOUCH_THREADS", workers)
-    monkeypatch.setattr(frames.native, "processors", lambda: 16)
-    assert frames.start_touch_threads().result() == workers
-    pool, count = frames._touch_pool()
-    try:
-        assert count == workers and len(pool._threads) == workers
-        assert all(thread.is_alive() for thread in pool._threads)
-    finally:
-        pool.shutdown()

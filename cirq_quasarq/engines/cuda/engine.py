@@ -30,7 +30,7 @@ from ...schedule import Schedule
 from ..base import Engine, TableauRun
 from . import faults, loader, measure, measured_rows
 from .device_program import DeviceProgram
-from .frames import PIPELINE_MIN_BYTES, FrameMode, start_touch_threads
+from .frames import PIPELINE_MIN_BYTES, FrameMode
 from .tableau import TableauMode
 
 
@@ -222,12 +222,6 @@ class CudaEngine(Engine):
         self._programs: List[DeviceProgram] = []
         self._tableau = TableauMode(self)
         self._frames = FrameMode(self)
-        # A first large call's one-time host work, done from now on the staging thread and not on
-        # the calling thread then: the tableau's window flags locked and the threads that touch
-        # fresh result memory started (2 and 1 ms of a process's first distance-11 1M-shot call
-        # after small ones, H200 host)
-        self._tableau.lock_flags_ahead()
-        start_touch_threads()
         self.last_frame_kernel_s = 0.0
         self.stage_seconds: Dict[str, float] = {}
 

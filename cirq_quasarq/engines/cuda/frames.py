@@ -817,23 +817,3 @@ def _touch_pool() -> Tuple[concurrent.futures.ThreadPoolExecutor, int]:
             _TOUCH_POOL = (concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="quasarq-prefault"),
                            workers)
         return _TOUCH_POOL
-
-
-def start_touch_threads() -> concurrent.futures.Future:
-    """Every thread of the touch pool started, on the staging thread (`_lock_pool`): a pool starts a
-    thread for each task it is given while none is idle, and a process's first large call had
-    started eight on its own thread. Each of `workers` tasks waits for all of them to have begun,
-    so that each holds a thread of its own."""
-
-    def start() -> int:
-        pool, workers = _touch_pool()
-        begun = threading.Barrier(workers)
-        tasks = [pool.submit(begun.wait, 1.0) for _ in range(workers)]
-        for task in tasks:
-            try:
-                task.result()
-            except threading.BrokenBarrierError:  # (a thread busy elsewhere: it is started all the same)
-                pass
-        return workers
-
-    return _lock_pool().submit(start)

@@ -332,7 +332,6 @@ class TableauMode:
         self.generation = 0  # counts tableau runs; a lazy result holds the one it came from
         self.folded_iterations = 0  # loop iterations the last run did not run (`_LoopFolding`)
         self.host_flags = None  # the workspaces' page-locked window flags, kept across them (`_flags`)
-        self._flags_ahead = None  # their locking on the staging thread (`lock_flags_ahead`), not yet taken
         self.pending = None  # weak reference to the last lazy result not yet downloaded
         # run_pieces' two page-locked staging buffers (PieceUploads), kept for the next such call:
         # locking them had taken 13 ms of a 10k-qubit first call (5 buffers as they grew)
@@ -608,31 +607,11 @@ class TableauMode:
             self.ws = ws  # kept only when whole (an interruption above leaves none)
         return ws
 
-    def lock_flags_ahead(self) -> None:
-        """The window flags (`_flags`, HOST_FLAGS_MIN of them) locked on the staging thread
-        (frames._lock_pool) from now on, so that the engine's first tableau run finds them: their
-        lock had taken 2 ms of a process's first distance-11 call after small ones (H200 host)."""
-        from .frames import _lock_pool
-
-        engine = self.engine
-
-        def lock():
-            with engine.context_current():
-                return engine.pinned(HOST_FLAGS_MIN, np.int32, "tableau mode's window flags")
-
-        self._flags_ahead = _lock_pool().submit(lock)
-
     def _flags(self, max_collapses: int):
         """Page-locked int32 flags for windows of up to `max_collapses` collapses: one buffer of at
         least HOST_FLAGS_MIN, kept for every workspace, so that a new shape's first run locks no memory
         (a lock took 1 ms of a distance-11 code's first call on the H100's host)."""
         need = max(1, max_collapses)
-        ahead, self._flags_ahead = self._flags_ahead, None
-        if ahead is not None and self.host_flags is None:
-            try:
-                self.host_flags = ahead.result()
-            except Exception:  # (locked below, where an error names what it is for)
-                pass
         if self.host_flags is None or len(self.host_flags) < need:
             self.host_flags = self.engine.pinned(max(need, HOST_FLAGS_MIN), np.int32, "tableau mode's window flags")
         return self.host_flags
