@@ -418,14 +418,20 @@ _COLLAPSES = "TICK\nMX 0 !3 5\nMRY !7 2\nM !1 4\nTICK\nTICK\nMR 9 !11\nRX 6"
                                   "H 0 1\nM(0.1) 0", "H 0 1\nH[tag] 0", "H 0 1\nX_ERROR(0.1) 0",
                                   "H 0 1\nREPEAT 2 {\n    H 0\n}", "H 0 1\nM 0\nDETECTOR rec[-1]",
                                   "H 0 1\nM 0\nCX rec[-1] 1", "QUBIT_COORDS(1, 2) 0\nH 0"])
-def test_a_whole_compile_places_whole_instructions_read_in_one_pass(monkeypatch, case):
+@pytest.mark.parametrize("bytes_a_thread", [512 << 10, 1 << 10])
+def test_a_whole_compile_places_whole_instructions_read_in_one_pass(monkeypatch, case, bytes_a_thread):
     """A compile no printer helps (a whole one) reads a text of whole instructions and TICKs for the
     compiled runs and places them as a printer's piece (`stim_rows.compiled_runs`, `_walk_compiled`):
-    the paper's circuit with and without TICKs and collapses in every basis with '!'. A text the
-    check refuses (a qubit named twice in an instruction) or of anything else is walked line by line.
-    Each gives the Program of the walk by lines and of the NumPy walk."""
+    the paper's circuit with and without TICKs and collapses in every basis with '!', its text read
+    in one thread or in up to READ_THREADS parts of 1 KB and more. A text the check refuses (a qubit
+    named twice in an instruction) or of anything else is walked line by line. Each gives the
+    Program of the walk by lines and of the NumPy walk."""
     from benchmarks.random_clifford import paper_random_circuit_stim
 
+    from cirq_quasarq.compiler import stim_rows
+
+    monkeypatch.setattr(stim_rows, "_READ_BYTES_A_THREAD", bytes_a_thread)
+    monkeypatch.setattr(native, "processors", lambda: 8)
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "1")
     circuit = (paper_random_circuit_stim(700, 6, seed=5, ticks=case.endswith("ticks")) + stim.Circuit(_COLLAPSES)
                if case.startswith("random") else stim.Circuit(case))
@@ -878,3 +884,63 @@ def test_rows_sorted_by_counting_from_blocks_in_threads_equal_numpys(monkeypatch
     assert compiled[4] is None and numpy_made[4] is None
     for a, b in zip(compiled[:4], numpy_made[:4]):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+_READ_EDGES = ["", "\n", "\n\n", "H 0 1", "H 0 1\n", "TICK", "TICK\n", "TICK\nTICK", "H 0 1\nTICK\nM !0 1\n",
+               "H 0  1", "H 0 1 ", "H 0 !!1", "H 0 1234567890", "H 0 123456789", "TICK 0", " H 0", "H\t0 1",
+               "H 0\t1\r2", "H 0\nX 1 x\nH 2", "H 0\n\nH 1", "H 0 1\nM(0.1) 0", "H ", "H  ", "!", "H !", "H 0!"]
+
+
+def _read(lib, text: str, room: int, threads):
+    """Every output of the one-pass read of `text` with room for `room` lines, in `threads` parts
+    (None: `qq_host_read_piece` itself): (its return, then what it wrote where it read the text)."""
+    address = native.address
+    raw = text.encode()
+    qubits, inverted = np.empty(len(raw) // 2 + 1, dtype=np.int64), np.empty(len(raw) // 2 + 1, dtype=np.uint8)
+    line_start, name_end, parsed = (np.empty(room, dtype=np.int64) for _ in range(3))
+    starts, counts = np.empty(room + 1, dtype=np.int64), np.empty(2, dtype=np.int64)
+    args = [raw, len(raw), room, address(line_start), address(name_end), address(parsed), address(qubits),
+            address(inverted), address(starts), address(counts)]
+    lines = lib.qq_host_read_piece(*args) if threads is None else lib.qq_host_read_piece_parts(*args, threads)
+    if lines < 0:
+        return (lines,)
+    plain = int(counts[0])
+    targets = int(starts[plain])
+    return (lines, line_start[:lines].tolist(), name_end[:lines].tolist(), parsed[:lines].tolist(), counts.tolist(),
+            starts[:plain + 1].tolist(), qubits[:targets].tolist(), inverted[:targets].tolist())
+
+
+def _texts_to_read(seed: int):
+    """The paper's circuit as text (lines of tens of targets, collapses with '!'), and with a line
+    the read refuses, an empty line or a line of one word put in at a random line."""
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    r = random.Random(seed)
+    text = str(paper_random_circuit_stim(40, 4, seed=seed, ticks=bool(seed % 2)) + stim.Circuit(_COLLAPSES))
+    lines = text.split("\n")
+    yield text
+    yield text + "\n"
+    for put in ("H 0 x1", "", "TICK", "M(0.2) 3", "H 0  1"):
+        at = r.randrange(len(lines) + 1)
+        yield "\n".join(lines[:at] + [put] + lines[at:])
+
+
+@pytest.mark.parametrize("threads", [2, 3, 5, 8, 64])
+def test_a_text_read_in_parts_is_read_as_in_one(threads):
+    """`qq_host_read_piece_parts`: every output and return of `qq_host_read_piece` (-1: a line it
+    does not read, -2: more lines than its room, whichever it meets first), for texts at the read's
+    edges and the paper's circuit with a line the read refuses, an empty line or a line of one word
+    anywhere, cut into 2 to 64 parts (more parts than lines: empty ones), with room for 1 line, one
+    fewer than the text's, as many and more."""
+    lib = native.compiled()
+    if lib is None:
+        pytest.skip(f"the compiled path is not available here: {native.why_not()}")
+    texts = _READ_EDGES + [text for seed in range(6) for text in _texts_to_read(seed)]
+    read = 0
+    for text in texts:
+        count = text.count("\n") + 1
+        for room in sorted({1, max(1, count - 1), count, count + 5}):
+            want = _read(lib, text, room, None)
+            assert _read(lib, text, room, threads) == want, (text[:80], room)
+            read += want[0] >= 0
+    assert read > 40  # (most texts read whole with room enough)

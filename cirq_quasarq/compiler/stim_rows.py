@@ -261,19 +261,28 @@ def digest_piece(text: str, num_qubits: Optional[int] = None) -> Tuple[str, obje
     return ("\n".join(short), targets) if prepared is None else ("", prepared)
 
 
+# A whole compile's text (`compiled_runs`) is read in up to this many threads, one for each
+# _READ_BYTES_A_THREAD of it (`qq_host_read_piece_parts`); a printer reads its piece in one.
+READ_THREADS = 4
+_READ_BYTES_A_THREAD = 512 << 10
+
+
 def compiled_runs(text: str, num_qubits: int) -> Optional[CompiledPiece]:
     """`CompiledPiece` of a text of whole instructions and TICKs on `num_qubits` qubits, read and
     checked here (a whole compile's text, which no printer read), or None where it is not such a
     text, the check refuses a run, or the compiled path is off."""
     lib = native.compiled()
-    return None if lib is None else _compiled_runs(lib, text, num_qubits)
+    if lib is None:
+        return None
+    threads = max(1, min(READ_THREADS, native.processors(), len(text) // _READ_BYTES_A_THREAD))
+    return _compiled_runs(lib, text, num_qubits, threads)
 
 
-def _compiled_runs(lib, text: str, n: int) -> Optional[CompiledPiece]:
+def _compiled_runs(lib, text: str, n: int, threads: int = 1) -> Optional[CompiledPiece]:
     """`CompiledPiece` of a piece's text, its lines read in one pass (`qq_host_read_piece`: a twelfth
     of the paper's circuit at 100k qubits, 4.9 MB of text, in 5 ms on the 2-core machine, where
-    `_read_split` took 9.5 ms and Stim's printing 22 ms), or None where it is not whole
-    instructions and TICKs or the check refuses a run."""
+    `_read_split` took 9.5 ms and Stim's printing 22 ms) in `threads` parts of the text, or None
+    where it is not whole instructions and TICKs or the check refuses a run."""
     import stim
 
     raw = text.encode()
@@ -286,8 +295,9 @@ def _compiled_runs(lib, text: str, n: int) -> Optional[CompiledPiece]:
     while True:
         line_start, name_end, parsed = (np.empty(room, dtype=np.int64) for _ in range(3))
         starts = np.empty(room + 1, dtype=np.int64)
-        lines = lib.qq_host_read_piece(raw, len(raw), room, address(line_start), address(name_end), address(parsed),
-                                       address(qubits), address(inverted), address(starts), address(counts))
+        lines = lib.qq_host_read_piece_parts(raw, len(raw), room, address(line_start), address(name_end),
+                                             address(parsed), address(qubits), address(inverted), address(starts),
+                                             address(counts), threads)
         if lines != -2:
             break
         room = raw.count(b"\n") + 1

@@ -232,6 +232,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_host_parse_targets.restype = i64
     lib.qq_host_read_piece.argtypes = [ctypes.c_char_p, i64, i64, p, p, p, p, p, p, p]
     lib.qq_host_read_piece.restype = i64
+    lib.qq_host_read_piece_parts.argtypes = [ctypes.c_char_p, i64, i64, p, p, p, p, p, p, p, i64]
+    lib.qq_host_read_piece_parts.restype = i64
     lib.qq_host_place_segment.argtypes = [p, i64, p, p, p, i64, p, i64, p, p, p, i64, p]
     lib.qq_host_place_segment.restype = ctypes.c_int
     lib.qq_host_check_segment.argtypes = [p, i64, p, p, p, i64, p, i64]
