@@ -4,8 +4,9 @@
 //   target text read (`qq_host_parse_targets`), its rows placed (`qq_host_place_segment`) and written
 //   sorted by position (`qq_host_write_segment`, by threads of their own: `qq_host_write_segment_later`),
 //   as stim_text._parse_targets, stim_rows.segment_rows, _StimCompiler._place_rows and
-//   ProgramBuilder.emit_rows make them; a printer's piece read in one pass (`qq_host_read_piece`)
-//   and its runs checked there (`qq_host_check_segment`), placed unchecked by the compile;
+//   ProgramBuilder.emit_rows make them; a printer's piece read in one pass (`qq_host_read_piece`; a
+//   whole compile's text in parts on threads: `qq_host_read_piece_parts`) and its runs checked there
+//   (`qq_host_check_segment`), placed unchecked by the compile;
 // - the schedule of rows in layers already (schedule/windows.py, `_sorted_from_steps`): their
 //   stretches (`qq_host_layer_stretches`) and the stretches moved in key order (`qq_host_move_stretches`);
 // - the layers of a schedule's rows in program order (a Cirq circuit's, or a Stim circuit's with
