@@ -88,40 +88,60 @@ extern "C" qq_i64 qq_host_parse_targets(const char* text, qq_i64 len, qq_i64* qu
 // '!'s. Returns the lines, -1 where such a line's text is not plain targets (the piece is then not
 // one of whole instructions and TICKs), or -2 where there are more than `room` lines (qubits,
 // inverted: room for len / 2 + 1 targets; starts: room + 1).
+// Where a reading of lines is (`qq_read_lines`): the next line's number, the next line with targets'
+// number, the next target's index, the '!'s so far.
+struct qq_read_at {
+    qq_i64 line, plain, target, bangs;
+};
+
+// The lines of `text` that start at bytes from .. to - 1 (each at a line's start; to = len + 1: to
+// the end) read as `qq_host_read_piece` reads them into its outputs, from the places `at` gives on,
+// which it advances. Returns -1 at a line whose text is not plain targets, -2 where a line is left
+// when line `room` is reached (none is written there or after), else 0.
+static qq_i64 qq_read_lines(const char* text, qq_i64 len, qq_i64 from, qq_i64 to, qq_i64 room, qq_read_at& at,
+                            qq_i64* line_start, qq_i64* name_end, qq_i64* parsed, qq_i64* qubits,
+                            unsigned char* inverted, qq_i64* starts) {
+    const unsigned char* s = (const unsigned char*)text;
+    for (qq_i64 byte = from; byte < to;) {
+        if (at.line >= room)  // (a later part of `qq_host_read_piece_parts` may start past it)
+            return -2;
+        const unsigned char* newline = (const unsigned char*)std::memchr(s + byte, '\n', len - byte);
+        const qq_i64 end = newline ? newline - s : len;
+        qq_i64 cut = byte;
+        while (cut < end && s[cut] != ' ')
+            ++cut;
+        line_start[at.line] = byte;
+        name_end[at.line] = cut;
+        parsed[at.line] = -1;
+        if (cut > byte && cut + 1 < end) {  // a first word, and text after its space: targets or -1
+            qq_i64 one[2], line_counts[2];
+            const qq_i64 got = qq_host_parse_targets(text + cut + 1, end - cut - 1, qubits + at.target,
+                                                     inverted + at.target, one, line_counts);
+            if (got < 0)
+                return -1;
+            at.target += got;
+            at.bangs += line_counts[1];
+            parsed[at.line] = at.plain++;
+            starts[at.plain] = at.target;
+        }
+        ++at.line;
+        byte = end + 1;
+    }
+    return 0;
+}
+
 extern "C" qq_i64 qq_host_read_piece(const char* text, qq_i64 len, qq_i64 room, qq_i64* line_start, qq_i64* name_end,
                                      qq_i64* parsed, qq_i64* qubits, unsigned char* inverted, qq_i64* starts,
                                      qq_i64* counts) {
-    const unsigned char* s = (const unsigned char*)text;
-    qq_i64 at = 0, lines = 0, plain = 0, targets = 0, bangs = 0;
+    qq_read_at at = {0, 0, 0, 0};
     starts[0] = 0;
-    while (at <= len) {
-        if (lines == room)
-            return -2;
-        const unsigned char* newline = (const unsigned char*)std::memchr(s + at, '\n', len - at);
-        const qq_i64 end = newline ? newline - s : len;
-        qq_i64 cut = at;
-        while (cut < end && s[cut] != ' ')
-            ++cut;
-        line_start[lines] = at;
-        name_end[lines] = cut;
-        parsed[lines] = -1;
-        if (cut > at && cut + 1 < end) {  // a first word, and text after its space: targets or -1
-            qq_i64 one[2], line_counts[2];
-            const qq_i64 got = qq_host_parse_targets(text + cut + 1, end - cut - 1, qubits + targets,
-                                                     inverted + targets, one, line_counts);
-            if (got < 0)
-                return -1;
-            targets += got;
-            bangs += line_counts[1];
-            parsed[lines] = plain++;
-            starts[plain] = targets;
-        }
-        ++lines;
-        at = end + 1;
-    }
-    counts[0] = plain;
-    counts[1] = bangs;
-    return lines;
+    const qq_i64 read = qq_read_lines(text, len, 0, len + 1, room, at, line_start, name_end, parsed, qubits,
+                                      inverted, starts);
+    if (read < 0)
+        return read;
+    counts[0] = at.plain;
+    counts[1] = at.bangs;
+    return at.line;
 }
 
 // Calls row(a, b, op, aux, takes_rand, takes_rec, flags) for each row of the segment in the order
@@ -515,7 +535,6 @@ extern "C" qq_i64 qq_host_read_piece_parts(const char* text, qq_i64 len, qq_i64 
     }
     cut[threads] = len + 1;  // (the last line may not end in '\n'; a text that does ends in an empty line)
     std::vector<qq_i64> lines(threads + 1, 0), plain(threads + 1, 0), targets(threads + 1, 0), bangs(threads, 0);
-    std::vector<int> failed(threads, 0);
     qq_parts(threads, threads, [&](qq_i64, qq_i64 lo, qq_i64 hi) {
         for (qq_i64 t = lo; t < hi; ++t) {
             qq_i64 at = cut[t], n_lines = 0, n_plain = 0, n_targets = 0;
@@ -541,45 +560,24 @@ extern "C" qq_i64 qq_host_read_piece_parts(const char* text, qq_i64 len, qq_i64 
     for (qq_i64 t = 0; t < threads; ++t)
         lines[t + 1] += lines[t], plain[t + 1] += plain[t], targets[t + 1] += targets[t];
     starts[0] = 0;
+    std::vector<qq_i64> read(threads, 0);
     qq_parts(threads, threads, [&](qq_i64, qq_i64 lo, qq_i64 hi) {
         for (qq_i64 t = lo; t < hi; ++t) {
-            qq_i64 at = cut[t], line = lines[t], next_plain = plain[t], target = targets[t];
-            while (at < cut[t + 1] && line < room) {  // (the lines past `room` are not written)
-                const unsigned char* newline = (const unsigned char*)std::memchr(s + at, '\n', len - at);
-                const qq_i64 end = newline ? newline - s : len;
-                qq_i64 word = at;
-                while (word < end && s[word] != ' ')
-                    ++word;
-                line_start[line] = at;
-                name_end[line] = word;
-                parsed[line] = -1;
-                if (word > at && word + 1 < end) {
-                    qq_i64 one[2], line_counts[2];
-                    const qq_i64 got = qq_host_parse_targets(text + word + 1, end - word - 1, qubits + target,
-                                                             inverted + target, one, line_counts);
-                    if (got < 0) {
-                        failed[t] = 1;
-                        return;
-                    }
-                    target += got;
-                    bangs[t] += line_counts[1];
-                    parsed[line] = next_plain++;
-                    starts[next_plain] = target;
-                }
-                ++line;
-                at = end + 1;
-            }
-            if (line == lines[t + 1] && target != targets[t + 1])
-                failed[t] = 1;  // (never for a text the reading accepts: counted as it reads)
+            qq_read_at at = {lines[t], plain[t], targets[t], 0};
+            read[t] = qq_read_lines(text, len, cut[t], cut[t + 1], room, at, line_start, name_end, parsed, qubits,
+                                    inverted, starts);
+            if (read[t] == 0 && at.target != targets[t + 1])
+                read[t] = -1;  // (never for a text the reading accepts: counted as it reads)
+            bangs[t] = at.bangs;
         }
     });
     qq_i64 all_bangs = 0;
     for (qq_i64 t = 0; t < threads; ++t) {
-        if (failed[t])
+        if (read[t] == -1)  // (a line before the room's end that is not read: -1 before -2, as in one)
             return -1;
         all_bangs += bangs[t];
     }
-    if (lines[threads] > room)  // (after any line before the room's end that is not read: -1 first)
+    if (lines[threads] > room)
         return -2;
     counts[0] = plain[threads];
     counts[1] = all_bangs;

@@ -414,7 +414,11 @@ def test_printers_hand_over_checked_runs_which_the_compiled_path_places(monkeypa
 _COLLAPSES = "TICK\nMX 0 !3 5\nMRY !7 2\nM !1 4\nTICK\nTICK\nMR 9 !11\nRX 6"
 
 
-@pytest.mark.parametrize("case", ["random", "random-ticks", "H 0 1\nM 0 0", "H 0 1\nTICK\nH 1\nCX 0 1 1 0",
+_SHORT_LINES = "\n".join(f"H {i % 50}\nTICK" for i in range(3000))  # more lines than the read's first room
+
+
+@pytest.mark.parametrize("case", ["random", "random-ticks", pytest.param(_SHORT_LINES, id="short-lines"),
+                                  "H 0 1\nM 0 0", "H 0 1\nTICK\nH 1\nCX 0 1 1 0",
                                   "H 0 1\nM(0.1) 0", "H 0 1\nH[tag] 0", "H 0 1\nX_ERROR(0.1) 0",
                                   "H 0 1\nREPEAT 2 {\n    H 0\n}", "H 0 1\nM 0\nDETECTOR rec[-1]",
                                   "H 0 1\nM 0\nCX rec[-1] 1", "QUBIT_COORDS(1, 2) 0\nH 0"])
@@ -422,8 +426,9 @@ _COLLAPSES = "TICK\nMX 0 !3 5\nMRY !7 2\nM !1 4\nTICK\nTICK\nMR 9 !11\nRX 6"
 def test_a_whole_compile_places_whole_instructions_read_in_one_pass(monkeypatch, case, bytes_a_thread):
     """A compile no printer helps (a whole one) reads a text of whole instructions and TICKs for the
     compiled runs and places them as a printer's piece (`stim_rows.compiled_runs`, `_walk_compiled`):
-    the paper's circuit with and without TICKs and collapses in every basis with '!', its text read
-    in one thread or in up to READ_THREADS parts of 1 KB and more. A text the check refuses (a qubit
+    the paper's circuit with and without TICKs and collapses in every basis with '!', and 6,000 short
+    lines (more than the read's first room), its text read in one thread or in up to READ_THREADS
+    parts of 1 KB and more. A text the check refuses (a qubit
     named twice in an instruction) or of anything else is walked line by line. Each gives the
     Program of the walk by lines and of the NumPy walk."""
     from benchmarks.random_clifford import paper_random_circuit_stim
@@ -444,13 +449,14 @@ def test_a_whole_compile_places_whole_instructions_read_in_one_pass(monkeypatch,
         stim_circuit.clear_stim_cache()
         return program_digest(stim_circuit.compile_new_stim(circuit))
 
+    whole = case.startswith("random") or case == _SHORT_LINES
     read = compiled()
-    assert len(placed) == case.startswith("random")
+    assert len(placed) == whole
     monkeypatch.setattr(stim_circuit, "WHOLE_READ", False)
     assert compiled() == read
     monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
     assert compiled() == read
-    assert len(placed) == case.startswith("random")
+    assert len(placed) == whole
 
 
 @pytest.mark.parametrize("piece_lines, line_bytes", [(1, 1 << 40), (2, 1 << 40), (3, 1 << 40), (1024, 1 << 40),
@@ -891,17 +897,26 @@ _READ_EDGES = ["", "\n", "\n\n", "H 0 1", "H 0 1\n", "TICK", "TICK\n", "TICK\nTI
                "H 0\t1\r2", "H 0\nX 1 x\nH 2", "H 0\n\nH 1", "H 0 1\nM(0.1) 0", "H ", "H  ", "!", "H !", "H 0!"]
 
 
+_GUARD = 64  # entries past each output's room, which no read may write
+
+
 def _read(lib, text: str, room: int, threads):
     """Every output of the one-pass read of `text` with room for `room` lines, in `threads` parts
-    (None: `qq_host_read_piece` itself): (its return, then what it wrote where it read the text)."""
+    (None: `qq_host_read_piece` itself): (its return, then what it wrote where it read the text).
+    Nothing is written past an output's room."""
     address = native.address
     raw = text.encode()
-    qubits, inverted = np.empty(len(raw) // 2 + 1, dtype=np.int64), np.empty(len(raw) // 2 + 1, dtype=np.uint8)
-    line_start, name_end, parsed = (np.empty(room, dtype=np.int64) for _ in range(3))
-    starts, counts = np.empty(room + 1, dtype=np.int64), np.empty(2, dtype=np.int64)
+    targets_room = len(raw) // 2 + 1
+    qubits = np.full(targets_room + _GUARD, -7, dtype=np.int64)
+    inverted = np.full(targets_room + _GUARD, 7, dtype=np.uint8)
+    line_start, name_end, parsed = (np.full(room + _GUARD, -7, dtype=np.int64) for _ in range(3))
+    starts, counts = np.full(room + 1 + _GUARD, -7, dtype=np.int64), np.empty(2, dtype=np.int64)
     args = [raw, len(raw), room, address(line_start), address(name_end), address(parsed), address(qubits),
             address(inverted), address(starts), address(counts)]
     lines = lib.qq_host_read_piece(*args) if threads is None else lib.qq_host_read_piece_parts(*args, threads)
+    for out, at, mark in ((qubits, targets_room, -7), (inverted, targets_room, 7), (line_start, room, -7),
+                          (name_end, room, -7), (parsed, room, -7), (starts, room + 1, -7)):
+        assert (out[at:] == mark).all(), "written past its room"
     if lines < 0:
         return (lines,)
     plain = int(counts[0])
@@ -931,7 +946,7 @@ def test_a_text_read_in_parts_is_read_as_in_one(threads):
     does not read, -2: more lines than its room, whichever it meets first), for texts at the read's
     edges and the paper's circuit with a line the read refuses, an empty line or a line of one word
     anywhere, cut into 2 to 64 parts (more parts than lines: empty ones), with room for 1 line, one
-    fewer than the text's, as many and more."""
+    fewer than the text's, as many and more; none writes past an output's room."""
     lib = native.compiled()
     if lib is None:
         pytest.skip(f"the compiled path is not available here: {native.why_not()}")
