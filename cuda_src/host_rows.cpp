@@ -80,14 +80,6 @@ extern "C" qq_i64 qq_host_parse_targets(const char* text, qq_i64 len, qq_i64* qu
     return targets;
 }
 
-// A printed piece's lines in one pass (stim_rows.CompiledPiece): lines end at '\n' (the last may
-// not); per line k its first byte line_start[k], the end of its first word name_end[k] (its first
-// ' ', or the line's end), and parsed[k], its number among the lines with text after that ' ', or
-// -1 for a line of one word; that text read as `qq_host_parse_targets` reads plain targets, each
-// such line's first target in starts[0 .. such lines]; counts[0] = such lines, counts[1] = the
-// '!'s. Returns the lines, -1 where such a line's text is not plain targets (the piece is then not
-// one of whole instructions and TICKs), or -2 where there are more than `room` lines (qubits,
-// inverted: room for len / 2 + 1 targets; starts: room + 1).
 // Where a reading of lines is (`qq_read_lines`): the next line's number, the next line with targets'
 // number, the next target's index, the '!'s so far.
 struct qq_read_at {
@@ -130,6 +122,14 @@ static qq_i64 qq_read_lines(const char* text, qq_i64 len, qq_i64 from, qq_i64 to
     return 0;
 }
 
+// A printed piece's lines in one pass (stim_rows.CompiledPiece): lines end at '\n' (the last may
+// not); per line k its first byte line_start[k], the end of its first word name_end[k] (its first
+// ' ', or the line's end), and parsed[k], its number among the lines with text after that ' ', or
+// -1 for a line of one word; that text read as `qq_host_parse_targets` reads plain targets, each
+// such line's first target in starts[0 .. such lines]; counts[0] = such lines, counts[1] = the
+// '!'s. Returns the lines, -1 where such a line's text is not plain targets (the piece is then not
+// one of whole instructions and TICKs), or -2 where there are more than `room` lines (qubits,
+// inverted: room for len / 2 + 1 targets; starts: room + 1).
 extern "C" qq_i64 qq_host_read_piece(const char* text, qq_i64 len, qq_i64 room, qq_i64* line_start, qq_i64* name_end,
                                      qq_i64* parsed, qq_i64* qubits, unsigned char* inverted, qq_i64* starts,
                                      qq_i64* counts) {
