@@ -80,6 +80,15 @@ extern "C" qq_i64 qq_host_parse_targets(const char* text, qq_i64 len, qq_i64* qu
     return targets;
 }
 
+// The line of `s` that starts at byte `at`: its end (its '\n', or len) and the end of its first word
+// (its first ' ', or the line's end).
+static inline void qq_line(const unsigned char* s, qq_i64 len, qq_i64 at, qq_i64& end, qq_i64& word) {
+    const unsigned char* newline = (const unsigned char*)std::memchr(s + at, '\n', len - at);
+    end = newline ? newline - s : len;
+    for (word = at; word < end && s[word] != ' '; ++word) {
+    }
+}
+
 // Where a reading of lines is (`qq_read_lines`): the next line's number, the next line with targets'
 // number, the next target's index, the '!'s so far.
 struct qq_read_at {
@@ -97,11 +106,8 @@ static qq_i64 qq_read_lines(const char* text, qq_i64 len, qq_i64 from, qq_i64 to
     for (qq_i64 byte = from; byte < to;) {
         if (at.line >= room)  // (a later part of `qq_host_read_piece_parts` may start past it)
             return -2;
-        const unsigned char* newline = (const unsigned char*)std::memchr(s + byte, '\n', len - byte);
-        const qq_i64 end = newline ? newline - s : len;
-        qq_i64 cut = byte;
-        while (cut < end && s[cut] != ' ')
-            ++cut;
+        qq_i64 end, cut;
+        qq_line(s, len, byte, end, cut);
         line_start[at.line] = byte;
         name_end[at.line] = cut;
         parsed[at.line] = -1;
@@ -539,12 +545,9 @@ extern "C" qq_i64 qq_host_read_piece_parts(const char* text, qq_i64 len, qq_i64 
         for (qq_i64 t = lo; t < hi; ++t) {
             qq_i64 at = cut[t], n_lines = 0, n_plain = 0, n_targets = 0;
             while (at < cut[t + 1]) {
-                const unsigned char* newline = (const unsigned char*)std::memchr(s + at, '\n', len - at);
-                const qq_i64 end = newline ? newline - s : len;
-                qq_i64 word = at;
-                while (word < end && s[word] != ' ')
-                    ++word;
-                if (word > at && word + 1 < end) {
+                qq_i64 end, word;
+                qq_line(s, len, at, end, word);
+                if (word > at && word + 1 < end) {  // (the lines `qq_read_lines` reads targets of)
                     qq_i64 gaps = 0;
                     for (qq_i64 k = word + 1; k < end; ++k)
                         gaps += s[k] <= ' ';
