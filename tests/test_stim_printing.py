@@ -434,3 +434,33 @@ def test_close_ends_printers_that_would_print_on(monkeypatch, processors):
     texts.close()
     assert_ended(texts, head)
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.parametrize("kind", ["head", "forked compile", "printer", "off"])
+def test_a_child_that_forks_or_compiles_gives_back_its_free_heap_first(monkeypatch, kind):
+    """A printers' head and a forked compile call the C library's malloc_trim(0) before their work
+    (its parent's writes then copy no page the child shared and never needed); a printer, forked by
+    a head that did, does not; nor does any child with TRIM_IN_CHILD off."""
+    import platform
+
+    if platform.libc_ver()[0] == "glibc":
+        assert stim_printing._free_heap_trim() is not None
+    read, write = os.pipe()
+
+    def trim(pad):  # the child's: says that it trimmed, and before its work
+        os.write(write, b"t%d" % pad)
+
+    monkeypatch.setattr(stim_printing, "_TRIM", [trim])
+    monkeypatch.setattr(stim_printing, "TRIM_IN_CHILD", kind != "off")
+    pid = stim_printing._fork_child(lambda: os.write(write, b"w"), head=kind == "head", terminate=kind == "printer")
+    stim_printing._wait(pid)
+    os.close(write)
+    told = b""
+    while True:
+        more = os.read(read, 64)
+        if not more:
+            break
+        told += more
+    os.close(read)
+    assert told == (b"t0w" if kind in ("head", "forked compile") else b"w")
