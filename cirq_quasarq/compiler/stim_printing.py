@@ -56,7 +56,7 @@ PRINTERS = 4  # forked by default: each fork costs 5-20 ms in a large process (H
 # thread wrote while a child lived was copied. A page the child has given back is this process's
 # alone, and a write to it copies nothing. H200 host, first calls in turn, ten each (medians): 10k
 # 107.6 -> 95.6 ms (its compile 78.6 -> 69.8), 10k x 1,024 shots 91.9 -> 85.3, 100k 424 -> 418 (compile
-# 314 -> 286); streamed (the compile's own process), 30k 205 -> 184 ms (docs/benchmarks-first-call.md).
+# 314 -> 286); streamed (the compile's own process, six each), 30k 205 -> 184 ms (docs/benchmarks-first-call.md).
 TRIM_IN_CHILD = True
 _NOTE = struct.Struct("<qqq")  # (piece, bytes of its text or -1: print it yourself, bytes of its digest)
 _PIECE_NUMBER = np.dtype("<i4")  # a piece waiting in the printers' queue
