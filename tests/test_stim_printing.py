@@ -451,7 +451,7 @@ def test_a_child_that_forks_or_compiles_gives_back_its_free_heap_first(monkeypat
     def trim(pad):  # the child's: says that it trimmed, and before its work
         os.write(write, b"t%d" % pad)
 
-    monkeypatch.setattr(stim_printing, "_TRIM", [trim])
+    monkeypatch.setattr(stim_printing, "_free_heap_trim", lambda: trim)
     monkeypatch.setattr(stim_printing, "TRIM_IN_CHILD", kind != "off")
     pid = stim_printing._fork_child(lambda: os.write(write, b"w"), head=kind == "head", terminate=kind == "printer")
     stim_printing._wait(pid)

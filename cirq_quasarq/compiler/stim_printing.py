@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import gc
 import mmap
 import os
@@ -482,20 +483,16 @@ def _fork_child(work: Callable[[], None], close: Sequence[int] = (), head: bool 
     return pid
 
 
-_TRIM: list = []  # [glibc's malloc_trim or None], once looked up
-
-
+@functools.lru_cache(maxsize=None)
 def _free_heap_trim():
     """glibc's `malloc_trim` (it gives a heap's free pages back to the system), or None where the C
     library has none."""
-    if not _TRIM:
-        try:
-            trim = ctypes.CDLL(None).malloc_trim
-            trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-        except (OSError, AttributeError):
-            trim = None
-        _TRIM.append(trim)
-    return _TRIM[0]
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
 def _wait(pid: int) -> None:
