@@ -53,9 +53,9 @@ from ..core.program import LAYERED_FROM, NUM_FIELDS, RowBlocks, row_blocks
 PRINTERS = 4  # forked by default: each fork costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
 # A forked child that forks or compiles (a printers' head, a forked compile) first gives its C heap's
 # free pages back (`_free_heap_trim`). After a fork every page is shared copy on write, and the compile
-# here writes mostly into memory the allocator recycles (free at the fork): each page it or a writer
-# thread wrote while a child lived was copied. A page the child has given back is this process's
-# alone, and a write to it copies nothing. H200 host, first calls in turn, ten each (medians): 10k
+# here writes mostly into memory the allocator recycles (free at the fork): a page it or a writer
+# thread wrote was copied where a child still mapped it. A page the child has given back is this
+# process's alone, and a write to it copies nothing. H200 host, first calls in turn, ten each (medians): 10k
 # 107.6 -> 95.6 ms (its compile 78.6 -> 69.8), 10k x 1,024 shots 91.9 -> 85.3, 100k 424 -> 418 (compile
 # 314 -> 286); streamed (the compile's own process, six each), 30k 205 -> 184 ms (docs/benchmarks-first-call.md).
 TRIM_IN_CHILD = True
