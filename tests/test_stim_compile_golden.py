@@ -190,7 +190,6 @@ def test_a_whole_compile_from_printed_pieces_gives_the_same_programs(monkeypatch
     printers, the lines' targets read there (`compile_new_stim`): the same Program (correlated
     chains not cut between pieces); others are walked whole."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
-    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     made = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces",
@@ -200,13 +199,12 @@ def test_a_whole_compile_from_printed_pieces_gives_the_same_programs(monkeypatch
     assert bool(made) == (len(circuit) >= 2 * pieces and not (circuit.num_detectors or circuit.num_observables))
 
 
-@pytest.mark.parametrize("printers, size, printed", [(1, 500, False), (1, 5000, True), (3, 500, False),
-                                                     (4, 500, True), (8, 500, True), (8, 300, False), (0, 5000, False)])
-def test_a_compile_prints_in_pieces_from_a_size_that_depends_on_the_printers(monkeypatch, printers, size, printed):
-    """`compile_new_stim` prints in pieces from PRINTED_MIN (qubits times top-level instructions),
-    or from PRINTED_MIN_ALL_PRINTERS where all PRINTERS printers may run; never without printers."""
+@pytest.mark.parametrize("printers, size, printed", [(1, 500, False), (1, 5000, True), (4, 3000, False),
+                                                     (4, 5000, True), (8, 4000, True), (0, 5000, False)])
+def test_a_compile_prints_in_pieces_from_a_size_with_printers(monkeypatch, printers, size, printed):
+    """`compile_new_stim` prints in pieces from PRINTED_MIN (qubits times top-level instructions) where
+    a printer may run; never without printers."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 4000)
-    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
     monkeypatch.setattr(stim_circuit, "PRINTERS", 4)
     monkeypatch.setattr(stim_circuit, "printers_available", lambda: printers)
     _, made = whole_compile_of_size(monkeypatch, size)
@@ -243,7 +241,6 @@ def test_a_whole_compile_asks_for_its_printers_each_first_on_a_quarter_piece(mon
     PRINTED_HALVES) a half: the same Program."""
     monkeypatch.setattr(stim_circuit, "PRINTED_HALVES", halves)
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 400)
-    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 400)
     monkeypatch.setattr(stim_circuit, "PRINTED_MANY", 40000)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", 5)
     monkeypatch.setattr(stim_circuit, "PRINTERS_MANY", 9)
@@ -264,13 +261,11 @@ def test_a_whole_compile_from_printed_pieces_fails_as_the_whole_walk(monkeypatch
     """An instruction the compile refuses, in a later piece: the error of the walk of the whole
     circuit, which names the instruction's index in it."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
-    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     circuit = CASES["paper n=300 depth=20"]() + stim.Circuit(bad) + CASES["paper n=20 depth=5"]()
     errors = []
     for walk in ("printed", "whole"):
         if walk == "whole":
             monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 1 << 62)
-            monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 1 << 62)
         with pytest.raises(Exception) as raised:
             stim_circuit.compile_new_stim(circuit)
         errors.append((type(raised.value), str(raised.value), getattr(raised.value, "instruction_path", None)))
@@ -346,7 +341,6 @@ def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, na
     of anything else are walked from their text as before. Every case whose pieces can be prepared
     is (the paper's circuits, the collapses in every basis, the unitaries)."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
-    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     texts = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces", lambda *args, **kw: texts.append(DigestedHere(*args, **kw))

@@ -64,7 +64,6 @@ def compiled(circuit, pieces: int, made: list, monkeypatch):
     """The Program of the whole compile from printed pieces digested here, and of the streamed compile
     (with a ramp of half pieces); the whole compile's pieces."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
-    monkeypatch.setattr(stim_circuit, "PRINTED_MIN_ALL_PRINTERS", 0)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     texts: list = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces", lambda *args, **kw: texts.append(DigestedHere(*args, **kw))

@@ -101,6 +101,7 @@ from ..core import native, opcodes
 from ..core.program import LAYERED_FROM, RAND, REC, Program
 from ..core.ranges import expand_ranges, ragged_rows, shift_rows
 from . import cache
+from .stim_memory import circuit_bytes, circuit_text
 from .stim_printing import PRINTERS, PrintedPieces, printers_available
 from .stim_sweep import swept_variant
 from .stim_rows import (PAIRS, TRIPLES, CompiledPiece, PreparedPiece, SegmentRows, compiled_runs, digest_piece,
@@ -121,12 +122,11 @@ _COMPILED_GROUP = 1 << 16
 # text's size: 36M for the paper's circuit at 30k qubits) without detectors or observables has its
 # text printed in PRINTED_PIECES pieces by printers (`stim_printing`), their targets read there. On the
 # H100's host that took 0.40-0.46 -> 0.30-0.34 s off a 30k-qubit compile, nothing at 10k (12M), and
-# the forks cost more than they saved at 5k (docs/benchmarks-first-call.md, session 11). Where all
-# PRINTERS printers may run (a processor each), from PRINTED_MIN_ALL_PRINTERS: on an H200 host the
-# 10k compile went 75 -> 54 ms (medians of seven), 5k level (41 / 39 ms: below it); on the 2-core
-# machine, one printer, the 10k compile went 55 -> 96 ms printed (session 26).
+# the forks cost more than they saved at 5k (docs/benchmarks-first-call.md, session 11). Once the text
+# is printed here (`stim_memory`: in threads, 4-5x Stim's speed) a 10k compile printed alone takes half
+# the time it took with four printers (H200 host, in turn, medians of eight: 26 / 50 ms; first calls
+# 48 / 70 ms); from 30k (36M) printers still pay, and at 100k twice (first calls 290 / 480 ms), session 34.
 PRINTED_MIN = 20_000_000
-PRINTED_MIN_ALL_PRINTERS = 10_000_000
 PRINTED_PIECES = 12
 # A whole compile printed in pieces has each printer's first piece a quarter of the later ones, so
 # that this process, which walks piece 0 meanwhile, waits less for piece 1: at 180k qubits it had
@@ -204,8 +204,7 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     texts, kept = None, []  # kept: the cache's copy of the circuit, where the printers' wait made it
     available = printers_available()
     size = n * len(circuit)
-    least = PRINTED_MIN_ALL_PRINTERS if available >= PRINTERS else PRINTED_MIN
-    if (size >= least and available and len(circuit) >= 2 * PRINTED_PIECES
+    if (size >= PRINTED_MIN and available and len(circuit) >= 2 * PRINTED_PIECES
             and not (circuit.num_detectors or circuit.num_observables)):
         printers = min(available, PRINTERS_MANY if size >= PRINTED_MANY else PRINTERS)
         # the cache's copy of the circuit made while this process waits for a printer (at 100k qubits
@@ -439,12 +438,12 @@ class _StimCompiler(_InstructionCompiler):
                 for i in range(len(texts.bounds)):
                     self._walk_piece(circuit, texts, i)
             elif self.plain and len(circuit) > 1:
-                text = str(circuit)
+                text = circuit_bytes(circuit)  # (read as bytes: no copy of the text to str and back)
                 whole = compiled_runs(text, self.n) if WHOLE_READ else None  # (WHOLE_READ says why)
                 if whole is not None:
                     self._walk_compiled(whole)
                 else:
-                    self._walk_text(circuit, text)
+                    self._walk_text(circuit, text.decode())
             else:
                 self._walk(circuit, top=True)
             self._flush_segment()
@@ -522,7 +521,7 @@ class _StimCompiler(_InstructionCompiler):
             if self.plain:
                 self._walk_compiled(digest)
                 return
-            text, digest = str(circuit[lo:hi]), None  # (the walk by whole instructions is off)
+            text, digest = circuit_text(circuit, lo, hi), None  # (the walk by whole instructions is off)
         piece = circuit[lo:hi]
         if len(piece) > 1:
             self._walk_text(piece, text, digest)
@@ -936,7 +935,7 @@ class _StimCompiler(_InstructionCompiler):
             for i, inst in enumerate(insts):
                 self._annotation(inst, lo + i, inst.name)
             return
-        self._annotation_run(circuit, lo, lo + len(insts), _encoded(str(circuit[lo:lo + len(insts)])))
+        self._annotation_run(circuit, lo, lo + len(insts), _encoded(circuit_text(circuit, lo, lo + len(insts))))
 
     def _annotation_run(self, circuit, lo: int, hi: int, raw: np.ndarray, indent: int = 0) -> None:
         """Instructions lo .. hi - 1 of `circuit`, all DETECTOR / OBSERVABLE_INCLUDE, whose text is

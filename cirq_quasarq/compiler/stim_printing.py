@@ -49,6 +49,7 @@ import numpy as np
 from .. import errors
 from ..core import native
 from ..core.program import LAYERED_FROM, NUM_FIELDS, RowBlocks, row_blocks
+from .stim_memory import circuit_text
 
 PRINTERS = 4  # forked by default: each fork costs 5-20 ms in a large process (H100 host, 10k-100k qubits)
 # A forked child that forks or compiles (a printers' head, a forked compile) first gives its C heap's
@@ -154,7 +155,7 @@ class PrintedPieces:
             lo, hi = self.bounds[i]
             size = digested = 0
             try:
-                text, parts = str(self.circuit[lo:hi]), None
+                text, parts = circuit_text(self.circuit, lo, hi), None
                 if self.digest is not None:
                     try:
                         shorter, digest = self.digest(text)
@@ -173,11 +174,11 @@ class PrintedPieces:
 
     def piece(self, i: int) -> Tuple[str, Any]:
         """Piece i's text and its digest: the text `digest` gave for it and the digest, or where this
-        process printed it, `str(circuit[lo:hi])` and None. Pieces before it that were not asked for
-        are passed over."""
+        process printed it, `str(circuit[lo:hi])` (as `stim_memory.circuit_text` prints it) and None.
+        Pieces before it that were not asked for are passed over."""
         lo, hi = self.bounds[i]
         if i == 0 or not self.printers:
-            return str(self.circuit[lo:hi]), None
+            return circuit_text(self.circuit, lo, hi), None
         for passed in [k for k in self._told if k < i]:
             del self._told[passed]
             self._release(passed)
@@ -211,7 +212,7 @@ class PrintedPieces:
             if digest is None:
                 view.close()
         if text is None:
-            text = str(self.circuit[lo:hi])
+            text = circuit_text(self.circuit, lo, hi)
         self._release(i)
         return text, digest
 

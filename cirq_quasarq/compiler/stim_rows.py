@@ -26,7 +26,7 @@ own work a first call went from about 160 to 100 ms (docs/benchmarks-first-call.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -267,8 +267,8 @@ READ_THREADS = 4
 _READ_BYTES_A_THREAD = 512 << 10
 
 
-def compiled_runs(text: str, num_qubits: int) -> Optional[CompiledPiece]:
-    """`CompiledPiece` of a text of whole instructions and TICKs on `num_qubits` qubits, read and
+def compiled_runs(text: Union[str, bytes], num_qubits: int) -> Optional[CompiledPiece]:
+    """`CompiledPiece` of a text (or its UTF-8 bytes) of whole instructions and TICKs on `num_qubits` qubits, read and
     checked here (a whole compile's text, which no printer read), or None where it is not such a
     text, the check refuses a run, or the compiled path is off."""
     lib = native.compiled()
@@ -278,14 +278,14 @@ def compiled_runs(text: str, num_qubits: int) -> Optional[CompiledPiece]:
     return _compiled_runs(lib, text, num_qubits, threads)
 
 
-def _compiled_runs(lib, text: str, n: int, threads: int = 1) -> Optional[CompiledPiece]:
+def _compiled_runs(lib, text: Union[str, bytes], n: int, threads: int = 1) -> Optional[CompiledPiece]:
     """`CompiledPiece` of a piece's text, its lines read in one pass (`qq_host_read_piece`: a twelfth
     of the paper's circuit at 100k qubits, 4.9 MB of text, in 5 ms on the 2-core machine, where
     `_read_split` took 9.5 ms and Stim's printing 22 ms) in `threads` parts of the text, or None
     where it is not whole instructions and TICKs or the check refuses a run."""
     import stim
 
-    raw = text.encode()
+    raw = text if isinstance(text, bytes) else text.encode()
     qubits = np.empty(len(raw) // 2 + 1, dtype=np.int64)
     inverted = np.empty(len(raw) // 2 + 1, dtype=np.uint8)
     counts = np.empty(2, dtype=np.int64)

@@ -1,0 +1,262 @@
+"""Step 1 for Stim circuits, their text printed here: `circuit_text(circuit, lo, hi)` is
+`str(circuit[lo:hi])`, byte for byte, printed by the compiled path (cuda_src/host_stim_text.cpp) from
+the circuit's instructions where they lie in memory, in threads and without the interpreter lock.
+
+Why: Stim gives no bulk view of a circuit's targets (iterating a circuit copies every target into an
+object of its own), and its printing, the way the compiler takes a circuit in, holds the interpreter
+lock at about 80 MB/s: 22-35 ms of a 5k-qubit first call on an H200 host, whose bar is 30 ms.
+
+How it stays right: the layout read (`LAYOUT`: where Stim keeps a circuit's instructions, their
+targets, arguments and tag, and its REPEAT bodies) is checked once a process against Stim's own view
+of a probe circuit (`_probe`): an instruction of every gate Stim has (under its canonical name), every
+kind of target, arguments, tags that need escaping and nested REPEAT blocks, each read through
+``/proc/self/mem`` (a read there fails where a pointer is wrong, where one through the pointer would
+crash) and compared field by field with what Stim's objects say, and the probe's printed text
+compared with Stim's. The gate types' names come from that probe. A Stim whose layout differs, a
+system without ``/proc/self/mem``, no compiled path (`core.native`) or ``CIRQ_QUASARQ_STIM_MEMORY=0``:
+`circuit_text` is Stim's printing. A circuit the compiled path cannot print (a gate type the probe did
+not name; an instruction count that does not match) is printed by Stim too.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import struct
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from ..core import native
+
+# Stim's layout (its src/stim/circuit/circuit.h, circuit_instruction.h, mem/monotonic_buffer.h and
+# pybind11's instance), as offsets in bytes, in the order host_stim_text.cpp's `Layout` takes them:
+LAYOUT = (
+    16,   # value_at: in the Python object, the pointer to its stim::Circuit (past PyObject_HEAD)
+    168,  # ops_at: in a Circuit, its instructions' std::vector (begin, end), after three MonotonicBuffers
+    192,  # blocks_at: its REPEAT bodies' std::vector<Circuit> (begin, end)
+    216,  # circuit_bytes: a Circuit's size (the bodies' stride)
+    56,   # inst_bytes: a CircuitInstruction's size
+    0,    # gate_at: its GateType (one byte)
+    8,    # args_at: its arguments' span of doubles (begin, end)
+    24,   # targets_at: its targets' span of uint32 GateTarget data (begin, end)
+    40,   # tag_len_at: its tag's std::string_view: length,
+    48,   # tag_ptr_at: and characters
+)
+# False: Stim prints every circuit (a setting to compare with; a user's is CIRQ_QUASARQ_STIM_MEMORY=0)
+PRINT_HERE = True
+# Threads that count a circuit's text: one for each _THREAD_INSTRUCTIONS top-level instructions; that
+# write it: one for each _THREAD_BYTES of it; at most _THREADS and the processors this process may run on
+_THREADS = 4
+_THREAD_INSTRUCTIONS = 128
+_THREAD_BYTES = 512 << 10
+
+
+def _bytes_api():
+    import ctypes
+
+    new, at = ctypes.pythonapi.PyBytes_FromStringAndSize, ctypes.pythonapi.PyBytes_AsString
+    new.argtypes, new.restype = [ctypes.c_void_p, ctypes.c_ssize_t], ctypes.py_object
+    at.argtypes, at.restype = [ctypes.py_object], ctypes.c_void_p
+    return new, at
+
+
+_new_bytes = _bytes_at = None  # PyBytes_FromStringAndSize and PyBytes_AsString, set with the reader
+
+
+class _Reader(NamedTuple):
+    lib: object
+    layout: np.ndarray  # int64 LAYOUT
+    blob: bytes  # the gate types' names, one after another
+    name_at: np.ndarray  # int64 [257]: gate type g's name is blob[name_at[g]:name_at[g + 1]]
+    repeat: int  # REPEAT's gate type
+
+
+def enabled() -> bool:
+    """Whether circuits may be printed here (``CIRQ_QUASARQ_STIM_MEMORY=0`` turns it off)."""
+    return os.environ.get("CIRQ_QUASARQ_STIM_MEMORY", "1").strip() not in ("", "0")
+
+
+def circuit_text(circuit, lo: int = 0, hi: Optional[int] = None) -> str:
+    """`str(circuit[lo:hi])` (`str(circuit)` for the whole), printed by the compiled path where the
+    layout checked out (`_reader`: once a process, 1-5 ms), else by Stim."""
+    return circuit_bytes(circuit, lo, hi).decode()
+
+
+def circuit_bytes(circuit, lo: int = 0, hi: Optional[int] = None) -> bytes:
+    """`circuit_text` encoded (UTF-8), with no copy where the compiled path printed it (a reader of
+    bytes, `stim_rows.compiled_runs`, saves two copies of the text: 2 ms of fresh memory at 10k qubits)."""
+    count = len(circuit)
+    hi = count if hi is None else min(hi, count)
+    reader = _reader() if PRINT_HERE and enabled() else None
+    if reader is not None and 0 <= lo <= hi:
+        text = _printed(reader, circuit, count, lo, hi)
+        if text is not None:
+            return text
+    return str(circuit if lo == 0 and hi == count else circuit[lo:hi]).encode()
+
+
+def _printed(reader: _Reader, circuit, count: int, lo: int, hi: int) -> Optional[bytes]:
+    """The text counted (`qq_stim_text_sizes`), then written by threads (`qq_stim_text_write`) into a
+    new bytes object (its memory touched once); None where the compiled path refuses the circuit."""
+    if hi == lo:
+        return b""
+    address = native.address
+    lib, layout, name_at = reader.lib, address(reader.layout), address(reader.name_at)
+    sizes = np.empty(hi - lo, dtype=np.int64)
+    threads = max(1, min(_THREADS, native.processors(), (hi - lo) // _THREAD_INSTRUCTIONS))
+    total = lib.qq_stim_text_sizes(id(circuit), count, lo, hi, layout, reader.blob, name_at, reader.repeat,
+                                   address(sizes), threads)
+    if total < 0:
+        return None
+    threads = max(1, min(_THREADS, native.processors(), total // _THREAD_BYTES))
+    # A bytes object made by Python's C API with its contents to be written, as its own C code does
+    out = _new_bytes(None, total)
+    if lib.qq_stim_text_write(id(circuit), lo, hi, layout, reader.blob, name_at, reader.repeat, address(sizes),
+                              _bytes_at(out), total, threads) != total:
+        return None
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _reader() -> Optional[_Reader]:
+    """The compiled printer with Stim's layout and gate names, once `_probe` found them right; None
+    where it did not, or there is no compiled path or Stim."""
+    global _new_bytes, _bytes_at
+    lib = native.compiled()
+    if lib is None:
+        return None
+    _new_bytes, _bytes_at = _bytes_api()
+    try:
+        import stim
+    except ImportError:
+        return None
+    try:
+        return _probe(lib, stim)
+    except (OSError, ValueError, struct.error, OverflowError, MemoryError):
+        return None
+
+
+def _probe_circuit(stim):
+    """A circuit with an instruction of every gate Stim has (each under its canonical name, with the
+    first of a few target forms and arguments Stim accepts for it) and of every kind of target,
+    arguments Stim prints in each way, tags that need escaping, and nested REPEAT blocks."""
+    head = "M 0 1 2 3\n"
+    target_forms = ("0 1", "!0 1", "X0*Y1 !Z2", "X0 !Y1", "rec[-1] 0", "rec[-2] rec[-1]", "rec[-1]", "0", "")
+    lines = [head.strip()]
+    for name, data in sorted(stim.gate_data().items()):
+        if name != data.name or name == "REPEAT":
+            continue
+        least = min(data.num_parens_arguments_range)
+        width = max(least, min(2, max(data.num_parens_arguments_range)))
+        arg_forms = [""] if not width else [f"({', '.join(['0.0625'] * width)})", f"({', '.join(['1'] * width)})"]
+        line = next((f"{name}{args} {targets}".strip() for args in arg_forms for targets in target_forms
+                     if _accepted(stim, head + f"{name}{args} {targets}")), None)
+        if line is not None:
+            lines.append(line)
+    lines += [
+        "H[a tag] 0 16777215", "X_ERROR[\\B\\C\\n\\r](0.001000001) 1", "DETECTOR(1.5, -2, 1e-07, 123456789, 0.1, "
+        "-0, 1e+30, 4611686018427387904) rec[-1]", "SHIFT_COORDS(-1.25, 3)", "CX sweep[5] 1 rec[-3] 2",
+        "MPP !X0*Y1*Z2 Z3", "OBSERVABLE_INCLUDE(7) rec[-2] X1",
+        "REPEAT[loop] 3 {\n    H 0\n    REPEAT 12345678901 {\n        M !4\n        TICK\n    }\n}",
+        "REPEAT 2 {\n}", "TICK",
+    ]
+    return stim.Circuit("\n".join(lines))
+
+
+def _accepted(stim, text: str) -> bool:
+    try:
+        stim.Circuit(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _target_data(stim, t) -> int:
+    """A stim.GateTarget's uint32 data, from the properties Stim gives."""
+    if t.is_combiner:
+        return 1 << 27
+    data = abs(t.value) & ((1 << 24) - 1)
+    data |= (1 << 31) * t.is_inverted_result_target | (1 << 28) * t.is_measurement_record_target
+    data |= (1 << 26) * t.is_sweep_bit_target
+    data |= (1 << 30) * (t.is_x_target or t.is_y_target) | (1 << 29) * (t.is_z_target or t.is_y_target)
+    return data
+
+
+def _probe(lib, stim) -> Optional[_Reader]:
+    """The reader, where every instruction of `_probe_circuit`, read at LAYOUT through
+    /proc/self/mem, is what Stim's objects say and its text printed here is Stim's; else None."""
+    probe = _probe_circuit(stim)
+    fd = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        names = {}
+
+        def read(addr: int, n: int) -> bytes:
+            if not 0 <= n <= 1 << 16:  # (the probe's parts are short: a length read at a wrong offset)
+                raise ValueError("not a length")
+            got = os.pread(fd, n, addr) if n else b""
+            if len(got) != n:
+                raise ValueError("short read")
+            return got
+
+        def word(addr: int) -> int:
+            return struct.unpack("<Q", read(addr, 8))[0]
+
+        value_at, ops_at, blocks_at, circuit_bytes, inst_bytes, gate_at, args_at, targets_at, tag_len_at, \
+            tag_ptr_at = LAYOUT
+
+        def tag(p: int, want: str) -> bool:
+            want = want.encode()
+            return word(p + tag_len_at) == len(want) and read(word(p + tag_ptr_at), len(want)) == want
+
+        def check(circuit, at: int) -> bool:  # the Circuit at `at` holds `circuit`'s instructions
+            ops, ops_end = word(at + ops_at), word(at + ops_at + 8)
+            blocks, blocks_end = word(at + blocks_at), word(at + blocks_at + 8)
+            if ops_end - ops != len(circuit) * inst_bytes or (blocks_end - blocks) % circuit_bytes:
+                return False
+            for k, inst in enumerate(circuit):
+                p = ops + k * inst_bytes
+                gate = read(p + gate_at, 1)[0]
+                if isinstance(inst, stim.CircuitRepeatBlock):
+                    if word(p + targets_at + 8) - word(p + targets_at) != 12:
+                        return False
+                    targets = struct.unpack("<3I", read(word(p + targets_at), 12))
+                    if targets[1] | targets[2] << 32 != inst.repeat_count or \
+                            targets[0] >= (blocks_end - blocks) // circuit_bytes or not tag(p, inst.tag):
+                        return False
+                    if names.setdefault(gate, "REPEAT") != "REPEAT" or \
+                            not check(inst.body_copy(), blocks + targets[0] * circuit_bytes):
+                        return False
+                    continue
+                args, args_end = word(p + args_at), word(p + args_at + 8)
+                targets, targets_end = word(p + targets_at), word(p + targets_at + 8)
+                want_args, want_targets = inst.gate_args_copy(), inst.targets_copy()
+                if args_end - args != 8 * len(want_args) or targets_end - targets != 4 * len(want_targets):
+                    return False
+                if list(struct.unpack(f"<{len(want_args)}d", read(args, args_end - args))) != want_args:
+                    return False
+                if list(struct.unpack(f"<{len(want_targets)}I", read(targets, targets_end - targets))) != \
+                        [_target_data(stim, t) for t in want_targets]:
+                    return False
+                if not tag(p, inst.tag):
+                    return False
+                if names.setdefault(gate, inst.name) != inst.name:
+                    return False
+            return True
+
+        if not check(probe, word(id(probe) + value_at)):
+            return None
+    finally:
+        os.close(fd)
+    if "REPEAT" not in names.values():
+        return None
+    blob, name_at = b"", np.zeros(257, dtype=np.int64)
+    for g in range(256):
+        blob += names.get(g, "").encode()
+        name_at[g + 1] = len(blob)
+    repeat = next(g for g, name in names.items() if name == "REPEAT")
+    reader = _Reader(lib, np.array(LAYOUT, dtype=np.int64), blob, name_at, repeat)
+    for lo, hi in ((0, len(probe)), (1, len(probe) - 1), (len(probe) - 3, len(probe))):
+        if _printed(reader, probe, len(probe), lo, hi) != str(probe[lo:hi]).encode():
+            return None
+    return reader

@@ -1,0 +1,194 @@
+"""compiler/stim_memory.py: a stim.Circuit's text printed from its instructions in memory is Stim's own
+`str(circuit[lo:hi])`, byte for byte, over every gate Stim has, every kind of target, arguments,
+tags, REPEAT blocks, slices and thread counts; a layout that does not check out is refused without a
+crash, and every refusal prints with Stim."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+stim = pytest.importorskip("stim")
+
+from cirq_quasarq.compiler import stim_memory  # noqa: E402
+from cirq_quasarq.core import native  # noqa: E402
+
+needs_compiled = pytest.mark.skipif(native.compiled() is None, reason="no compiled path (no C++ compiler)")
+
+
+@pytest.fixture
+def reader():
+    found = stim_memory._reader()
+    assert found is not None, "the layout probe refused this Stim: every circuit is printed by Stim"
+    return found
+
+
+def printed(reader, circuit, lo=0, hi=None, threads=None):
+    """The compiled printer's text of circuit[lo:hi] (None where it refuses), with `threads`."""
+    hi = len(circuit) if hi is None else hi
+    if threads is None:
+        text = stim_memory._printed(reader, circuit, len(circuit), lo, hi)
+        return None if text is None else text.decode()
+    address = native.address
+    sizes = np.empty(max(1, hi - lo), dtype=np.int64)
+    lib = reader.lib
+    total = lib.qq_stim_text_sizes(id(circuit), len(circuit), lo, hi, address(reader.layout), reader.blob,
+                                   address(reader.name_at), reader.repeat, address(sizes), threads)
+    if total < 0:
+        return None
+    out = np.empty(max(1, total), dtype=np.uint8)
+    assert lib.qq_stim_text_write(id(circuit), lo, hi, address(reader.layout), reader.blob, address(reader.name_at),
+                                  reader.repeat, address(sizes), address(out), total, threads) == total
+    return out[:total].tobytes().decode()
+
+
+ARGUMENTS = (0, 1, -1, 0.5, 0.001, 0.001000001, 1e-7, 1.25e-300, 123456789, 1e15, 1e16 + 2, 2.0 ** 62, 2.0 ** 63,
+             -2.0 ** 63, 1e30, -0.0, 0.1 + 0.2, 3.14159265358979, 5e-324, 1e308, float("inf"), float("-inf"))
+TAGS = ("", "t", "a tag", "x]y", "back\\slash", "new\nline", "carriage\rreturn", "ünï©ødé", "[]", "]]]\\\\")
+
+
+def a_random_circuit(rng: random.Random, depth: int = 0) -> "stim.Circuit":
+    """Instructions of every gate (canonical names and aliases), with random targets of each kind the
+    gate takes, random arguments and tags, and REPEAT blocks nested up to three deep."""
+    gates = sorted(stim.gate_data().items())
+    forms = ("{q} {r}", "!{q} {r}", "X{q}*Y{r} !Z{s}", "X{q} !Y{r}", "rec[-{k}] {q}", "rec[-{k}] rec[-1]",
+             "sweep[{k}] {q}", "rec[-{k}]", "{q}", "")
+    c = stim.Circuit(f"M {' '.join(map(str, range(12)))}") if depth == 0 else stim.Circuit()
+    for _ in range(rng.randrange(3, 25)):
+        if depth < 3 and rng.random() < 0.08:
+            c.append(stim.CircuitRepeatBlock(rng.choice((1, 2, 7, 2 ** 32 + 5, 10 ** 15)), a_random_circuit(rng, depth + 1),
+                                             tag=rng.choice(TAGS)))
+            continue
+        name, data = rng.choice(gates)
+        if name == "REPEAT":
+            continue
+        least, most = min(data.num_parens_arguments_range), max(data.num_parens_arguments_range)
+        width = rng.randint(least, min(most, least + 4))
+        q = rng.choice((0, 1, 5, 11, 999, 65535, 16777215))
+        r, s = (q + 1) % 16777216, (q + 2) % 16777216
+        for attempt in range(40):
+            form = rng.choice(forms).format(q=q, r=r, s=s, k=rng.choice((1, 2, 9, 12)))
+            tag = rng.choice(TAGS)
+            args = [rng.choice(ARGUMENTS) if rng.random() < 0.5 else rng.random() / 64 for _ in range(width)]
+            try:
+                c.append(stim.CircuitInstruction(name, stim.Circuit(f"M 0\nH {form}")[1].targets_copy() if form else [],
+                                                 args, tag=tag))
+                break
+            except (ValueError, IndexError):
+                continue
+    return c
+
+
+@needs_compiled
+def test_the_probe_names_every_gate_stim_has(reader):
+    names = {reader.blob[a:b].decode() for a, b in zip(reader.name_at[:-1], reader.name_at[1:]) if b > a}
+    assert names == {data.name for data in stim.gate_data().values()}
+    probe = stim_memory._probe_circuit(stim)
+    assert {inst.name for inst in probe} >= names - {"REPEAT"}
+    assert printed(reader, probe) == str(probe)
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(40))
+def test_random_circuits_print_as_stim_prints_them(reader, seed):
+    rng = random.Random(seed)
+    c = a_random_circuit(rng)
+    assert printed(reader, c) == str(c)
+    n = len(c)
+    for lo, hi in ((0, 0), (0, 1), (n - 1, n), (1, n - 1), (rng.randrange(n), n), (0, rng.randrange(n + 1))):
+        if lo <= hi:
+            assert printed(reader, c, lo, hi) == str(c[lo:hi]), (lo, hi)
+            assert stim_memory.circuit_text(c, lo, hi) == str(c[lo:hi])
+            assert stim_memory.circuit_bytes(c, lo, hi) == str(c[lo:hi]).encode()
+
+
+@needs_compiled
+@pytest.mark.parametrize("threads", (1, 2, 3, 4, 7, 64))
+def test_the_text_does_not_depend_on_the_threads(reader, threads):
+    rng = random.Random(threads)
+    c = stim.Circuit()
+    for _ in range(300):  # instructions of very different lengths, so the threads' runs differ
+        c += a_random_circuit(rng) if rng.random() < 0.1 else stim.Circuit(
+            f"CX {' '.join(map(str, rng.sample(range(20000), 2 * rng.randrange(1, 400))))}")
+    want = str(c)
+    assert printed(reader, c, threads=threads) == want
+    assert printed(reader, c, 7, len(c) - 3, threads=threads) == str(c[7:len(c) - 3])
+
+
+@needs_compiled
+def test_a_large_circuit_is_printed_here_and_matches(reader, monkeypatch):
+    from benchmarks.random_clifford import paper_random_circuit_stim
+
+    c = paper_random_circuit_stim(3000, 40, seed=5)
+    calls = []
+    real = stim_memory._printed
+    monkeypatch.setattr(stim_memory, "_printed", lambda *a: calls.append(a[2:]) or real(*a))
+    assert stim_memory.circuit_text(c) == str(c)
+    assert stim_memory.circuit_text(c, 10, 200) == str(c[10:200])
+    assert calls == [(len(c), 0, len(c)), (len(c), 10, 200)]
+
+
+@needs_compiled
+def test_a_gate_type_without_a_name_is_printed_by_stim(reader):
+    c = stim.Circuit("H 0 1\nREPEAT 2 {\n    S 0\n    CX 0 1\n}\nM 1")
+    name_at = reader.name_at.copy()
+    gate = next(g for g in range(256) if reader.blob[name_at[g]:name_at[g + 1]] == b"CX")
+    at = int(name_at[gate])
+    name_at[gate + 1:] -= 2  # CX's name dropped (the names after it move up)
+    blind = reader._replace(blob=reader.blob[:at] + reader.blob[at + 2:], name_at=name_at)
+    assert printed(blind, c) is None
+    assert printed(blind, c, 0, 1) == "H 0 1"
+
+
+@needs_compiled
+def test_a_count_or_sizes_that_do_not_add_up_are_refused(reader):
+    c = stim.Circuit("H 0 1\nM 0 1\nCX 0 1")
+    address = native.address
+    sizes = np.empty(3, dtype=np.int64)
+    args = (address(reader.layout), reader.blob, address(reader.name_at), reader.repeat)
+    assert reader.lib.qq_stim_text_sizes(id(c), 4, 0, 3, *args, address(sizes), 1) == -1
+    total = reader.lib.qq_stim_text_sizes(id(c), 3, 0, 3, *args, address(sizes), 2)
+    assert total == len(str(c))
+    out = np.empty(total + 8, dtype=np.uint8)
+    sizes[1] += 1  # as if the circuit had changed between the count and the writing
+    assert reader.lib.qq_stim_text_write(id(c), 0, 3, *args, address(sizes), address(out), total + 1, 2) == -1
+
+
+@needs_compiled
+@pytest.mark.parametrize("field, shift", [(f, s) for f in range(len(stim_memory.LAYOUT)) for s in (-8, 8, 64)
+                                          if stim_memory.LAYOUT[f] + s >= 0])
+def test_a_layout_that_is_not_stims_is_refused_without_a_crash(monkeypatch, field, shift):
+    """Each offset moved: the probe refuses it (no reader), or it holds the same thing there too (the
+    Python object keeps the circuit's pointer twice: its value and its holder) and prints as Stim."""
+    layout = list(stim_memory.LAYOUT)
+    layout[field] += shift
+    monkeypatch.setattr(stim_memory, "LAYOUT", tuple(layout))
+    stim_memory._reader.cache_clear()
+    try:
+        found = stim_memory._reader()
+        if found is not None:
+            assert (field, shift) == (0, 8)
+            c = a_random_circuit(random.Random(field))
+            assert printed(found, c) == str(c)
+    finally:
+        stim_memory._reader.cache_clear()
+
+
+def test_off_or_without_the_compiled_path_stim_prints(monkeypatch):
+    c = stim.Circuit("\n".join(f"X_ERROR(0.{k % 9 + 1}) {k}\nH {k}" for k in range(40)))
+    monkeypatch.setattr(stim_memory, "_printed", lambda *a: pytest.fail("printed here"))
+    monkeypatch.setenv("CIRQ_QUASARQ_STIM_MEMORY", "0")
+    assert stim_memory.circuit_text(c) == str(c)
+    monkeypatch.setenv("CIRQ_QUASARQ_STIM_MEMORY", "1")
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", False)
+    assert stim_memory.circuit_text(c, 3) == str(c[3:])
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", True)
+    monkeypatch.setenv("CIRQ_QUASARQ_STIM_MEMORY", "1")
+    monkeypatch.setattr(native, "compiled", lambda: None)
+    stim_memory._reader.cache_clear()
+    try:
+        assert stim_memory.circuit_text(c, 2, 9) == str(c[2:9])
+    finally:
+        stim_memory._reader.cache_clear()
