@@ -6,6 +6,7 @@ crash, and every refusal prints with Stim."""
 from __future__ import annotations
 
 import random
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -192,3 +193,114 @@ def test_off_or_without_the_compiled_path_stim_prints(monkeypatch):
         assert stim_memory.circuit_text(c, 2, 9) == str(c[2:9])
     finally:
         stim_memory._reader.cache_clear()
+
+
+PLAIN_GATES = ("H", "S", "S_DAG", "X", "Y", "Z", "SQRT_X", "C_XYZ", "CX", "CY", "CZ", "SWAP", "ISWAP", "XCZ", "M", "MX",
+               "MY", "MR", "MRX", "R", "RX", "RY")
+
+
+def a_plain_circuit(rng: random.Random, n: int = 40, lines: int = 200, odd: Optional[int] = None) -> "stim.Circuit":
+    """Whole instructions of plain targets (measurements inverted at times) and TICKs; with `odd`, one
+    line of another form at a random place: 0 a noise channel's arguments, 1 a tag, 2 a record or sweep
+    bit whose number is not a qubit of the instruction, 3 a REPEAT block, 4 a qubit named twice in
+    one instruction, 5 a measurement's flip probability (its name alone would be whole). A line's
+    gate is never the line before's: Stim would join them into one instruction, which may name a
+    qubit twice."""
+    text, last = [], None
+    for _ in range(lines):
+        if rng.random() < 0.1:
+            text.append("TICK")
+            last = None
+            continue
+        gate = rng.choice([g for g in PLAIN_GATES if g != last])
+        last = gate
+        two = gate in ("CX", "CY", "CZ", "SWAP", "ISWAP", "XCZ")
+        qubits = rng.sample(range(n), 2 * rng.randrange(1, n // 2) if two else rng.randrange(1, n))
+        targets = [f"!{q}" if gate.startswith("M") and rng.random() < 0.3 else str(q) for q in qubits]
+        text.append(f"{gate} {' '.join(targets)}")
+    if odd is not None:
+        q = rng.randrange(4, n)
+        line = ("X_ERROR(0.125) 0 5", "H[t] 1 2", f"CX {rng.choice(('rec[-3]', 'sweep[3]'))} {q}",
+                f"REPEAT 2 {{\n    H {q}\n}}", f"CX 1 {q} {q} 2", f"M(0.125) 3 !{q}")[odd]
+        text.insert(rng.randrange(len(text) + 1), f"TICK\n{line}\nTICK")  # (joined to no other line)
+        if odd == 2:
+            text.insert(0, "M 0 1 2")
+    return stim.Circuit("\n".join(text))
+
+
+def same_runs(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    if len(a.runs) != len(b.runs):
+        return False
+    for x, y in zip(a.runs, b.runs):
+        if (x is None) != (y is None):
+            return False
+        for u, v in zip(x or (), y or ()):
+            if (u is None) != (v is None) or (u is not None and not np.array_equal(u, v)):
+                return False
+    return True
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("odd", (None, 0, 1, 2, 3, 4, 5))
+def test_plain_instructions_read_in_place_are_their_texts_runs(reader, seed, odd):
+    """`stim_rows.circuit_runs` (no text) against `compiled_runs` of Stim's text: the same runs, array
+    for array, for whole instructions, and None both where one line is of another form."""
+    from cirq_quasarq.compiler import stim_rows
+
+    c = a_plain_circuit(random.Random(seed), odd=odd)
+    read, runs = stim_rows.circuit_runs(c, c.num_qubits)
+    assert read
+    want = stim_rows.compiled_runs(str(c), c.num_qubits)
+    assert same_runs(runs, want)
+    assert (runs is None) == (odd is not None)
+
+
+@needs_compiled
+@pytest.mark.parametrize("threads, thread_targets, room", [(1, 1, 1 << 20), (2, 1, 1 << 20), (3, 7, 1 << 20),
+                                                           (8, 1, 1 << 20), (4, 1000, 5), (4, 1, 0)])
+def test_plain_instructions_do_not_depend_on_threads_or_room(reader, monkeypatch, threads, thread_targets, room):
+    from cirq_quasarq.compiler import stim_rows
+
+    c = a_plain_circuit(random.Random(threads), n=300, lines=400)
+    want = stim_rows.compiled_runs(str(c), c.num_qubits)
+    assert want is not None
+    monkeypatch.setattr(stim_memory, "_THREADS", threads)
+    monkeypatch.setattr(stim_memory, "_THREAD_TARGETS", thread_targets)
+    monkeypatch.setattr(stim_memory, "_PLAIN_ROOM", room)
+    monkeypatch.setattr(native, "processors", lambda: 64)
+    read, runs = stim_rows.circuit_runs(c, c.num_qubits)
+    assert read and same_runs(runs, want)
+
+
+@needs_compiled
+def test_plain_instructions_refuse_a_count_that_does_not_add_up(reader):
+    c = stim.Circuit("H 0 1\nM 0 1")
+    address = native.address
+    arrays = [np.empty(8, dtype=np.int64) for _ in range(3)]
+    qubits, inverted, counts = np.empty(8, dtype=np.int64), np.empty(8, dtype=np.uint8), np.empty(2, dtype=np.int64)
+    args = (address(reader.layout), reader.repeat, 8, address(arrays[0]), address(arrays[1]), address(qubits),
+            address(inverted), address(arrays[2]), address(counts), 2, 1)
+    assert reader.lib.qq_stim_read_plain(id(c), 3, 0, 3, *args) == -3
+    assert reader.lib.qq_stim_read_plain(id(c), 2, 0, 2, *args) == 4
+    assert qubits[:4].tolist() == [0, 1, 0, 1] and counts.tolist() == [2, 0]
+
+
+def test_a_whole_compile_is_the_same_read_in_place_or_from_stims_text(monkeypatch):
+    """The compile's Program with the circuit read in place, printed here and printed by Stim."""
+    from cirq_quasarq.compiler import stim_circuit
+
+    from .test_stim_compile_golden import program_digest
+
+    for seed in range(6):
+        c = a_plain_circuit(random.Random(seed), odd=(None, 1, 4)[seed % 3])
+        digests = []
+        for here, runs in ((True, True), (True, False), (False, True)):
+            monkeypatch.setattr(stim_memory, "PRINT_HERE", here)
+            if not runs:
+                monkeypatch.setattr(stim_circuit, "circuit_runs", lambda circuit, n: (False, None))
+            digests.append(program_digest(stim_circuit._StimCompiler(stim, c.num_qubits).run(c)))
+            monkeypatch.undo()
+        assert digests[0] == digests[1] == digests[2]

@@ -104,8 +104,8 @@ from . import cache
 from .stim_memory import circuit_bytes, circuit_text
 from .stim_printing import PRINTERS, PrintedPieces, printers_available
 from .stim_sweep import swept_variant
-from .stim_rows import (PAIRS, TRIPLES, CompiledPiece, PreparedPiece, SegmentRows, compiled_runs, digest_piece,
-                        native_entry, previous_targets, segment_rows)
+from .stim_rows import (PAIRS, TRIPLES, CompiledPiece, PreparedPiece, SegmentRows, circuit_runs, compiled_runs,
+                        digest_piece, native_entry, previous_targets, segment_rows)
 from .stim_instructions import _CODE, _FB, _N, _XY, _Z, _InstructionCompiler, _plain
 from .stim_text import (_LINE_ANNOTATION, _LINE_CLOSE, _LINE_OTHER, _Annotations, _encoded, _Layout, _line_layout,
                         _LineTargets, _parse_annotations, _parse_targets)
@@ -438,8 +438,13 @@ class _StimCompiler(_InstructionCompiler):
                 for i in range(len(texts.bounds)):
                     self._walk_piece(circuit, texts, i)
             elif self.plain and len(circuit) > 1:
-                text = circuit_bytes(circuit)  # (read as bytes: no copy of the text to str and back)
-                whole = compiled_runs(text, self.n) if WHOLE_READ else None  # (WHOLE_READ says why)
+                # (WHOLE_READ says why; read with no text where Stim keeps the circuit, else from its text)
+                read, whole = circuit_runs(circuit, self.n) if WHOLE_READ else (True, None)
+                text = None
+                if whole is None:
+                    text = circuit_bytes(circuit)  # (read as bytes: no copy of the text to str and back)
+                    if not read:
+                        whole = compiled_runs(text, self.n)
                 if whole is not None:
                     self._walk_compiled(whole)
                 else:

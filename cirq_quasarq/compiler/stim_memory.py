@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import struct
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -50,6 +50,10 @@ PRINT_HERE = True
 _THREADS = 4
 _THREAD_INSTRUCTIONS = 128
 _THREAD_BYTES = 512 << 10
+# Targets `plain_instructions` makes room for at first (all of them where they do not fit), and one
+# thread for each _THREAD_TARGETS of them
+_PLAIN_ROOM = 1 << 20
+_THREAD_TARGETS = 256 << 10
 
 
 def _bytes_api():
@@ -70,6 +74,19 @@ class _Reader(NamedTuple):
     blob: bytes  # the gate types' names, one after another
     name_at: np.ndarray  # int64 [257]: gate type g's name is blob[name_at[g]:name_at[g + 1]]
     repeat: int  # REPEAT's gate type
+    names: Tuple[str, ...]  # [256]: each gate type's name ('' where the probe named none)
+
+
+class PlainInstructions(NamedTuple):
+    """A circuit's instructions of bare names and plain targets, read as host_rows.cpp's
+    `qq_host_read_piece` reads their text (`plain_instructions`)."""
+
+    names: List[str]  # per instruction, its name (its line's first word)
+    parsed: np.ndarray  # int64 per instruction: its number among those with targets, or -1
+    qubits: np.ndarray  # int64: their targets
+    inverted: np.ndarray  # uint8 per target: 1 where inverted ('!')
+    starts: np.ndarray  # int64: each instruction with targets' first target, and the end
+    bangs: int  # inverted targets
 
 
 def enabled() -> bool:
@@ -94,6 +111,39 @@ def circuit_bytes(circuit, lo: int = 0, hi: Optional[int] = None) -> bytes:
         if text is not None:
             return text
     return str(circuit if lo == 0 and hi == count else circuit[lo:hi]).encode()
+
+
+def plain_instructions(circuit) -> Tuple[bool, Optional[PlainInstructions]]:
+    """The circuit's instructions read where Stim keeps them, where each is a bare name (no argument,
+    no tag, not REPEAT) and plain qubit targets, maybe inverted: (True, `PlainInstructions`); (True,
+    None) where one is not; (False, None) where the circuit cannot be read here (`circuit_text`'s
+    conditions). No text is made: a whole compile of such a circuit reads its targets in 1-2 ms at 5k
+    qubits, where printing and reading its text took 6-8 ms (H200 host)."""
+    reader = _reader() if PRINT_HERE and enabled() else None
+    if reader is None:
+        return False, None
+    count = len(circuit)
+    address = native.address
+    gate, parsed = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+    starts, counts = np.empty(count + 1, dtype=np.int64), np.empty(2, dtype=np.int64)
+    room = _PLAIN_ROOM
+    while True:
+        qubits, inverted = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.uint8)
+        total = reader.lib.qq_stim_read_plain(id(circuit), count, 0, count, address(reader.layout), reader.repeat,
+                                              room, address(gate), address(parsed), address(qubits),
+                                              address(inverted), address(starts), address(counts),
+                                              min(_THREADS, native.processors()), _THREAD_TARGETS)
+        if total != -2:
+            break
+        room = int(counts[0])  # (its count of the targets)
+    if total == -3:
+        return False, None
+    if total < 0:
+        return True, None
+    names = reader.names
+    such = int(counts[0])
+    return True, PlainInstructions([names[g] for g in gate.tolist()], parsed, qubits[:total], inverted[:total],
+                                   starts[:such + 1], int(counts[1]))
 
 
 def _printed(reader: _Reader, circuit, count: int, lo: int, hi: int) -> Optional[bytes]:
@@ -255,7 +305,8 @@ def _probe(lib, stim) -> Optional[_Reader]:
         blob += names.get(g, "").encode()
         name_at[g + 1] = len(blob)
     repeat = next(g for g, name in names.items() if name == "REPEAT")
-    reader = _Reader(lib, np.array(LAYOUT, dtype=np.int64), blob, name_at, repeat)
+    reader = _Reader(lib, np.array(LAYOUT, dtype=np.int64), blob, name_at, repeat,
+                     tuple(names.get(g, "") for g in range(256)))
     for lo, hi in ((0, len(probe)), (1, len(probe) - 1), (len(probe) - 3, len(probe))):
         if _printed(reader, probe, len(probe), lo, hi) != str(probe[lo:hi]).encode():
             return None

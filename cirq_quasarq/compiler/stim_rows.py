@@ -33,6 +33,7 @@ import numpy as np
 from ..core import native
 from ..core.program import A, AUX, B, FLAG_INVERT, FLAGS, NUM_FIELDS, OP, RAND, REC
 from .stim_instructions import _N, _XY, _Z, _plain
+from .stim_memory import plain_instructions
 from .stim_text import _LineTargets, _read_split
 
 # Kinds of a batch (`SegmentRows.batches`): one-qubit rows only; rows of which some are on pairs;
@@ -283,8 +284,6 @@ def _compiled_runs(lib, text: Union[str, bytes], n: int, threads: int = 1) -> Op
     of the paper's circuit at 100k qubits, 4.9 MB of text, in 5 ms on the 2-core machine, where
     `_read_split` took 9.5 ms and Stim's printing 22 ms) in `threads` parts of the text, or None
     where it is not whole instructions and TICKs or the check refuses a run."""
-    import stim
-
     raw = text if isinstance(text, bytes) else text.encode()
     qubits = np.empty(len(raw) // 2 + 1, dtype=np.int64)
     inverted = np.empty(len(raw) // 2 + 1, dtype=np.uint8)
@@ -303,8 +302,34 @@ def _compiled_runs(lib, text: Union[str, bytes], n: int, threads: int = 1) -> Op
         room = raw.count(b"\n") + 1
     if lines < 0:
         return None
-    bangs = int(counts[1])
+    ends = (line_start[1:lines] - 1).tolist() + [len(raw)]
+    named = ((raw[at:cut].decode(), read, cut == end) for at, cut, read, end in
+             zip(line_start[:lines].tolist(), name_end[:lines].tolist(), parsed[:lines].tolist(), ends))
+    return _runs(lib, named, qubits, inverted, starts, int(counts[1]), n)
+
+
+def circuit_runs(circuit, num_qubits: int) -> Tuple[bool, Optional[CompiledPiece]]:
+    """`compiled_runs` of the circuit's text, read with no text where Stim keeps the circuit
+    (`stim_memory.plain_instructions`): (whether it was read so, the `CompiledPiece` or None). Where
+    it was read and is None, `compiled_runs` of the text is None too."""
+    lib = native.compiled()
+    read, plain = plain_instructions(circuit) if lib is not None else (False, None)
+    if plain is None:
+        return read, None
+    named = ((name, line, line < 0) for name, line in zip(plain.names, plain.parsed.tolist()))
+    return True, _runs(lib, named, plain.qubits, plain.inverted, plain.starts, plain.bangs, num_qubits)
+
+
+def _runs(lib, named, qubits: np.ndarray, inverted: np.ndarray, starts: np.ndarray, bangs: int,
+          n: int) -> Optional[CompiledPiece]:
+    """`CompiledPiece` of a piece's instructions, each (its line's first word, the number of its
+    targets' line among those read or -1, whether that word is the whole line), their targets read
+    (`qq_host_read_piece`'s qubits, inverted and starts; `bangs` of them inverted), or None where they
+    are not whole instructions and TICKs or the check refuses a run."""
+    import stim
+
     plain = _plain(stim)
+    address = native.address
     runs: list = []
     entries: List[tuple] = []
     first = 0  # the open run's first parsed line
@@ -327,16 +352,13 @@ def _compiled_runs(lib, text: Union[str, bytes], n: int, threads: int = 1) -> Op
             entries.clear()
         return True
 
-    ends = (line_start[1:lines] - 1).tolist() + [len(raw)]
-    for at, cut, read, end in zip(line_start[:lines].tolist(), name_end[:lines].tolist(),
-                                  parsed[:lines].tolist(), ends):
-        name = raw[at:cut]
-        if read < 0 and name == b"TICK" and cut == end:
+    for name, read, alone in named:
+        if read < 0 and alone and name == "TICK":
             if not close_run():
                 return None
             runs.append(None)
             continue
-        entry = _whole_line(plain, name.decode(), read, first + len(entries))
+        entry = _whole_line(plain, name, read, first + len(entries))
         if entry is None:
             return None
         entries.append(native_entry(entry, entry[1], -1))

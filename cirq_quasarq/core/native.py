@@ -8,7 +8,7 @@ with ctypes.
 - host_tableau.cpp: tableau mode's row operations (a layer of gates as products of old rows, a
   collapse's CX fan: engines/numpy/tableau.py) and the measured rows' backward sweep
   (engines/numpy/measured_rows.py);
-- host_stim_text.cpp: a stim.Circuit's text printed from its instructions in memory, Stim's own text
+- host_stim_memory.cpp: a stim.Circuit read where Stim keeps it: its text printed, Stim's own text
   byte for byte (compiler/stim_memory.py, which checks Stim's layout first);
 - host_rows.cpp: the Stim compiler's whole instructions (their target text read, their rows made,
   placed and sorted: compiler/stim_circuit.py's segments), the schedule (schedule/windows.py: of rows
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:  # the build's modules are imported when it is first asked for (start-up stays short)
     import ctypes
 
-SOURCES = ("host_draws.cpp", "host_tableau.cpp", "host_rows.cpp", "host_frames.cpp", "host_stim_text.cpp")
+SOURCES = ("host_draws.cpp", "host_tableau.cpp", "host_rows.cpp", "host_frames.cpp", "host_stim_memory.cpp")
 HEADERS = ("philox.cuh",)
 FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas")
 # A compiled pass that writes memory new to the process runs in a thread per THREAD_BYTES of it (its
@@ -234,6 +234,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.qq_stim_text_sizes.restype = i64
     lib.qq_stim_text_write.argtypes = [p, i64, i64, p, ctypes.c_char_p, p, i64, p, p, i64, ctypes.c_int]
     lib.qq_stim_text_write.restype = i64
+    lib.qq_stim_read_plain.argtypes = [p, i64, i64, i64, p, i64, i64, p, p, p, p, p, p, ctypes.c_int, i64]
+    lib.qq_stim_read_plain.restype = i64
     lib.qq_host_parse_targets.argtypes = [ctypes.c_char_p, i64, p, p, p, p]
     lib.qq_host_parse_targets.restype = i64
     lib.qq_host_read_piece.argtypes = [ctypes.c_char_p, i64, i64, p, p, p, p, p, p, p]

@@ -1,13 +1,16 @@
-// host_stim_text.cpp: a stim.Circuit's text printed from its instructions where they lie in memory
-// (compiler/stim_memory.py; core/native.py builds this file with the others), byte for byte what
-// Stim's `str(circuit[lo:hi])` prints, in threads and without the interpreter lock.
+// host_stim_memory.cpp: a stim.Circuit read where Stim keeps it (compiler/stim_memory.py; core/native.py
+// builds this file with the others), without the interpreter lock:
+// - its text, byte for byte what Stim's `str(circuit[lo:hi])` prints, in threads
+//   (`qq_stim_text_sizes`, `qq_stim_text_write`);
+// - its instructions of plain targets, as host_rows.cpp's `qq_host_read_piece` reads their text
+//   (`qq_stim_read_plain`): the compile's whole instructions with no text at all.
 //
 // Stim offers no bulk view of a circuit's targets: its printing, the one way out, takes the
 // interpreter lock for 22-35 ms at 5k qubits (2.4 MB). The layout read here (where the circuit's
 // instructions, targets, arguments, tags and REPEAT bodies lie) is given by the caller, who has
 // checked it against Stim's own view of a probe circuit, and the names of the gate types with it.
-// What these functions cannot print as Stim does (a gate type without a name, a layout that does not
-// add up) they refuse with -1, and the caller prints with Stim.
+// What these functions cannot read as Stim's text reads (a gate type without a name, a layout that
+// does not add up) they refuse, and the caller prints with Stim.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -340,6 +343,78 @@ qq_i64 qq_stim_text_write(const void *object, qq_i64 lo, qq_i64 hi, const qq_i64
     for (int t = 0; t < threads; t++)
         if (bad[t]) return -1;
     return room;
+}
+
+// Instructions [lo, hi) of the stim.Circuit at `object` read as `qq_host_read_piece` reads their
+// text, where each is a bare name and plain targets (no argument, no tag, no REPEAT, every target a
+// qubit, maybe inverted): per instruction its gate type gate[k - lo] and parsed[k - lo], its number
+// among those with targets, or -1 for one of none; their targets in qubits / inverted, each such
+// instruction's first in starts[0 .. such], by a thread for each `thread_targets` of them, at most
+// `threads`; counts[0] = such instructions, counts[1] = inverted targets. Returns the targets read,
+// -1 where an instruction is not of that form (the circuit is not whole instructions: nothing of it
+// is of use), -2 where they would pass `room` (counts[0] = the targets), or -3 where the circuit
+// does not hold `count` instructions.
+qq_i64 qq_stim_read_plain(const void *object, qq_i64 count, qq_i64 lo, qq_i64 hi, const qq_i64 *layout, qq_i64 repeat,
+                          qq_i64 room, qq_i64 *gate, qq_i64 *parsed, qq_i64 *qubits, unsigned char *inverted,
+                          qq_i64 *starts, qq_i64 *counts, int threads, qq_i64 thread_targets) {
+    Layout L;
+    std::memcpy(&L, layout, sizeof(Layout));
+    const char *c = field<const char *>((const char *)object, L.value_at);
+    const char *ops = field<const char *>(c, L.ops_at), *ops_end = field<const char *>(c, L.ops_at + 8);
+    if ((ops_end - ops) != count * L.inst_bytes || lo < 0 || hi > count || lo > hi) return -3;
+    // each instruction's first target, from the spans alone
+    qq_i64 such = 0, total = 0;
+    starts[0] = 0;
+    for (qq_i64 k = lo; k < hi; k++) {
+        Inst i = instruction(L, ops + k * L.inst_bytes);
+        if (i.gate == repeat || i.args != i.args_end || i.tag_len) return -1;
+        gate[k - lo] = i.gate;
+        qq_i64 n = i.targets_end - i.targets;
+        parsed[k - lo] = n ? such : -1;
+        if (n) {
+            total += n;
+            starts[++such] = total;
+        }
+    }
+    if (total > room) {
+        counts[0] = total;
+        return -2;
+    }
+    threads = (int)std::max<qq_i64>(1, std::min<qq_i64>({(qq_i64)threads, such, total / std::max<qq_i64>(1, thread_targets)}));
+    std::vector<qq_i64> bangs(threads, 0);
+    std::vector<char> bad(threads, 0);
+    auto part = [&](int t) {  // instructions with targets [a, b) of those counted
+        qq_i64 a = such * t / threads, b = such * (t + 1) / threads, j = 0, inv = 0;
+        qq_i64 k = lo;
+        for (; k < hi && j < a; k++) j += parsed[k - lo] >= 0;  // (the first such instruction of the run)
+        for (; k < hi && j < b; k++) {
+            if (parsed[k - lo] < 0) continue;
+            Inst i = instruction(L, ops + k * L.inst_bytes);
+            qq_i64 at = starts[j++];
+            for (const uint32_t *p = i.targets; p != i.targets_end; p++, at++) {
+                uint32_t data = *p;
+                if (data & ~(INVERTED | VALUE_MASK)) {  // a Pauli, record, sweep bit or combiner
+                    bad[t] = 1;
+                    return;
+                }
+                qubits[at] = data & VALUE_MASK;
+                inverted[at] = (unsigned char)(data >> 31);
+                inv += data >> 31;
+            }
+        }
+        bangs[t] = inv;
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; t++) pool.emplace_back(part, t);
+    part(0);
+    for (auto &th : pool) th.join();
+    counts[0] = such;
+    counts[1] = 0;
+    for (int t = 0; t < threads; t++) {
+        if (bad[t]) return -1;
+        counts[1] += bangs[t];
+    }
+    return total;
 }
 
 }  // extern "C"
