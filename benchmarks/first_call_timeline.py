@@ -53,6 +53,8 @@ def instrument() -> None:
 
     for owner, name, label in [
             (stim_circuit._StimCompiler, "_walk_text", "compile: walk over the text"),
+            (stim_circuit, "circuit_runs", "compile: read in place"),
+            (stim_circuit, "circuit_bytes", "compile: text printed"),
             (stim_circuit, "compiled_runs", "compile: text read in one pass"),
             (stim_circuit._StimCompiler, "_walk_compiled", "compile: read runs placed"),
             (stim_circuit._StimCompiler, "_flush_segment", "compile: segments"),

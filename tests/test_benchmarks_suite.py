@@ -383,7 +383,7 @@ def test_first_call_timeline_reports_each_stage_of_the_call():
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert out.startswith("== random-2k-1: first call ")
-    for stage in ("compile: text read in one pass", "compile: read runs placed", "compile: segments",
+    for stage in ("compile: read in place", "compile: read runs placed", "compile: segments",
                   "ProgramBuilder.build", "Scheduler.add"):
         assert re.search(rf"  {re.escape(stage)} +MainThread +x +[1-9]", out), stage
     assert re.search(r"  repeat \d+\.\d+ s", out)

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from cirq_quasarq.compiler import stim_circuit, stim_printing, stim_rows, stim_text
+from cirq_quasarq.compiler import stim_circuit, stim_memory, stim_printing, stim_rows, stim_text
 
 from .test_grouped_lowering import digest as tables_digest
 from .test_stim_circuit import random_circuit
@@ -190,6 +190,7 @@ def test_a_whole_compile_from_printed_pieces_gives_the_same_programs(monkeypatch
     printers, the lines' targets read there (`compile_new_stim`): the same Program (correlated
     chains not cut between pieces); others are walked whole."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", False)  # (printers print what Stim prints)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     made = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces",
@@ -205,6 +206,7 @@ def test_a_compile_prints_in_pieces_from_a_size_with_printers(monkeypatch, print
     """`compile_new_stim` prints in pieces from PRINTED_MIN (qubits times top-level instructions) where
     a printer may run; never without printers."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 4000)
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", False)  # (printers print what Stim prints)
     monkeypatch.setattr(stim_circuit, "PRINTERS", 4)
     monkeypatch.setattr(stim_circuit, "printers_available", lambda: printers)
     _, made = whole_compile_of_size(monkeypatch, size)
@@ -241,6 +243,7 @@ def test_a_whole_compile_asks_for_its_printers_each_first_on_a_quarter_piece(mon
     PRINTED_HALVES) a half: the same Program."""
     monkeypatch.setattr(stim_circuit, "PRINTED_HALVES", halves)
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 400)
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", False)  # (printers print what Stim prints)
     monkeypatch.setattr(stim_circuit, "PRINTED_MANY", 40000)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", 5)
     monkeypatch.setattr(stim_circuit, "PRINTERS_MANY", 9)
@@ -261,11 +264,13 @@ def test_a_whole_compile_from_printed_pieces_fails_as_the_whole_walk(monkeypatch
     """An instruction the compile refuses, in a later piece: the error of the walk of the whole
     circuit, which names the instruction's index in it."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", False)  # (printers print what Stim prints)
     circuit = CASES["paper n=300 depth=20"]() + stim.Circuit(bad) + CASES["paper n=20 depth=5"]()
     errors = []
     for walk in ("printed", "whole"):
         if walk == "whole":
             monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 1 << 62)
+            monkeypatch.setattr(stim_memory, "PRINT_HERE", False)  # (printers print what Stim prints)
         with pytest.raises(Exception) as raised:
             stim_circuit.compile_new_stim(circuit)
         errors.append((type(raised.value), str(raised.value), getattr(raised.value, "instruction_path", None)))
@@ -341,6 +346,7 @@ def test_pieces_whose_rows_a_printer_made_give_the_same_programs(monkeypatch, na
     of anything else are walked from their text as before. Every case whose pieces can be prepared
     is (the paper's circuits, the collapses in every basis, the unitaries)."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", False)  # (printers print what Stim prints)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     texts = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces", lambda *args, **kw: texts.append(DigestedHere(*args, **kw))

@@ -59,8 +59,8 @@ def a_random_circuit(rng: random.Random, depth: int = 0) -> "stim.Circuit":
     c = stim.Circuit(f"M {' '.join(map(str, range(12)))}") if depth == 0 else stim.Circuit()
     for _ in range(rng.randrange(3, 25)):
         if depth < 3 and rng.random() < 0.08:
-            c.append(stim.CircuitRepeatBlock(rng.choice((1, 2, 7, 2 ** 32 + 5, 10 ** 15)), a_random_circuit(rng, depth + 1),
-                                             tag=rng.choice(TAGS)))
+            body = a_random_circuit(rng, depth + 1)
+            c.append(stim.CircuitRepeatBlock(rng.choice((1, 2, 7, 2 ** 32 + 5, 10 ** 15)), body, tag=rng.choice(TAGS)))
             continue
         name, data = rng.choice(gates)
         if name == "REPEAT":
@@ -187,12 +187,9 @@ def test_off_or_without_the_compiled_path_stim_prints(monkeypatch):
     assert stim_memory.circuit_text(c, 3) == str(c[3:])
     monkeypatch.setattr(stim_memory, "PRINT_HERE", True)
     monkeypatch.setenv("CIRQ_QUASARQ_STIM_MEMORY", "1")
-    monkeypatch.setattr(native, "compiled", lambda: None)
-    stim_memory._reader.cache_clear()
-    try:
-        assert stim_memory.circuit_text(c, 2, 9) == str(c[2:9])
-    finally:
-        stim_memory._reader.cache_clear()
+    monkeypatch.setenv("CIRQ_QUASARQ_NATIVE", "0")
+    assert stim_memory.circuit_text(c, 2, 9) == str(c[2:9])
+    assert stim_memory.plain_instructions(c) == (False, None) and not stim_memory.reads_in_place()
 
 
 PLAIN_GATES = ("H", "S", "S_DAG", "X", "Y", "Z", "SQRT_X", "C_XYZ", "CX", "CY", "CZ", "SWAP", "ISWAP", "XCZ", "M", "MX",
@@ -304,3 +301,25 @@ def test_a_whole_compile_is_the_same_read_in_place_or_from_stims_text(monkeypatc
             digests.append(program_digest(stim_circuit._StimCompiler(stim, c.num_qubits).run(c)))
             monkeypatch.undo()
         assert digests[0] == digests[1] == digests[2]
+
+
+@needs_compiled
+def test_a_compile_read_in_place_forks_no_printers(reader, monkeypatch):
+    """Printers print what Stim would (`PRINTED_MIN`): where the circuit is read here, none is forked,
+    at any size; where Stim prints it, they are (printed here in this test)."""
+    from cirq_quasarq.compiler import stim_circuit, stim_printing
+
+    made = []
+    monkeypatch.setattr(stim_circuit, "PrintedPieces", lambda circuit, bounds, wanted, digest, idle=None:
+                        made.append(wanted) or stim_printing.PrintedPieces(circuit, bounds, 0, digest, idle))
+    monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_circuit, "printers_available", lambda: 4)
+    c = a_plain_circuit(random.Random(3))
+    want = stim_circuit._StimCompiler(stim, c.num_qubits).run(c)
+    from .test_stim_compile_golden import program_digest
+
+    for here in (True, False):
+        monkeypatch.setattr(stim_memory, "PRINT_HERE", here)
+        stim_circuit.clear_stim_cache()
+        assert program_digest(stim_circuit.compile_new_stim(c)) == program_digest(want)
+        assert bool(made) == (not here)

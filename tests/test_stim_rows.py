@@ -14,7 +14,7 @@ import pytest
 
 stim = pytest.importorskip("stim")
 
-from cirq_quasarq.compiler import stim_circuit, stim_printing, stim_rows, stim_text
+from cirq_quasarq.compiler import stim_circuit, stim_memory, stim_printing, stim_rows, stim_text
 
 from benchmarks.random_clifford import paper_random_circuit_stim
 
@@ -64,6 +64,7 @@ def compiled(circuit, pieces: int, made: list, monkeypatch):
     """The Program of the whole compile from printed pieces digested here, and of the streamed compile
     (with a ramp of half pieces); the whole compile's pieces."""
     monkeypatch.setattr(stim_circuit, "PRINTED_MIN", 0)
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", False)  # (printers print what Stim prints)
     monkeypatch.setattr(stim_circuit, "PRINTED_PIECES", pieces)
     texts: list = []
     monkeypatch.setattr(stim_circuit, "PrintedPieces", lambda *args, **kw: texts.append(DigestedHere(*args, **kw))

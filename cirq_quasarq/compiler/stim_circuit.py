@@ -101,7 +101,7 @@ from ..core import native, opcodes
 from ..core.program import LAYERED_FROM, RAND, REC, Program
 from ..core.ranges import expand_ranges, ragged_rows, shift_rows
 from . import cache
-from .stim_memory import circuit_bytes, circuit_text
+from .stim_memory import circuit_bytes, circuit_text, reads_in_place
 from .stim_printing import PRINTERS, PrintedPieces, printers_available
 from .stim_sweep import swept_variant
 from .stim_rows import (PAIRS, TRIPLES, CompiledPiece, PreparedPiece, SegmentRows, circuit_runs, compiled_runs,
@@ -122,10 +122,10 @@ _COMPILED_GROUP = 1 << 16
 # text's size: 36M for the paper's circuit at 30k qubits) without detectors or observables has its
 # text printed in PRINTED_PIECES pieces by printers (`stim_printing`), their targets read there. On the
 # H100's host that took 0.40-0.46 -> 0.30-0.34 s off a 30k-qubit compile, nothing at 10k (12M), and
-# the forks cost more than they saved at 5k (docs/benchmarks-first-call.md, session 11). Once the text
-# is printed here (`stim_memory`: in threads, 4-5x Stim's speed) a 10k compile printed alone takes half
-# the time it took with four printers (H200 host, in turn, medians of eight: 26 / 50 ms; first calls
-# 48 / 70 ms); from 30k (36M) printers still pay, and at 100k twice (first calls 290 / 480 ms), session 34.
+# the forks cost more than they saved at 5k (docs/benchmarks-first-call.md, session 11). Only where
+# Stim prints the circuit: where `stim_memory` reads it in place, no printer is forked. H200 host, first
+# calls in turn (session 34, medians of eight), circuits read in place, with printers / without:
+# 30k 132 / 74 ms, 100k 298 / 264 ms (printed by Stim with printers: 168 and 370 ms).
 PRINTED_MIN = 20_000_000
 PRINTED_PIECES = 12
 # A whole compile printed in pieces has each printer's first piece a quarter of the later ones, so
@@ -204,7 +204,7 @@ def compile_new_stim(circuit, num_qubits: Optional[int] = None) -> Program:
     texts, kept = None, []  # kept: the cache's copy of the circuit, where the printers' wait made it
     available = printers_available()
     size = n * len(circuit)
-    if (size >= PRINTED_MIN and available and len(circuit) >= 2 * PRINTED_PIECES
+    if (size >= PRINTED_MIN and available and len(circuit) >= 2 * PRINTED_PIECES and not reads_in_place()
             and not (circuit.num_detectors or circuit.num_observables)):
         printers = min(available, PRINTERS_MANY if size >= PRINTED_MANY else PRINTERS)
         # the cache's copy of the circuit made while this process waits for a printer (at 100k qubits

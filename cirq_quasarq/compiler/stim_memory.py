@@ -94,6 +94,17 @@ def enabled() -> bool:
     return os.environ.get("CIRQ_QUASARQ_STIM_MEMORY", "1").strip() not in ("", "0")
 
 
+def reads_in_place() -> bool:
+    """Whether circuits are read here (`circuit_text`, `plain_instructions`), not printed by Stim."""
+    return _active() is not None
+
+
+def _active() -> Optional[_Reader]:
+    """The reader, where circuits are read here now (this module's setting, the environment's and the
+    compiled path's: `core.native.compiled`)."""
+    return _reader() if PRINT_HERE and enabled() and native.enabled() else None
+
+
 def circuit_text(circuit, lo: int = 0, hi: Optional[int] = None) -> str:
     """`str(circuit[lo:hi])` (`str(circuit)` for the whole), printed by the compiled path where the
     layout checked out (`_reader`: once a process, 1-5 ms), else by Stim."""
@@ -105,7 +116,7 @@ def circuit_bytes(circuit, lo: int = 0, hi: Optional[int] = None) -> bytes:
     bytes, `stim_rows.compiled_runs`, saves two copies of the text: 2 ms of fresh memory at 10k qubits)."""
     count = len(circuit)
     hi = count if hi is None else min(hi, count)
-    reader = _reader() if PRINT_HERE and enabled() else None
+    reader = _active()
     if reader is not None and 0 <= lo <= hi:
         text = _printed(reader, circuit, count, lo, hi)
         if text is not None:
@@ -119,7 +130,7 @@ def plain_instructions(circuit) -> Tuple[bool, Optional[PlainInstructions]]:
     None) where one is not; (False, None) where the circuit cannot be read here (`circuit_text`'s
     conditions). No text is made: a whole compile of such a circuit reads its targets in 1-2 ms at 5k
     qubits, where printing and reading its text took 6-8 ms (H200 host)."""
-    reader = _reader() if PRINT_HERE and enabled() else None
+    reader = _active()
     if reader is None:
         return False, None
     count = len(circuit)
@@ -171,9 +182,9 @@ def _printed(reader: _Reader, circuit, count: int, lo: int, hi: int) -> Optional
 @functools.lru_cache(maxsize=None)
 def _reader() -> Optional[_Reader]:
     """The compiled printer with Stim's layout and gate names, once `_probe` found them right; None
-    where it did not, or there is no compiled path or Stim."""
+    where it did not, or there is no compiled library or Stim."""
     global _new_bytes, _bytes_at
-    lib = native.compiled()
+    lib = native.library()
     if lib is None:
         return None
     _new_bytes, _bytes_at = _bytes_api()
