@@ -180,6 +180,8 @@ def test_a_layout_that_is_not_stims_is_refused_without_a_crash(monkeypatch, fiel
 def test_off_or_without_the_compiled_path_stim_prints(monkeypatch):
     c = stim.Circuit("\n".join(f"X_ERROR(0.{k % 9 + 1}) {k}\nH {k}" for k in range(40)))
     monkeypatch.setattr(stim_memory, "_printed", lambda *a: pytest.fail("printed here"))
+    short = c[:stim_memory.READ_MIN - 1]  # (too short to be read here: no layout check for it)
+    assert stim_memory.circuit_text(short) == str(short) and stim_memory.plain_instructions(short) == (False, None)
     monkeypatch.setenv("CIRQ_QUASARQ_STIM_MEMORY", "0")
     assert stim_memory.circuit_text(c) == str(c)
     monkeypatch.setenv("CIRQ_QUASARQ_STIM_MEMORY", "1")

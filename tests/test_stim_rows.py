@@ -98,8 +98,12 @@ def test_pieces_made_ahead_give_the_walks_program(monkeypatch, case, pieces, sor
     made: list = []
     whole, streamed, whole_bounds = compiled(circuit, pieces, made, monkeypatch)
     assert program_digest(whole) == program_digest(streamed) == want
-    # every piece but the first (printed here, as the engine's first) was made ahead, in both compiles
-    assert len(made) == len(whole_bounds) - 1 + len(stim_circuit._piece_bounds(circuit, pieces, 2)) - 1
+    # every piece but the first (printed here, as the engine's first) was made ahead, in both compiles,
+    # but one of TICKs alone (its bounds depend on the printers this machine may run)
+    def ahead(bounds):
+        return sum(any(len(inst.targets_copy()) for inst in circuit[lo:hi]) for lo, hi in bounds[1:])
+
+    assert len(made) == ahead(whole_bounds) + ahead(stim_circuit._piece_bounds(circuit, pieces, 2))
     if "ticks" in case or case.startswith("mixed"):
         assert any(run is None for piece in made for run in piece.runs)
 

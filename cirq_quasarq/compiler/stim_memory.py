@@ -45,6 +45,9 @@ LAYOUT = (
 )
 # False: Stim prints every circuit (a setting to compare with; a user's is CIRQ_QUASARQ_STIM_MEMORY=0)
 PRINT_HERE = True
+# A circuit of fewer top-level instructions is printed by Stim: it prints one that short in less
+# time than the layout's check (1-5 ms once a process), which a sinter worker would pay for nothing
+READ_MIN = 64
 # Threads that count a circuit's text: one for each _THREAD_INSTRUCTIONS top-level instructions; that
 # write it: one for each _THREAD_BYTES of it; at most _THREADS and the processors this process may run on
 _THREADS = 4
@@ -107,7 +110,8 @@ def _active() -> Optional[_Reader]:
 
 def circuit_text(circuit, lo: int = 0, hi: Optional[int] = None) -> str:
     """`str(circuit[lo:hi])` (`str(circuit)` for the whole), printed by the compiled path where the
-    layout checked out (`_reader`: once a process, 1-5 ms), else by Stim."""
+    layout checked out (`_reader`: once a process, 1-5 ms) and the circuit has READ_MIN top-level
+    instructions or more, else by Stim."""
     return circuit_bytes(circuit, lo, hi).decode()
 
 
@@ -116,7 +120,7 @@ def circuit_bytes(circuit, lo: int = 0, hi: Optional[int] = None) -> bytes:
     bytes, `stim_rows.compiled_runs`, saves two copies of the text: 2 ms of fresh memory at 10k qubits)."""
     count = len(circuit)
     hi = count if hi is None else min(hi, count)
-    reader = _active()
+    reader = _active() if count >= READ_MIN else None
     if reader is not None and 0 <= lo <= hi:
         text = _printed(reader, circuit, count, lo, hi)
         if text is not None:
@@ -127,13 +131,12 @@ def circuit_bytes(circuit, lo: int = 0, hi: Optional[int] = None) -> bytes:
 def plain_instructions(circuit) -> Tuple[bool, Optional[PlainInstructions]]:
     """The circuit's instructions read where Stim keeps them, where each is a bare name (no argument,
     no tag, not REPEAT) and plain qubit targets, maybe inverted: (True, `PlainInstructions`); (True,
-    None) where one is not; (False, None) where the circuit cannot be read here (`circuit_text`'s
-    conditions). No text is made: a whole compile of such a circuit reads its targets in 1-2 ms at 5k
+    None) where one is not; (False, None) where it is not read here (`circuit_text`'s conditions). No text is made: a whole compile of such a circuit reads its targets in 1-2 ms at 5k
     qubits, where printing and reading its text took 6-8 ms (H200 host)."""
-    reader = _active()
+    count = len(circuit)
+    reader = _active() if count >= READ_MIN else None
     if reader is None:
         return False, None
-    count = len(circuit)
     address = native.address
     gate, parsed = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
     starts, counts = np.empty(count + 1, dtype=np.int64), np.empty(2, dtype=np.int64)
