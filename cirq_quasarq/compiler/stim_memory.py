@@ -203,14 +203,23 @@ def _reader() -> Optional[_Reader]:
 
 def _probe_circuit(stim):
     """A circuit with an instruction of every gate Stim has (each under its canonical name, with the
-    first of a few target forms and arguments Stim accepts for it) and of every kind of target,
-    arguments Stim prints in each way, tags that need escaping, and nested REPEAT blocks."""
+    first of a few target forms and arguments Stim accepts for it, tried in an order its flags
+    suggest), of every kind of target, arguments Stim prints in each way, tags that need escaping,
+    and nested REPEAT blocks."""
     head = "M 0 1 2 3\n"
-    target_forms = ("0 1", "!0 1", "X0*Y1 !Z2", "X0 !Y1", "rec[-1] 0", "rec[-2] rec[-1]", "rec[-1]", "0", "")
+    plain, pauli, records = ("0 1", "!0 1", "0", ""), ("X0*Y1 !Z2", "X0 !Y1"), ("rec[-2] rec[-1]", "rec[-1] 0")
     lines = [head.strip()]
     for name, data in sorted(stim.gate_data().items()):
         if name != data.name or name == "REPEAT":
             continue
+        if data.takes_pauli_targets:
+            target_forms = pauli + records + plain
+        elif data.takes_measurement_record_targets and not data.is_unitary:
+            target_forms = records + plain
+        elif not (data.is_single_qubit_gate or data.is_two_qubit_gate):
+            target_forms = ("",) + plain + records
+        else:
+            target_forms = plain + records + pauli
         least = min(data.num_parens_arguments_range)
         width = max(least, min(2, max(data.num_parens_arguments_range)))
         arg_forms = [""] if not width else [f"({', '.join(['0.0625'] * width)})", f"({', '.join(['1'] * width)})"]
@@ -236,26 +245,20 @@ def _accepted(stim, text: str) -> bool:
     return True
 
 
-def _target_data(stim, t) -> int:
-    """A stim.GateTarget's uint32 data, from the properties Stim gives."""
-    if t.is_combiner:
-        return 1 << 27
-    data = abs(t.value) & ((1 << 24) - 1)
-    data |= (1 << 31) * t.is_inverted_result_target | (1 << 28) * t.is_measurement_record_target
-    data |= (1 << 26) * t.is_sweep_bit_target
-    data |= (1 << 30) * (t.is_x_target or t.is_y_target) | (1 << 29) * (t.is_z_target or t.is_y_target)
-    return data
-
-
 def _probe(lib, stim) -> Optional[_Reader]:
-    """The reader, where every instruction of `_probe_circuit`, read at LAYOUT through
-    /proc/self/mem, is what Stim's objects say and its text printed here is Stim's; else None."""
+    """The reader, where `_probe_circuit` read at LAYOUT through /proc/self/mem holds its instructions
+    (their count, each one's spans of arguments, targets and tag readable, REPEAT blocks where their
+    targets say) and its text printed here is Stim's, whole and in slices (which checks every name,
+    argument, target, tag and block); else None. The gate types' names are the probe's."""
     probe = _probe_circuit(stim)
+    value_at, ops_at, blocks_at, circuit_bytes, inst_bytes, gate_at, args_at, targets_at, tag_len_at, \
+        tag_ptr_at = LAYOUT
+    if max(gate_at + 1, args_at + 16, targets_at + 16, tag_len_at + 8, tag_ptr_at + 8) > inst_bytes:
+        return None  # (a field past the instruction's end)
+    names = {}
     fd = os.open("/proc/self/mem", os.O_RDONLY)
     try:
-        names = {}
-
-        def read(addr: int, n: int) -> bytes:
+        def read(addr: int, n: int) -> bytes:  # (a wrong pointer fails here, not in the printer)
             if not 0 <= n <= 1 << 16:  # (the probe's parts are short: a length read at a wrong offset)
                 raise ValueError("not a length")
             got = os.pread(fd, n, addr) if n else b""
@@ -263,52 +266,40 @@ def _probe(lib, stim) -> Optional[_Reader]:
                 raise ValueError("short read")
             return got
 
-        def word(addr: int) -> int:
-            return struct.unpack("<Q", read(addr, 8))[0]
-
-        value_at, ops_at, blocks_at, circuit_bytes, inst_bytes, gate_at, args_at, targets_at, tag_len_at, \
-            tag_ptr_at = LAYOUT
-
-        def tag(p: int, want: str) -> bool:
-            want = want.encode()
-            return word(p + tag_len_at) == len(want) and read(word(p + tag_ptr_at), len(want)) == want
+        def words(addr: int, n: int = 2) -> tuple:
+            return struct.unpack(f"<{n}Q", read(addr, 8 * n))
 
         def check(circuit, at: int) -> bool:  # the Circuit at `at` holds `circuit`'s instructions
-            ops, ops_end = word(at + ops_at), word(at + ops_at + 8)
-            blocks, blocks_end = word(at + blocks_at), word(at + blocks_at + 8)
-            if ops_end - ops != len(circuit) * inst_bytes or (blocks_end - blocks) % circuit_bytes:
+            ops, ops_end = words(at + ops_at)
+            blocks, blocks_end = words(at + blocks_at)
+            if ops_end - ops != len(circuit) * inst_bytes or blocks_end < blocks or \
+                    (blocks_end - blocks) % circuit_bytes:
                 return False
+            table = read(ops, ops_end - ops)
             for k, inst in enumerate(circuit):
-                p = ops + k * inst_bytes
-                gate = read(p + gate_at, 1)[0]
+                record = table[k * inst_bytes:(k + 1) * inst_bytes]
+                gate = record[gate_at]
+                (args, args_end), (targets, targets_end) = (struct.unpack_from("<2Q", record, at_)
+                                                            for at_ in (args_at, targets_at))
+                tag_len, = struct.unpack_from("<Q", record, tag_len_at)
+                tag_ptr, = struct.unpack_from("<Q", record, tag_ptr_at)
+                if args_end < args or (args_end - args) % 8 or targets_end < targets or (targets_end - targets) % 4:
+                    return False
+                read(args, args_end - args), read(tag_ptr, tag_len)
+                spans = read(targets, targets_end - targets)
                 if isinstance(inst, stim.CircuitRepeatBlock):
-                    if word(p + targets_at + 8) - word(p + targets_at) != 12:
+                    if len(spans) != 12:
                         return False
-                    targets = struct.unpack("<3I", read(word(p + targets_at), 12))
-                    if targets[1] | targets[2] << 32 != inst.repeat_count or \
-                            targets[0] >= (blocks_end - blocks) // circuit_bytes or not tag(p, inst.tag):
+                    block, low, high = struct.unpack("<3I", spans)
+                    if low | high << 32 != inst.repeat_count or block >= (blocks_end - blocks) // circuit_bytes or \
+                            names.setdefault(gate, "REPEAT") != "REPEAT" or \
+                            not check(inst.body_copy(), blocks + block * circuit_bytes):
                         return False
-                    if names.setdefault(gate, "REPEAT") != "REPEAT" or \
-                            not check(inst.body_copy(), blocks + targets[0] * circuit_bytes):
-                        return False
-                    continue
-                args, args_end = word(p + args_at), word(p + args_at + 8)
-                targets, targets_end = word(p + targets_at), word(p + targets_at + 8)
-                want_args, want_targets = inst.gate_args_copy(), inst.targets_copy()
-                if args_end - args != 8 * len(want_args) or targets_end - targets != 4 * len(want_targets):
-                    return False
-                if list(struct.unpack(f"<{len(want_args)}d", read(args, args_end - args))) != want_args:
-                    return False
-                if list(struct.unpack(f"<{len(want_targets)}I", read(targets, targets_end - targets))) != \
-                        [_target_data(stim, t) for t in want_targets]:
-                    return False
-                if not tag(p, inst.tag):
-                    return False
-                if names.setdefault(gate, inst.name) != inst.name:
+                elif names.setdefault(gate, inst.name) != inst.name:
                     return False
             return True
 
-        if not check(probe, word(id(probe) + value_at)):
+        if not check(probe, words(id(probe) + value_at, 1)[0]):
             return None
     finally:
         os.close(fd)
