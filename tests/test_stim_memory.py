@@ -177,11 +177,29 @@ def test_a_layout_that_is_not_stims_is_refused_without_a_crash(monkeypatch, fiel
         stim_memory._reader.cache_clear()
 
 
+def test_a_small_circuit_before_any_check_is_printed_by_stim(monkeypatch):
+    """Below PROBE_SIZE (qubits x top-level instructions, where the caller says its qubits) a process
+    that has not checked the layout yet leaves the circuit to Stim and checks nothing; once checked,
+    every circuit is read here; a caller that does not say its qubits has it checked."""
+    c = stim.Circuit("\n".join(f"X_ERROR(0.{k % 9 + 1}) {k}\nH {k}" for k in range(40)))
+    stim_memory._reader.cache_clear()
+    monkeypatch.setattr(stim_memory, "_probe", lambda *a: pytest.fail("checked"))
+    try:
+        assert stim_memory.circuit_text(c, num_qubits=40) == str(c)
+        assert stim_memory.plain_instructions(c, 40) == (False, None)
+    finally:
+        stim_memory._reader.cache_clear()
+    monkeypatch.undo()
+    big = int(stim_memory.PROBE_SIZE // len(c)) + 1
+    assert stim_memory.circuit_text(c, 1, 30, num_qubits=big) == str(c[1:30])
+    assert stim_memory._reader.cache_info().currsize and stim_memory.plain_instructions(c, 40)[0]
+    stim_memory._reader.cache_clear()
+    assert stim_memory.plain_instructions(c)[0]  # (no qubits said: checked)
+
+
 def test_off_or_without_the_compiled_path_stim_prints(monkeypatch):
     c = stim.Circuit("\n".join(f"X_ERROR(0.{k % 9 + 1}) {k}\nH {k}" for k in range(40)))
     monkeypatch.setattr(stim_memory, "_printed", lambda *a: pytest.fail("printed here"))
-    short = c[:stim_memory.READ_MIN - 1]  # (too short to be read here: no layout check for it)
-    assert stim_memory.circuit_text(short) == str(short) and stim_memory.plain_instructions(short) == (False, None)
     monkeypatch.setenv("CIRQ_QUASARQ_STIM_MEMORY", "0")
     assert stim_memory.circuit_text(c) == str(c)
     monkeypatch.setenv("CIRQ_QUASARQ_STIM_MEMORY", "1")
@@ -287,8 +305,10 @@ def test_plain_instructions_refuse_a_count_that_does_not_add_up(reader):
     assert qubits[:4].tolist() == [0, 1, 0, 1] and counts.tolist() == [2, 0]
 
 
-def test_a_whole_compile_is_the_same_read_in_place_or_from_stims_text(monkeypatch):
-    """The compile's Program with the circuit read in place, printed here and printed by Stim."""
+@needs_compiled
+def test_a_whole_compile_is_the_same_read_in_place_or_from_stims_text(reader, monkeypatch):
+    """The compile's Program with the circuit read in place, printed here and printed by Stim (the
+    layout checked first: these circuits are below PROBE_SIZE)."""
     from cirq_quasarq.compiler import stim_circuit
 
     from .test_stim_compile_golden import program_digest

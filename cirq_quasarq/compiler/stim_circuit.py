@@ -442,7 +442,7 @@ class _StimCompiler(_InstructionCompiler):
                 read, whole = circuit_runs(circuit, self.n) if WHOLE_READ else (True, None)
                 text = None
                 if whole is None:
-                    text = circuit_bytes(circuit)  # (read as bytes: no copy of the text to str and back)
+                    text = circuit_bytes(circuit, num_qubits=self.n)  # (bytes: no copy to str and back)
                     if not read:
                         whole = compiled_runs(text, self.n)
                 if whole is not None:
@@ -526,7 +526,7 @@ class _StimCompiler(_InstructionCompiler):
             if self.plain:
                 self._walk_compiled(digest)
                 return
-            text, digest = circuit_text(circuit, lo, hi), None  # (the walk by whole instructions is off)
+            text, digest = circuit_text(circuit, lo, hi, self.n), None  # (the walk by whole instructions is off)
         piece = circuit[lo:hi]
         if len(piece) > 1:
             self._walk_text(piece, text, digest)
@@ -940,7 +940,7 @@ class _StimCompiler(_InstructionCompiler):
             for i, inst in enumerate(insts):
                 self._annotation(inst, lo + i, inst.name)
             return
-        self._annotation_run(circuit, lo, lo + len(insts), _encoded(circuit_text(circuit, lo, lo + len(insts))))
+        self._annotation_run(circuit, lo, lo + len(insts), _encoded(circuit_text(circuit, lo, lo + len(insts), self.n)))
 
     def _annotation_run(self, circuit, lo: int, hi: int, raw: np.ndarray, indent: int = 0) -> None:
         """Instructions lo .. hi - 1 of `circuit`, all DETECTOR / OBSERVABLE_INCLUDE, whose text is

@@ -45,9 +45,12 @@ LAYOUT = (
 )
 # False: Stim prints every circuit (a setting to compare with; a user's is CIRQ_QUASARQ_STIM_MEMORY=0)
 PRINT_HERE = True
-# A circuit of fewer top-level instructions is printed by Stim: it prints one that short in less
-# time than the layout's check (1-5 ms once a process), which a sinter worker would pay for nothing
-READ_MIN = 64
+# The layout is checked (2.5-3 ms, once a process) at the first circuit whose qubits times top-level
+# instructions reach PROBE_SIZE, or whose caller does not say; a smaller one before is printed by Stim,
+# which prints it in about that time or less (a surface code of d = 11: 0.5 ms, d = 25: 1.3 ms; a sinter
+# worker's circuits, d <= 9: under 50k), so its first call does not pay for the check. Once checked,
+# every circuit is read here.
+PROBE_SIZE = 2_000_000
 # Threads that count a circuit's text: one for each _THREAD_INSTRUCTIONS top-level instructions; that
 # write it: one for each _THREAD_BYTES of it; at most _THREADS and the processors this process may run on
 _THREADS = 4
@@ -102,25 +105,30 @@ def reads_in_place() -> bool:
     return _active() is not None
 
 
-def _active() -> Optional[_Reader]:
+def _active(circuit=None, num_qubits: Optional[int] = None) -> Optional[_Reader]:
     """The reader, where circuits are read here now (this module's setting, the environment's and the
-    compiled path's: `core.native.compiled`)."""
-    return _reader() if PRINT_HERE and enabled() and native.enabled() else None
+    compiled path's: `core.native.compiled`), and this one, of `num_qubits` (None: not said), is read
+    here (PROBE_SIZE)."""
+    if not (PRINT_HERE and enabled() and native.enabled()):
+        return None
+    if num_qubits is not None and num_qubits * len(circuit) < PROBE_SIZE and not _reader.cache_info().currsize:
+        return None
+    return _reader()
 
 
-def circuit_text(circuit, lo: int = 0, hi: Optional[int] = None) -> str:
+def circuit_text(circuit, lo: int = 0, hi: Optional[int] = None, num_qubits: Optional[int] = None) -> str:
     """`str(circuit[lo:hi])` (`str(circuit)` for the whole), printed by the compiled path where the
-    layout checked out (`_reader`: once a process, 1-5 ms) and the circuit has READ_MIN top-level
-    instructions or more, else by Stim."""
-    return circuit_bytes(circuit, lo, hi).decode()
+    layout checked out (`_reader`) and the circuit is read here (`num_qubits`: its qubits, where the
+    caller knows them: PROBE_SIZE), else by Stim."""
+    return circuit_bytes(circuit, lo, hi, num_qubits).decode()
 
 
-def circuit_bytes(circuit, lo: int = 0, hi: Optional[int] = None) -> bytes:
+def circuit_bytes(circuit, lo: int = 0, hi: Optional[int] = None, num_qubits: Optional[int] = None) -> bytes:
     """`circuit_text` encoded (UTF-8), with no copy where the compiled path printed it (a reader of
     bytes, `stim_rows.compiled_runs`, saves two copies of the text: 2 ms of fresh memory at 10k qubits)."""
     count = len(circuit)
     hi = count if hi is None else min(hi, count)
-    reader = _active() if count >= READ_MIN else None
+    reader = _active(circuit, num_qubits)
     if reader is not None and 0 <= lo <= hi:
         text = _printed(reader, circuit, count, lo, hi)
         if text is not None:
@@ -128,13 +136,14 @@ def circuit_bytes(circuit, lo: int = 0, hi: Optional[int] = None) -> bytes:
     return str(circuit if lo == 0 and hi == count else circuit[lo:hi]).encode()
 
 
-def plain_instructions(circuit) -> Tuple[bool, Optional[PlainInstructions]]:
+def plain_instructions(circuit, num_qubits: Optional[int] = None) -> Tuple[bool, Optional[PlainInstructions]]:
     """The circuit's instructions read where Stim keeps them, where each is a bare name (no argument,
     no tag, not REPEAT) and plain qubit targets, maybe inverted: (True, `PlainInstructions`); (True,
-    None) where one is not; (False, None) where it is not read here (`circuit_text`'s conditions). No text is made: a whole compile of such a circuit reads its targets in 1-2 ms at 5k
+    None) where one is not; (False, None) where it is not read here (`circuit_text`'s conditions). No
+    text is made: a whole compile of such a circuit reads its targets in 1-2 ms at 5k
     qubits, where printing and reading its text took 6-8 ms (H200 host)."""
     count = len(circuit)
-    reader = _active() if count >= READ_MIN else None
+    reader = _active(circuit, num_qubits)
     if reader is None:
         return False, None
     address = native.address

@@ -313,7 +313,7 @@ def circuit_runs(circuit, num_qubits: int) -> Tuple[bool, Optional[CompiledPiece
     (`stim_memory.plain_instructions`): (whether it was read so, the `CompiledPiece` or None). Where
     it was read and is None, `compiled_runs` of the text is None too."""
     lib = native.compiled()
-    read, plain = plain_instructions(circuit) if lib is not None else (False, None)
+    read, plain = plain_instructions(circuit, num_qubits) if lib is not None else (False, None)
     if plain is None:
         return read, None
     named = ((name, line, line < 0) for name, line in zip(plain.names, plain.parsed.tolist()))
