@@ -1,21 +1,24 @@
-"""Step 1 for Stim circuits, their text printed here: `circuit_text(circuit, lo, hi)` is
-`str(circuit[lo:hi])`, byte for byte, printed by the compiled path (cuda_src/host_stim_text.cpp) from
-the circuit's instructions where they lie in memory, in threads and without the interpreter lock.
+"""Step 1 for Stim circuits, read where Stim keeps them (cuda_src/host_stim_memory.cpp, in threads and
+without the interpreter lock): a whole compile's instructions of plain targets with no text at all
+(`plain_instructions`), and any circuit's text, `str(circuit[lo:hi])` byte for byte (`circuit_text`,
+`circuit_bytes`).
 
 Why: Stim gives no bulk view of a circuit's targets (iterating a circuit copies every target into an
 object of its own), and its printing, the way the compiler takes a circuit in, holds the interpreter
 lock at about 80 MB/s: 22-35 ms of a 5k-qubit first call on an H200 host, whose bar is 30 ms.
 
 How it stays right: the layout read (`LAYOUT`: where Stim keeps a circuit's instructions, their
-targets, arguments and tag, and its REPEAT bodies) is checked once a process against Stim's own view
-of a probe circuit (`_probe`): an instruction of every gate Stim has (under its canonical name), every
-kind of target, arguments, tags that need escaping and nested REPEAT blocks, each read through
-``/proc/self/mem`` (a read there fails where a pointer is wrong, where one through the pointer would
-crash) and compared field by field with what Stim's objects say, and the probe's printed text
-compared with Stim's. The gate types' names come from that probe. A Stim whose layout differs, a
+targets, arguments and tag, and its REPEAT bodies) is checked once a process (`_probe`) on a probe
+circuit of every gate Stim has (under its canonical name), every kind of target, arguments, tags
+that need escaping and nested REPEAT blocks: its structure read through ``/proc/self/mem`` (a read
+there fails where a pointer is wrong, where one through the pointer would crash) against Stim's own
+objects (the instruction count, each one's spans readable, REPEAT blocks where their targets say),
+then its text printed here, whole and in slices, against Stim's, which checks every name, argument,
+target, tag and block. The gate types' names come from that probe. A Stim whose layout differs, a
 system without ``/proc/self/mem``, no compiled path (`core.native`) or ``CIRQ_QUASARQ_STIM_MEMORY=0``:
-`circuit_text` is Stim's printing. A circuit the compiled path cannot print (a gate type the probe did
-not name; an instruction count that does not match) is printed by Stim too.
+Stim prints. A circuit the compiled path cannot read (a gate type the probe did not name; an
+instruction count that does not match) is printed by Stim too, and a small circuit before the check
+(PROBE_SIZE).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 from ..core import native
 
 # Stim's layout (its src/stim/circuit/circuit.h, circuit_instruction.h, mem/monotonic_buffer.h and
-# pybind11's instance), as offsets in bytes, in the order host_stim_text.cpp's `Layout` takes them:
+# pybind11's instance), as offsets in bytes, in the order host_stim_memory.cpp's `Layout` takes them:
 LAYOUT = (
     16,   # value_at: in the Python object, the pointer to its stim::Circuit (past PyObject_HEAD)
     168,  # ops_at: in a Circuit, its instructions' std::vector (begin, end), after three MonotonicBuffers
@@ -125,7 +128,7 @@ def circuit_text(circuit, lo: int = 0, hi: Optional[int] = None, num_qubits: Opt
 
 def circuit_bytes(circuit, lo: int = 0, hi: Optional[int] = None, num_qubits: Optional[int] = None) -> bytes:
     """`circuit_text` encoded (UTF-8), with no copy where the compiled path printed it (a reader of
-    bytes, `stim_rows.compiled_runs`, saves two copies of the text: 2 ms of fresh memory at 10k qubits)."""
+    bytes, `stim_rows.compiled_runs`, saves two copies of the text: 4.9 MB each at 10k qubits)."""
     count = len(circuit)
     hi = count if hi is None else min(hi, count)
     reader = _active(circuit, num_qubits)
@@ -140,8 +143,8 @@ def plain_instructions(circuit, num_qubits: Optional[int] = None) -> Tuple[bool,
     """The circuit's instructions read where Stim keeps them, where each is a bare name (no argument,
     no tag, not REPEAT) and plain qubit targets, maybe inverted: (True, `PlainInstructions`); (True,
     None) where one is not; (False, None) where it is not read here (`circuit_text`'s conditions). No
-    text is made: a whole compile of such a circuit reads its targets in 1-2 ms at 5k
-    qubits, where printing and reading its text took 6-8 ms (H200 host)."""
+    text is made: in turn on an H200 host the 5k compile took 7.7 ms so, 13.9 ms with the text printed
+    here and read, 29.2 ms printed by Stim (docs/benchmarks-first-call.md, session 34)."""
     count = len(circuit)
     reader = _active(circuit, num_qubits)
     if reader is None:
