@@ -14,12 +14,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
 
-typedef long long qq_i64;
+#include "host_parts.cuh"
 
 namespace {
 
@@ -274,11 +272,9 @@ qq_i64 qq_stim_text_sizes(const void *object, qq_i64 count, qq_i64 lo, qq_i64 hi
     const char *c = field<const char *>((const char *)object, P.L.value_at);
     const char *ops = field<const char *>(c, P.L.ops_at), *ops_end = field<const char *>(c, P.L.ops_at + 8);
     if ((ops_end - ops) != count * P.L.inst_bytes || lo < 0 || hi > count || lo > hi) return -1;
-    qq_i64 n = hi - lo;
-    threads = (int)std::max<qq_i64>(1, std::min<qq_i64>(threads, n));
-    std::vector<qq_i64> sums(threads, 0);
-    auto part = [&](int t) {
-        for (qq_i64 k = lo + n * t / threads, b = lo + n * (t + 1) / threads; k < b; k++) {
+    std::vector<qq_i64> sums(std::max(threads, 1), 0);
+    qq_parts(threads, hi - lo, [&](qq_i64 t, qq_i64 a, qq_i64 b) {
+        for (qq_i64 k = lo + a; k < lo + b; k++) {
             Count out;
             if (!P.instruction(out, c, ops + k * P.L.inst_bytes, 0)) {
                 sums[t] = -1;
@@ -287,15 +283,11 @@ qq_i64 qq_stim_text_sizes(const void *object, qq_i64 count, qq_i64 lo, qq_i64 hi
             sizes[k - lo] = out.n + (k + 1 < hi ? 1 : 0);
             sums[t] += sizes[k - lo];
         }
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; t++) pool.emplace_back(part, t);
-    part(0);
-    for (auto &th : pool) th.join();
+    });
     qq_i64 total = 0;
-    for (int t = 0; t < threads; t++) {
-        if (sums[t] < 0) return -1;
-        total += sums[t];
+    for (qq_i64 sum : sums) {
+        if (sum < 0) return -1;
+        total += sum;
     }
     return total;
 }
@@ -323,25 +315,23 @@ qq_i64 qq_stim_text_write(const void *object, qq_i64 lo, qq_i64 hi, const qq_i64
     for (int t = 1; t < threads; t++)
         cut[t] = std::lower_bound(start.begin(), start.end(), room * t / threads) - start.begin();
     std::vector<char> bad(threads, 0);
-    auto part = [&](int t) {
-        qq_i64 a = cut[t], b = std::max(cut[t], cut[t + 1]);
-        Write w{out + start[a], out + start[b]};
-        for (qq_i64 k = a; k < b; k++) {
-            if (!P.instruction(w, c, ops + (lo + k) * P.L.inst_bytes, 0)) {
-                bad[t] = 1;
-                return;
+    qq_parts(threads, threads, [&](qq_i64, qq_i64 first, qq_i64 last) {
+        for (qq_i64 t = first; t < last; t++) {
+            qq_i64 a = cut[t], b = std::max(cut[t], cut[t + 1]);
+            Write w{out + start[a], out + start[b]};
+            for (qq_i64 k = a; k < b && !w.over; k++) {
+                if (!P.instruction(w, c, ops + (lo + k) * P.L.inst_bytes, 0)) {
+                    w.over = true;
+                    break;
+                }
+                if (lo + k + 1 < hi) w.put('\n');
+                if (w.p != out + start[k + 1]) w.over = true;
             }
-            if (lo + k + 1 < hi) w.put('\n');
-            if (w.p != out + start[k + 1]) w.over = true;
+            bad[t] = w.over;
         }
-        if (w.over) bad[t] = 1;
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; t++) pool.emplace_back(part, t);
-    part(0);
-    for (auto &th : pool) th.join();
-    for (int t = 0; t < threads; t++)
-        if (bad[t]) return -1;
+    });
+    for (char refused : bad)
+        if (refused) return -1;
     return room;
 }
 
@@ -380,12 +370,11 @@ qq_i64 qq_stim_read_plain(const void *object, qq_i64 count, qq_i64 lo, qq_i64 hi
         counts[0] = total;
         return -2;
     }
-    threads = (int)std::max<qq_i64>(1, std::min<qq_i64>({(qq_i64)threads, such, total / std::max<qq_i64>(1, thread_targets)}));
+    threads = (int)std::max<qq_i64>(1, std::min<qq_i64>(threads, total / std::max<qq_i64>(1, thread_targets)));
     std::vector<qq_i64> bangs(threads, 0);
     std::vector<char> bad(threads, 0);
-    auto part = [&](int t) {  // instructions with targets [a, b) of those counted
-        qq_i64 a = such * t / threads, b = such * (t + 1) / threads, j = 0, inv = 0;
-        qq_i64 k = lo;
+    qq_parts(threads, such, [&](qq_i64 t, qq_i64 a, qq_i64 b) {  // instructions with targets [a, b) of those
+        qq_i64 j = 0, inv = 0, k = lo;
         for (; k < hi && j < a; k++) j += parsed[k - lo] >= 0;  // (the first such instruction of the run)
         for (; k < hi && j < b; k++) {
             if (parsed[k - lo] < 0) continue;
@@ -403,11 +392,7 @@ qq_i64 qq_stim_read_plain(const void *object, qq_i64 count, qq_i64 lo, qq_i64 hi
             }
         }
         bangs[t] = inv;
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; t++) pool.emplace_back(part, t);
-    part(0);
-    for (auto &th : pool) th.join();
+    });
     counts[0] = such;
     counts[1] = 0;
     for (int t = 0; t < threads; t++) {

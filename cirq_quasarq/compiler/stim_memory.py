@@ -65,16 +65,15 @@ _PLAIN_ROOM = 1 << 20
 _THREAD_TARGETS = 256 << 10
 
 
+@functools.lru_cache(maxsize=None)
 def _bytes_api():
+    """Python's PyBytes_FromStringAndSize and PyBytes_AsString, typed for ctypes (looked up once)."""
     import ctypes
 
     new, at = ctypes.pythonapi.PyBytes_FromStringAndSize, ctypes.pythonapi.PyBytes_AsString
     new.argtypes, new.restype = [ctypes.c_void_p, ctypes.c_ssize_t], ctypes.py_object
     at.argtypes, at.restype = [ctypes.py_object], ctypes.c_void_p
     return new, at
-
-
-_new_bytes = _bytes_at = None  # PyBytes_FromStringAndSize and PyBytes_AsString, set with the reader
 
 
 class _Reader(NamedTuple):
@@ -187,9 +186,10 @@ def _printed(reader: _Reader, circuit, count: int, lo: int, hi: int) -> Optional
         return None
     threads = max(1, min(_THREADS, native.processors(), total // _THREAD_BYTES))
     # A bytes object made by Python's C API with its contents to be written, as its own C code does
-    out = _new_bytes(None, total)
+    new_bytes, bytes_at = _bytes_api()
+    out = new_bytes(None, total)
     if lib.qq_stim_text_write(id(circuit), lo, hi, layout, reader.blob, name_at, reader.repeat, address(sizes),
-                              _bytes_at(out), total, threads) != total:
+                              bytes_at(out), total, threads) != total:
         return None
     return out
 
@@ -198,11 +198,9 @@ def _printed(reader: _Reader, circuit, count: int, lo: int, hi: int) -> Optional
 def _reader() -> Optional[_Reader]:
     """The compiled printer with Stim's layout and gate names, once `_probe` found them right; None
     where it did not, or there is no compiled library or Stim."""
-    global _new_bytes, _bytes_at
     lib = native.library()
     if lib is None:
         return None
-    _new_bytes, _bytes_at = _bytes_api()
     try:
         import stim
     except ImportError:

@@ -9,7 +9,9 @@ with ctypes.
   collapse's CX fan: engines/numpy/tableau.py) and the measured rows' backward sweep
   (engines/numpy/measured_rows.py);
 - host_stim_memory.cpp: a stim.Circuit read where Stim keeps it: its text printed, Stim's own text
-  byte for byte (compiler/stim_memory.py, which checks Stim's layout first);
+  byte for byte, and a whole compile's plain targets read with no text (compiler/stim_memory.py,
+  which checks Stim's layout first);
+- host_parts.cuh: `qq_parts`, a compiled pass split over threads (host_rows.cpp, host_stim_memory.cpp);
 - host_rows.cpp: the Stim compiler's whole instructions (their target text read, their rows made,
   placed and sorted: compiler/stim_circuit.py's segments), the schedule (schedule/windows.py: of rows
   in layers already, and the layers and counting sort of the rest), and the qubits each of the GPU
@@ -36,7 +38,7 @@ if TYPE_CHECKING:  # the build's modules are imported when it is first asked for
     import ctypes
 
 SOURCES = ("host_draws.cpp", "host_tableau.cpp", "host_rows.cpp", "host_frames.cpp", "host_stim_memory.cpp")
-HEADERS = ("philox.cuh",)
+HEADERS = ("philox.cuh", "host_parts.cuh")
 FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas")
 # A compiled pass that writes memory new to the process runs in a thread per THREAD_BYTES of it (its
 # pages fault in on first write, in parallel across threads), at most MOST_THREADS and the processors
