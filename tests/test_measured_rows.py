@@ -269,6 +269,60 @@ def test_cuda_records_equal_the_full_run(n, window, lowrank):
         np.testing.assert_array_equal(measured_rows.run_records(program, sched), want)
 
 
+def _device_planes(engine, program, sched, setting):
+    """The backward sweep's planes (x, z, s) on the host, the sweep run as `setting` says."""
+    from cirq_quasarq.engines.cuda import measured_rows as cuda_rows
+
+    events = shared.Measurements(sched)
+    words = -(-len(events.rows) // 64)
+    keep = []
+
+    def upload(a):
+        buf = engine.alloc(a.nbytes)
+        engine.cuda.memcpy_htod(buf, np.ascontiguousarray(a))
+        keep.append(buf)
+        return buf
+
+    engine.pullback_in_one_launch = setting
+    dp = engine.device_program(program, sched)
+    planes = cuda_rows.pulled_back(engine, program, sched, events, dp, engine.alloc, upload)
+    out = []
+    for buf, size in zip(planes, (program.num_qubits * words, program.num_qubits * words, words)):
+        host = np.empty(size, dtype=np.uint64)
+        engine.cuda.memcpy_dtoh(host, buf)
+        out.append(host)
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, layers, per_layer", [(1, 8, None), (5, 8, None), (63, 8, None), (64, 8, None),
+                                                  (65, 8, None), (130, 8, None), (1000, 3, 70), (2000, 3, 700),
+                                                  (9000, 2, 4700), ("most", 2, 200)])
+def test_cuda_backward_sweep_in_one_launch_is_a_launch_a_windows(n, layers, per_layer):
+    """pullback_all (block w: word w through every window) against pullback_window (a launch a
+    window), plane for plane: qubit counts at the word edges, measurement counts across words, more
+    words than multiprocessors ("always"), and the most qubits whose strings fit a block's shared
+    memory; one more qubit, or more words than multiprocessors, takes a launch a window."""
+    from cirq_quasarq.engines.cuda import measured_rows as cuda_rows
+
+    engine = _cuda()
+    most = (engine.smem_optin - 1024) // 16
+    assert cuda_rows.one_launch(engine, most, 1) and not cuda_rows.one_launch(engine, most + 1, 1)
+    assert not cuda_rows.one_launch(engine, 100, engine.sm_count + 1)
+    n = most if n == "most" else n
+    for seed in range(2):
+        program = _no_resets(n, layers=layers, seed=7 * n + seed, per_layer=per_layer)
+        sched = schedule(program)
+        want = _device_planes(engine, program, sched, False)
+        for setting in (True, "always"):
+            got = _device_planes(engine, program, sched, setting)
+            for name, a, b in zip("xzs", got, want):
+                np.testing.assert_array_equal(a, b, err_msg=f"plane {name}, n={n} seed={seed} {setting}")
+        engine.pullback_in_one_launch = "always"
+        np.testing.assert_array_equal(cuda_rows.run_records(engine, program, sched),
+                                      measured_rows.run_records(program, sched))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("count", [63, 64, 65, 127, 128, 129])
 def test_cuda_measurement_counts_at_the_sweeps_word_edges(count):
@@ -391,3 +445,46 @@ def test_the_compiled_backward_sweep_is_the_numpys(seed, monkeypatch):
     assert sorted(m1) == sorted(m0) and events.resets.any()
     for e in m0:
         np.testing.assert_array_equal(m1[e], m0[e])
+
+
+def _windows_walked(runs):
+    """The CUDA sweep's windows as a walk of the runs in order (the definition `_windows_of` keeps)."""
+    windows = []
+    for lo, hi, code, window in runs.tolist():
+        collapse = code in shared.COLLAPSE_CODES
+        if windows and windows[-1][3] == window:
+            first, _, c_lo, _ = windows[-1]
+            if c_lo is not None and not collapse:
+                return None
+            windows[-1] = (first, hi, lo if c_lo is None and collapse else c_lo, window)
+        else:
+            windows.append((lo, hi, lo if collapse else None, window))
+    return [(lo, hi, hi if c_lo is None else c_lo) for lo, hi, c_lo, _ in windows]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_cuda_sweeps_windows_are_the_walks(seed):
+    """`_windows_of` (array passes) against the walk of the runs: schedules of mixed programs, and
+    runs reshuffled so that a gate follows a collapse in its window (None), windows of no collapse,
+    a window of collapses only, no runs at all."""
+    from cirq_quasarq.engines.cuda.measured_rows import _windows, _windows_of
+
+    program = _mixed_program(40 + 17 * seed, layers=6, seed=seed) if seed % 2 else _no_resets(90, 5, seed)
+    sched = schedule(program)
+    got = _windows(sched)
+    assert got.tolist() == [list(w) for w in _windows_walked(sched.runs)]
+    assert _windows(sched) is got  # made once a schedule
+    r = np.random.default_rng(seed)
+    m, g = opcodes.CODE["M"], opcodes.CODE["H"]
+    for _ in range(50):
+        count = int(r.integers(1, 12))
+        codes = r.choice([m, g, opcodes.CODE["MR"], opcodes.CODE["CX"]], size=count)
+        windows = np.sort(r.integers(0, 4, size=count))
+        bounds = np.cumsum(r.integers(1, 5, size=count + 1))
+        runs = np.stack([bounds[:-1], bounds[1:], codes, windows], axis=1).astype(np.int32)
+        want = _windows_walked(runs)
+        found = _windows_of(runs)
+        assert (found is None) == (want is None)
+        if want is not None:
+            assert found.tolist() == [list(w) for w in want]
+    assert _windows_of(np.zeros((0, 4), dtype=np.int32)).shape == (0, 3)

@@ -44,6 +44,7 @@ class Schedule:
         self._instructions = instructions
         self.runs = runs
         self.loop_runs = loop_runs
+        self.derived: dict = {}  # what an engine reads off the schedule, made once (`measured_rows._windows`)
 
     @property
     def instructions(self) -> np.ndarray:

@@ -178,6 +178,9 @@ class CudaEngine(Engine):
         # from the measured rows alone (measured_rows.py: no tableau); "always": wherever it applies (tests); False:
         # the full tableau run, its oracle
         self.measured_rows = True
+        # the measured rows' backward sweep in one launch where a word's strings fit a block
+        # (measured_rows.one_launch); "always": wherever they fit (tests); False: a launch a window, its oracle
+        self.pullback_in_one_launch = True
         # frame mode runs a chunk as pieces on their own streams when it copies back at least this
         self.pipeline_min_bytes = PIPELINE_MIN_BYTES
         # frame mode's shot-major records from the frame kernel's epilogue (False: a separate

@@ -1,6 +1,7 @@
 """The CUDA engine's reference sample from the measured rows alone (engines/measured_rows.py says
-why it is the tableau run's records): the backward sweep a schedule window a launch and the
-planes' transpose to rows on the device (cuda_src/measured_rows.cu), then the forward sweep with
+why it is the tableau run's records): the backward sweep (in one launch where a word's strings fit
+a block's shared memory, else a schedule window a launch: `one_launch`) and the planes' transpose
+to rows on the device (cuda_src/measured_rows.cu), then the forward sweep with
 the tableau's own kernels on those rows: each window of collapses decided on its rows by
 measure_window_plan (`side` rows) and applied to the rows of every later collapse as a low-rank
 update (measure_lowrank.cu's prepare, counts, apply and signs, the rows taken as a tableau of their
@@ -24,6 +25,7 @@ from .tableau import _WindowBuffers
 PULLBACK_WARPS = loader.source_define("measured_rows.cu", "QQ_PULLBACK_WARPS")
 PULLBACK_ROWS = loader.source_define("measured_rows.cu", "QQ_PULLBACK_ROWS")
 SLICE_WARPS = loader.source_define("measured_rows.cu", "QQ_SLICE_WARPS")
+PULLBACK_ALL_THREADS = loader.source_define("measured_rows.cu", "QQ_PULLBACK_ALL_THREADS")
 WINDOW = 128  # collapses a forward window decides together (64: 0.082 against 0.076 s at 100k qubits, H200)
 
 
@@ -43,25 +45,77 @@ def pays(engine, program: Program, schedule: Schedule) -> bool:
             and measure.rows_per_block(engine.smem_optin, W) >= 1)
 
 
-def _windows(schedule: Schedule):
-    """The schedule's windows as (first row, end row, first collapse row), in order; None where a
-    window's collapses are not its last rows. Runs of one window are consecutive, and a window's
-    collapses rank after its other rows (schedule/windows.py), so they end it: the backward sweep
-    numbers them from the first (a window of no collapse: its end row)."""
-    runs = schedule.runs
-    windows = []
-    for lo, hi, code, window in runs.tolist():
-        if windows and windows[-1][3] == window:
-            first, _, c_lo, _ = windows[-1]
-            if c_lo != _NONE and code not in shared.COLLAPSE_CODES:
-                return None  # a gate after a collapse of its window
-            windows[-1] = (first, hi, lo if c_lo == _NONE and code in shared.COLLAPSE_CODES else c_lo, window)
-        else:
-            windows.append((lo, hi, lo if code in shared.COLLAPSE_CODES else _NONE, window))
-    return [(lo, hi, hi if c_lo == _NONE else c_lo) for lo, hi, c_lo, _ in windows]
+def _windows(schedule: Schedule) -> Optional[np.ndarray]:
+    """The schedule's windows as int64 rows (first row, end row, first collapse row), in order; None
+    where a window's collapses are not its last rows. Runs of one window are consecutive, and a
+    window's collapses rank after its other rows (schedule/windows.py), so they end it: the backward
+    sweep numbers them from the first (a window of no collapse: its end row). Made once a schedule
+    (`supports` and `run_records` both ask), from its runs in a few array passes (a Python pass over
+    them took 0.8 ms at 5k qubits, depth 100)."""
+    kept = schedule.derived.get("measured_rows_windows")
+    if kept is None:
+        kept = schedule.derived["measured_rows_windows"] = (_windows_of(schedule.runs),)
+    return kept[0]
 
 
-_NONE = -1
+def _windows_of(runs: np.ndarray) -> Optional[np.ndarray]:
+    if not len(runs):
+        return np.zeros((0, 3), dtype=np.int64)
+    lo, hi, code, window = (runs[:, k].astype(np.int64) for k in range(4))
+    collapse = np.isin(code, shared.COLLAPSE_CODES)
+    opens = np.ones(len(runs), dtype=bool)
+    opens[1:] = window[1:] != window[:-1]
+    which = np.cumsum(opens) - 1  # each run's window
+    starts = np.flatnonzero(opens)
+    ends = np.append(starts[1:], len(runs)) - 1  # each window's last run
+    first_collapse = np.full(len(starts), len(runs), dtype=np.int64)
+    np.minimum.at(first_collapse, which[collapse], np.flatnonzero(collapse))
+    if (~collapse & (np.arange(len(runs)) > first_collapse[which])).any():
+        return None  # a gate after a collapse of its window
+    has = first_collapse < len(runs)
+    c_lo = np.where(has, lo[np.minimum(first_collapse, len(runs) - 1)], hi[ends])
+    return np.stack([lo[starts], hi[ends], c_lo], axis=1)
+
+
+def one_launch(engine, n: int, words: int) -> bool:
+    """Whether the backward sweep runs in one launch (pullback_all: block w takes word w's strings of
+    every qubit, 16 n bytes of shared memory, through every window), where `engine.pullback_in_one_launch`
+    allows it ("always" where it fits: tests; False: a launch a window, pullback_window, its oracle),
+    the strings fit and the words are one wave of blocks (more, and each block's walk over every
+    window would come after another's)."""
+    setting = engine.pullback_in_one_launch
+    fits = 16 * n + 1024 <= engine.smem_optin and words >= 1
+    return bool(setting) and fits and (setting == "always" or words <= engine.sm_count)
+
+
+def pulled_back(engine, program: Program, schedule: Schedule, events: shared.Measurements, dp, alloc, upload):
+    """The backward sweep (device buffers x, z of n * words words, s of words: measurement e's
+    string is bit e of x[q * words + e / 64], z[...] and s[e / 64]): last window first, a window's
+    rows on distinct qubits, its collapses its last rows, and the words of measurements before the
+    window hold no string yet. `dp`: the program's DeviceProgram; `alloc`, `upload`: the caller's."""
+    cuda, launch = engine.cuda, engine.launcher.launch
+    n, count = program.num_qubits, len(events.rows)
+    words = -(-count // 64)
+    planes = [alloc(8 * n * words), alloc(8 * n * words), alloc(8 * words)]
+    for plane, size in zip(planes, (2 * n * words, 2 * n * words, 2 * words)):
+        cuda.memset_d32(plane, 0, size)
+    bx, bz, bs = planes
+    windows = _windows(schedule)
+    firsts = np.searchsorted(events.rows, windows[:, 2])
+    if one_launch(engine, n, words):
+        table = np.empty((len(windows), 4), dtype=np.int32)
+        table[:, :3], table[:, 3] = windows, firsts
+        launch("measured rows: backward sweep", "pullback_all", (words, 1), (PULLBACK_ALL_THREADS, 1, 1),
+               int(dp.table), int(upload(table)), len(windows), n, int(bx), int(bz), int(bs), words,
+               shared_size=16 * n)
+    else:
+        for (lo, hi, c_lo), first in zip(reversed(windows.tolist()), reversed(firsts.tolist())):
+            if first >= count:
+                continue
+            launch("measured rows: backward sweep", "pullback_window",
+                   (-(-(words - (first >> 6)) // 32), -(-(hi - lo) // PULLBACK_ROWS)), (32 * PULLBACK_WARPS, 1, 1),
+                   int(dp.table), lo, hi, c_lo, first, int(bx), int(bz), int(bs), words, first >> 6)
+    return bx, bz, bs
 
 
 def run_records(engine, program: Program, schedule: Schedule, window: Optional[int] = None) -> np.ndarray:
@@ -86,20 +140,7 @@ def run_records(engine, program: Program, schedule: Schedule, window: Optional[i
         keep.append(buf)
         return buf
 
-    planes = [alloc(8 * n * words), alloc(8 * n * words), alloc(8 * words)]
-    for plane, size in zip(planes, (2 * n * words, 2 * n * words, 2 * words)):
-        cuda.memset_d32(plane, 0, size)
-    bx, bz, bs = planes
-    # The backward sweep, last window first: a window's rows are on distinct qubits, its collapses
-    # its last rows, and the words of measurements before the window hold no string yet.
-    windows = _windows(schedule)
-    firsts = np.searchsorted(events.rows, [c_lo for _, _, c_lo in windows]).tolist()
-    for (lo, hi, c_lo), first in zip(reversed(windows), reversed(firsts)):
-        if first >= count:
-            continue
-        launch("measured rows: backward sweep", "pullback_window",
-               (-(-(words - (first >> 6)) // 32), -(-(hi - lo) // PULLBACK_ROWS)), (32 * PULLBACK_WARPS, 1, 1),
-               int(dp.table), lo, hi, c_lo, first, int(bx), int(bz), int(bs), words, first >> 6)
+    bx, bz, bs = pulled_back(engine, program, schedule, events, dp, alloc, upload)
     # One row a collapse (and a spare: the rows pass takes rows in pairs), in gate layout.
     tail = measure.LOWRANK_TAIL_BYTES
     X, Z, S = alloc(8 * (count + 1) * W + tail), alloc(8 * (count + 1) * W + tail), alloc(count + 1)
@@ -107,7 +148,7 @@ def run_records(engine, program: Program, schedule: Schedule, window: Optional[i
         launch("measured rows: rows", "slices_to_rows", (-(-W // SLICE_WARPS), words), (32 * SLICE_WARPS, 1, 1),
                int(plane), int(rows), n, count, words, W)
     launch("measured rows: rows", "slice_signs", (-(-count // 256), 1), (256, 1, 1), int(bs), int(S), count)
-    del planes, bx, bz, bs  # freed before the forward sweep's buffers (cuMemFree waits for the transposes)
+    del bx, bz, bs  # freed before the forward sweep's buffers (cuMemFree waits for the transposes)
     # The forward sweep: the collapses' rows of the schedule as the plan's instruction table.
     table = np.zeros((count + 1, NUM_FIELDS), dtype=np.int32)
     table[:count] = ins[events.rows]
