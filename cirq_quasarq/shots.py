@@ -112,8 +112,11 @@ def compiled_with_reference(engine: Engine, circuit) -> Program:
     compile whole, their reference made by `reference` when asked. The same
     Program, schedule and reference either way."""
     from .compiler.stim_circuit import cached_stim, compile_new_stim
+    from .compiler.stim_memory import check_soon
     from .compiler.stim_printing import forked_compile_available
 
+    if engine.works_ahead:  # (a process's first large circuit then finds it done)
+        check_soon()
     program = cached_stim(circuit)
     if program is not None:
         return program

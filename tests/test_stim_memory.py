@@ -197,6 +197,46 @@ def test_a_small_circuit_before_any_check_is_printed_by_stim(monkeypatch):
     assert stim_memory.plain_instructions(c)[0]  # (no qubits said: checked)
 
 
+def _checks():
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "cirq_quasarq: Stim layout check"]
+
+
+@needs_compiled
+def test_an_engine_that_works_ahead_checks_the_layout_on_a_thread(monkeypatch):
+    """`check_soon`: the check on a thread of its own, once a process (not again once started, nor
+    where it is made already, nor where circuits are not read here); `shots.compiled_with_reference`
+    asks for it where the engine works ahead, and its compile of a small circuit meanwhile is Stim's
+    text, as before any check."""
+    from cirq_quasarq import shots
+    from cirq_quasarq.engines.numpy.engine import NumpyEngine
+
+    for thread in _checks():
+        thread.join()
+    monkeypatch.setattr(stim_memory, "_CHECK_STARTED", [])
+    stim_memory._reader.cache_clear()
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", False)
+    stim_memory.check_soon()
+    assert not _checks() and not stim_memory._CHECK_STARTED
+    monkeypatch.setattr(stim_memory, "PRINT_HERE", True)
+    engine = NumpyEngine()
+    c = stim.Circuit("H 0\nCX 0 1\nM 0 1")
+    shots.compiled_with_reference(engine, c)  # (the NumPy engine's host does the work: no check)
+    assert not stim_memory._CHECK_STARTED
+    monkeypatch.setattr(engine, "works_ahead", True)
+    program = shots.compiled_with_reference(engine, stim.Circuit("H 0\nCX 0 1\nM 0 1\nX 1"))
+    assert stim_memory._CHECK_STARTED == [True] and program.num_records == 2
+    for thread in _checks():
+        thread.join()
+    assert stim_memory._reader.cache_info().currsize == 1 and stim_memory._reader() is not None
+    shots.compiled_with_reference(engine, stim.Circuit("H 0\nM 0"))
+    assert stim_memory._CHECK_STARTED == [True] and not _checks()  # once a process
+    monkeypatch.setattr(stim_memory, "_CHECK_STARTED", [])
+    stim_memory.check_soon()  # (made already)
+    assert not stim_memory._CHECK_STARTED and not _checks()
+
+
 def test_off_or_without_the_compiled_path_stim_prints(monkeypatch):
     c = stim.Circuit("\n".join(f"X_ERROR(0.{k % 9 + 1}) {k}\nH {k}" for k in range(40)))
     monkeypatch.setattr(stim_memory, "_printed", lambda *a: pytest.fail("printed here"))
@@ -273,6 +313,27 @@ def test_plain_instructions_read_in_place_are_their_texts_runs(reader, seed, odd
     want = stim_rows.compiled_runs(str(c), c.num_qubits)
     assert same_runs(runs, want)
     assert (runs is None) == (odd is not None)
+
+
+@needs_compiled
+@pytest.mark.parametrize("text", ["", "TICK", "TICK\nTICK", "TICK\nH 0\nTICK\nTICK\nCX 0 1\nTICK",
+                                  "H 0 1\nTICK\nM !0 1\nMR 1\nTICK\nR 0\nX 1", "H\nM 0", "M 0\nH",
+                                  "TICK\nH\nTICK", "H 0\nH 0 1\nTICK\nM 1 !0"])
+def test_plain_runs_at_their_edges_are_the_texts(reader, text):
+    """The array passes of `circuit_runs` against the walk of Stim's text: TICKs first, last, in a
+    row and alone, no instructions, instructions of no targets (not whole: None), a qubit twice."""
+    from cirq_quasarq.compiler import stim_rows
+
+    c = stim.Circuit(text)
+    n = max(2, c.num_qubits)
+    read, runs = stim_rows.circuit_runs(c, n)
+    assert read
+    plain = stim_memory.plain_instructions(c, n)[1]
+    named = ((plain.gate_names[g], line, line < 0) for g, line in zip(plain.gates.tolist(), plain.parsed.tolist()))
+    assert same_runs(runs, stim_rows._runs(native.compiled(), named, plain.qubits, plain.inverted, plain.starts,
+                                           plain.bangs, n))  # (the walk, an instruction at a time)
+    if text:  # (an empty text is no piece to the text's reader)
+        assert same_runs(runs, stim_rows.compiled_runs(str(c), n))
 
 
 @needs_compiled

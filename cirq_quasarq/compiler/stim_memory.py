@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import os
 import struct
+import threading
 from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -89,7 +90,8 @@ class PlainInstructions(NamedTuple):
     """A circuit's instructions of bare names and plain targets, read as host_rows.cpp's
     `qq_host_read_piece` reads their text (`plain_instructions`)."""
 
-    names: List[str]  # per instruction, its name (its line's first word)
+    gates: np.ndarray  # int64 per instruction: its gate type
+    gate_names: Tuple[str, ...]  # [256]: each gate type's name (its line's first word; '' where none)
     parsed: np.ndarray  # int64 per instruction: its number among those with targets, or -1
     qubits: np.ndarray  # int64: their targets
     inverted: np.ndarray  # uint8 per target: 1 where inverted ('!')
@@ -116,6 +118,21 @@ def _active(circuit=None, num_qubits: Optional[int] = None) -> Optional[_Reader]
     if num_qubits is not None and num_qubits * len(circuit) < PROBE_SIZE and not _reader.cache_info().currsize:
         return None
     return _reader()
+
+
+def check_soon() -> None:
+    """Start the layout's check (`_reader`) on a thread of its own, once a process, where circuits may
+    be read here and it is not made yet: an engine whose device does the work calls this at its first
+    Stim circuit, so that a later large circuit does not wait for the check (2-3 ms of a 5k-qubit
+    first call otherwise). A compile that needs the reader meanwhile makes it too (`functools.lru_cache`:
+    the same reader either way)."""
+    if _CHECK_STARTED or not (PRINT_HERE and enabled() and native.enabled()) or _reader.cache_info().currsize:
+        return
+    _CHECK_STARTED.append(True)
+    threading.Thread(target=_reader, name="cirq_quasarq: Stim layout check", daemon=True).start()
+
+
+_CHECK_STARTED: List[bool] = []
 
 
 def circuit_text(circuit, lo: int = 0, hi: Optional[int] = None, num_qubits: Optional[int] = None) -> str:
@@ -165,10 +182,9 @@ def plain_instructions(circuit, num_qubits: Optional[int] = None) -> Tuple[bool,
         return False, None
     if total < 0:
         return True, None
-    names = reader.names
     such = int(counts[0])
-    return True, PlainInstructions([names[g] for g in gate.tolist()], parsed, qubits[:total], inverted[:total],
-                                   starts[:such + 1], int(counts[1]))
+    return True, PlainInstructions(gate, reader.names, parsed, qubits[:total], inverted[:total], starts[:such + 1],
+                                   int(counts[1]))
 
 
 def _printed(reader: _Reader, circuit, count: int, lo: int, hi: int) -> Optional[bytes]:

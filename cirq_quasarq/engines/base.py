@@ -55,6 +55,9 @@ class Engine(abc.ABC):
     # Whether `run_reference_pieces` overlaps the run of a program's pieces with the making of the
     # next (a device that runs while the host compiles); the caller then compiles in pieces.
     streams_pieces: bool = False
+    # Whether the host's processors are mostly idle while the engine runs (a device does the work), so
+    # that what a later call will need is made ahead on a thread (the Stim layout's check: `shots`).
+    works_ahead: bool = False
 
     @abc.abstractmethod
     def run_tableau(self, program: Program, schedule: Schedule, key, *, repetition: int = 0,

@@ -122,6 +122,7 @@ class CudaEngine(Engine):
 
     name = "cuda"
     streams_pieces = True
+    works_ahead = True
     # The measured rows' row-collapse costs about three times the fused pass's (H200, the paper's
     # circuit at 100k qubits: 1.1 against 0.37 ns), so they pay below E = 4n / 3: up to n collapses
     # (the 180k-qubit circuit at depth 1000: E = 0.71 n)
