@@ -62,6 +62,8 @@ def sample_frames(engine: Engine, program: Program, key, shots: int, *, shot_maj
     """`engine.sample_frames` of a call's records, with the program's reference: where the program
     has none yet, from one run that makes both if the engine can (`Engine.sample_with_reference`:
     a first call of a few shots), and the reference is kept."""
+    if "reference" not in program.derived:  # (its result memory made ready while the reference is made)
+        engine.expect_samples(program.num_records, shots, shot_major)
     sched = prepared(program)
     if "reference" not in program.derived:
         both = engine.sample_with_reference(program, sched, key, shots)

@@ -696,6 +696,50 @@ def test_a_loop_keeping_the_previous_result_settles_on_two_page_locked_buffers(n
         assert_same_frames(got, frames_of(numpy_engine, program, seed, shots), shots, ctx=f"kept seed={seed}")
 
 
+@pytest.mark.parametrize("shot_major", [False, True])
+def test_result_memory_made_ahead_is_the_calls_and_changes_no_bit(numpy_engine, monkeypatch, shot_major):
+    """`expect_samples` before a call (a first call says it before its schedule and reference): the
+    call takes the memory made ahead (its pages touched on threads) and returns the NumPy engine's
+    bits; an expectation the call does not match (other records, shots or layout, or parities
+    asked) is dropped and the call takes memory of its own, with the same bits."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.core.parities import Parities
+    from cirq_quasarq.core.program import Annotation
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.engines.cuda import frames as frame_mode
+
+    monkeypatch.setattr(frame_mode, "_PREFAULT_MIN_BYTES", 1)
+    engine = CudaEngine()
+    program = rich_program(20, 10, 7, frames=True)
+    sched = schedule(program)
+    ref = NumpyEngine().run_tableau(program, sched, rng.make_key(3), reference=True).records
+    key, records = rng.make_key(4), program.num_records
+    shots = 64 * 9 + 3
+    want = numpy_engine.sample_frames(program, sched, key, ref, shots, shot_major=shot_major)
+    engine.expect_samples(records, shots, shot_major)
+    made = engine._frames._expected[1]
+    got = engine.sample_frames(program, sched, key, ref, shots, shot_major=shot_major)
+    assert np.shares_memory(got, made) and engine._frames._expected is None
+    np.testing.assert_array_equal(got, want) if shot_major else assert_same_frames(got, want, shots)
+    for other in ((records + 1, shots, shot_major), (records, shots + 64, shot_major), (records, shots, not shot_major)):
+        engine.expect_samples(*other)
+        made = engine._frames._expected[1]
+        got = engine.sample_frames(program, sched, key, ref, shots, shot_major=shot_major)
+        assert not np.shares_memory(got, made), other
+        np.testing.assert_array_equal(got, want) if shot_major else assert_same_frames(got, want, shots)
+    assert records >= 2
+    parities = Parities.of([Annotation("detector", np.array([0, records - 1])), Annotation("observable", np.array([1]))],
+                           ref)
+    engine.expect_samples(records, shots, False)
+    made = engine._frames._expected[1]
+    got = engine.sample_frames(program, sched, key, ref, shots, parities)
+    assert not np.shares_memory(got, made)
+    assert_same_frames(got, numpy_engine.sample_frames(program, sched, key, ref, shots, parities), shots)
+    engine.expect_samples(0, shots, False)  # (nothing to make)
+    assert engine._frames._expected is None
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_deferred_noise_equals_direct(numpy_engine, seed):
     """Frame mode's deferred noise (any-lane draws first, fired words queued per warp) gives the

@@ -99,6 +99,11 @@ class Engine(abc.ABC):
         word first_word's first shot). Calls over adjacent word ranges, concatenated, equal one
         call over their union: the sharding contract of cirq_quasarq.distributed."""
 
+    def expect_samples(self, num_records: int, shots: int, shot_major: bool = False) -> None:
+        """Say ahead that a `sample_frames` call of `shots` shots of `num_records` records (no
+        parities) comes next, so that an engine may make its result memory ready while the caller
+        makes the schedule and the reference (a first call); the call's bits do not depend on it."""
+
     def sample_with_reference(self, program: Program, schedule: Schedule, key, shots: int, *,
                               first_word: int = 0) -> Optional[Tuple[np.ndarray, np.ndarray]]:
         """(the reference sample, `sample_frames(program, schedule, key, reference, shots,

@@ -375,6 +375,10 @@ class CudaEngine(Engine):
         return run
 
     @_guarded
+    def expect_samples(self, num_records: int, shots: int, shot_major: bool = False) -> None:
+        self._frames.expect(num_records, shots, shot_major)
+
+    @_guarded
     def sample_frames(self, program: Program, schedule: Schedule, key, reference: np.ndarray,
                       shots: int, parities: Optional[Parities] = None, shot_major: bool = False, *,
                       first_word: int = 0) -> np.ndarray:
