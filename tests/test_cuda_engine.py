@@ -740,6 +740,36 @@ def test_result_memory_made_ahead_is_the_calls_and_changes_no_bit(numpy_engine, 
     assert engine._frames._expected is None
 
 
+def test_page_locked_memory_is_locked_as_the_engine_starts(numpy_engine, monkeypatch):
+    """A new engine starts locking its staging slots and tableau mode's window flags on a thread
+    (engine.STAGING_AT_START): a run takes the flags locked so, and frame mode's slots are ready
+    without a call; with the setting off, neither exists before the first call that needs it. The
+    bits are the NumPy engine's either way."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU / PyCUDA on this machine")
+    from cirq_quasarq.engines.cuda import CudaEngine
+    from cirq_quasarq.engines.cuda import engine as cuda_engine_module
+    from cirq_quasarq.engines.cuda import tableau as tableau_mode
+
+    program = rich_program(30, 6, 11, frames=True)
+    key = rng.make_key(5)
+    engine = CudaEngine()
+    flags = engine._tableau.host_flags
+    assert flags is not None and engine._frames._staging is not None
+    locked = flags.result()
+    assert len(locked) == tableau_mode.HOST_FLAGS_MIN
+    engine._frames._staging._locking.result()
+    assert engine._frames._staging.ready()
+    assert_same_tableau_run(engine, numpy_engine, program, key, ctx="flags locked ahead")
+    assert engine._tableau.host_flags is locked and engine._tableau.ws.host_flags is locked
+    assert_same_frames(frames_of(engine, program, 3, 200), frames_of(numpy_engine, program, 3, 200), 200)
+    monkeypatch.setattr(cuda_engine_module, "STAGING_AT_START", False)
+    later = CudaEngine()
+    assert later._tableau.host_flags is None and later._frames._staging is None
+    assert_same_tableau_run(later, numpy_engine, program, key, ctx="flags locked at the run")
+    assert len(later._tableau.host_flags) == tableau_mode.HOST_FLAGS_MIN
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_deferred_noise_equals_direct(numpy_engine, seed):
     """Frame mode's deferred noise (any-lane draws first, fired words queued per warp) gives the

@@ -35,6 +35,12 @@ from .tableau import TableauMode
 
 
 MEMORY_LIMIT_ENV = "CIRQ_QUASARQ_GPU_MEMORY_LIMIT"
+# The page-locked memory a process's first calls use (frame mode's staging slots, tableau mode's window
+# flags) locked on a thread as the engine starts, while its kernels load: at the first large result
+# the locking (tens of ms for the slots) was often not done, and that call copied into ordinary memory
+# directly (d = 11 with 1M shots: a process's first call 30.7 ms where the next took 20-22, H200
+# host). False: locked at the first call that uses them (the code before, for benchmarks).
+STAGING_AT_START = True
 
 
 def resolve_memory_limit(value=None) -> Optional[int]:
@@ -222,10 +228,13 @@ class CudaEngine(Engine):
         self.sm_count = self.device.get_attribute(attr.MULTIPROCESSOR_COUNT)
         optin = getattr(attr, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", None)
         self.smem_optin = int(self.device.get_attribute(optin)) if optin is not None else 48 * 1024
-        self.launcher = loader.Launcher()
-        self._programs: List[DeviceProgram] = []
         self._tableau = TableauMode(self)
         self._frames = FrameMode(self)
+        if STAGING_AT_START:  # locked on a thread while the kernels load, not at the first large result
+            self._frames.start_staging()
+            self._tableau.lock_flags_soon()
+        self.launcher = loader.Launcher()
+        self._programs: List[DeviceProgram] = []
         self.last_frame_kernel_s = 0.0
         self.stage_seconds: Dict[str, float] = {}
 

@@ -97,6 +97,15 @@ class FrameMode:
         self._bar = None  # the spread kernel's two barrier counters (zeroed; each launch leaves them so)
         self._expected = None  # ((records, words, shot_major), the host memory, page-locked?) made ahead: `expect`
 
+    def start_staging(self) -> None:
+        """Start locking the staging slots (on a thread) and the touch pool's threads now, not at the
+        first call that needs them."""
+        if self._staging is None:
+            self._staging = _Staging(self.engine)
+        pool, workers = _touch_pool()
+        for _ in range(workers):  # (a pool starts a thread at a submit that finds none idle)
+            pool.submit(int)
+
     def upload(self, a: np.ndarray):
         """A device copy of `a` (contiguous, at least one element; `device_program.upload`'s
         contract): through the staging slots where they are locked and `a` has at least
@@ -665,7 +674,7 @@ class _Staging:
             with engine.context_current():
                 return engine.pinned(_STAGING_SLOTS * _STAGING_SLOT, np.uint8, "frame mode's staging slots")
 
-        self._locking = _lock_pool().submit(lock)
+        self._locking = lock_pool().submit(lock)
         self._slots: Optional[List[np.ndarray]] = None
         # per slot: None (free), ("filling", its copy's event, destination) or ("draining", futures)
         self._state: List[Optional[tuple]] = [None] * _STAGING_SLOTS
@@ -819,8 +828,8 @@ _TOUCH_LOCK = threading.Lock()
 _LOCK_POOL: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
 
-def _lock_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The thread that locks the staging slots (`_Staging`)."""
+def lock_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The thread that locks page-locked memory ahead (`_Staging`, tableau mode's window flags)."""
     global _LOCK_POOL
     with _TOUCH_LOCK:
         if _LOCK_POOL is None:

@@ -12,6 +12,7 @@ downloaded lazily (`_LazyTableauRun`), and at the latest before the next run ove
 
 from __future__ import annotations
 
+import concurrent.futures
 import weakref
 from typing import List, Optional, Tuple
 
@@ -24,6 +25,7 @@ from ...schedule import Schedule
 from ..base import TableauRun, gib
 from . import faults, loader, measure
 from .device_program import CTX_STRIDE, DeviceProgram, PieceUploads
+from .frames import lock_pool
 
 GATE_BLOCK = loader.source_define("gates.cu", "QQ_GATE_BLOCK")
 INIT_BLOCK = loader.source_define("gates.cu", "QQ_INIT_BLOCK")
@@ -607,11 +609,27 @@ class TableauMode:
             self.ws = ws  # kept only when whole (an interruption above leaves none)
         return ws
 
+    def lock_flags_soon(self) -> None:
+        """Lock the window flags' first buffer (HOST_FLAGS_MIN) on the staging slots' thread now."""
+        if self.host_flags is None:
+            engine = self.engine
+
+            def lock():
+                with engine.context_current():
+                    return engine.pinned(HOST_FLAGS_MIN, np.int32, "tableau mode's window flags")
+
+            self.host_flags = lock_pool().submit(lock)
+
     def _flags(self, max_collapses: int):
         """Page-locked int32 flags for windows of up to `max_collapses` collapses: one buffer of at
         least HOST_FLAGS_MIN, kept for every workspace, so that a new shape's first run locks no memory
         (a lock took 1 ms of a distance-11 code's first call on the H100's host)."""
         need = max(1, max_collapses)
+        if isinstance(self.host_flags, concurrent.futures.Future):  # (`lock_flags_soon`)
+            try:
+                self.host_flags = self.host_flags.result()
+            except Exception:  # (OutOfMemoryError, a context gone): locked here instead
+                self.host_flags = None
         if self.host_flags is None or len(self.host_flags) < need:
             self.host_flags = self.engine.pinned(max(need, HOST_FLAGS_MIN), np.int32, "tableau mode's window flags")
         return self.host_flags
