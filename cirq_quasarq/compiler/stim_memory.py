@@ -53,7 +53,8 @@ PRINT_HERE = True
 # instructions reach PROBE_SIZE, or whose caller does not say; a smaller one before is printed by Stim,
 # which prints it in about that time or less (a surface code of d = 11: 0.5 ms, d = 25: 1.3 ms; a sinter
 # worker's circuits, d <= 9: under 50k), so its first call does not pay for the check. Once checked,
-# every circuit is read here.
+# every circuit is read here. An engine whose device does the work has it made on a thread at its
+# first Stim circuit (`check_soon`).
 PROBE_SIZE = 2_000_000
 # Threads that count a circuit's text: one for each _THREAD_INSTRUCTIONS top-level instructions; that
 # write it: one for each _THREAD_BYTES of it; at most _THREADS and the processors this process may run on
@@ -120,6 +121,9 @@ def _active(circuit=None, num_qubits: Optional[int] = None) -> Optional[_Reader]
     return _reader()
 
 
+_CHECK_STARTED: List[bool] = []  # (not empty once `check_soon` started the check)
+
+
 def check_soon() -> None:
     """Start the layout's check (`_reader`) on a thread of its own, once a process, where circuits may
     be read here and it is not made yet: an engine whose device does the work calls this at its first
@@ -130,9 +134,6 @@ def check_soon() -> None:
         return
     _CHECK_STARTED.append(True)
     threading.Thread(target=_reader, name="cirq_quasarq: Stim layout check", daemon=True).start()
-
-
-_CHECK_STARTED: List[bool] = []
 
 
 def circuit_text(circuit, lo: int = 0, hi: Optional[int] = None, num_qubits: Optional[int] = None) -> str:

@@ -59,6 +59,7 @@ def _windows(schedule: Schedule) -> Optional[np.ndarray]:
 
 
 def _windows_of(runs: np.ndarray) -> Optional[np.ndarray]:
+    """`_windows` of the schedule's runs (int32 [R, 4]: start, end, opcode, window)."""
     if not len(runs):
         return np.zeros((0, 3), dtype=np.int64)
     lo, hi, code, window = (runs[:, k].astype(np.int64) for k in range(4))
