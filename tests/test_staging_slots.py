@@ -270,3 +270,26 @@ def test_an_upload_that_fails_raises_with_every_lane_stopped(monkeypatch):
     with pytest.raises(RuntimeError, match="copy refused"):
         staging.upload(np.ones(64 * 40, dtype=np.uint8))
     assert driver.lanes_ended_well()
+
+
+@pytest.mark.parametrize("workers", [1, 3, 6])
+def test_the_touch_pools_threads_all_start_ahead(monkeypatch, workers):
+    """`start_touch_threads` (a CUDA engine's start) leaves the touch pool with every one of its
+    threads running, not the one or two that quick tasks would have started, and starts them once
+    a pool (mutation checked: quick tasks in place of the barrier fail every count but 1)."""
+    monkeypatch.setattr(frames, "_TOUCH_POOL", None)
+    monkeypatch.setattr(frames, "_TOUCH_STARTED", [])
+    monkeypatch.setattr(frames.native, "processors", lambda: workers)
+    frames.start_touch_threads()
+    pool, count = frames._touch_pool()
+    try:
+        assert count == min(workers, frames._TOUCH_THREADS)
+        assert len(pool._threads) == count
+        frames.start_touch_threads()  # (once a pool)
+        assert len(pool._threads) == count and frames._TOUCH_STARTED == [pool]
+        deadline = time.monotonic() + 5.0  # the waits end once all have started
+        while pool._work_queue.qsize() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pool.submit(int).result(timeout=5.0) == 0
+    finally:
+        pool.shutdown(wait=True)

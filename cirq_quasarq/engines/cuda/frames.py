@@ -102,9 +102,7 @@ class FrameMode:
         first call that needs them."""
         if self._staging is None:
             self._staging = _Staging(self.engine)
-        pool, workers = _touch_pool()
-        for _ in range(workers):  # (a pool starts a thread at a submit that finds none idle)
-            pool.submit(int)
+        start_touch_threads()
 
     def upload(self, a: np.ndarray):
         """A device copy of `a` (contiguous, at least one element; `device_program.upload`'s
@@ -841,6 +839,29 @@ def _result_words(rows: int, words: int, shot_major: bool) -> int:
     """uint64 words of host memory a call's `rows` records (or parities) of `words` shot words take:
     record-major rows of `words`, or shot-major rows of ceil(rows / 8) bytes for 64 * words shots."""
     return 8 * words * ((rows + 7) // 8) if shot_major else rows * words
+
+
+_TOUCH_STARTED: list = []  # the touch pool whose threads `start_touch_threads` started
+
+
+def start_touch_threads() -> None:
+    """Start every thread of the touch pool now: a pool starts a thread at a submit that finds none
+    idle, so each task waits here until all have started (a quick task freed its thread for the next
+    submit, and the process's first large result started the rest: about 1 ms of its call)."""
+    pool, workers = _touch_pool()
+    if _TOUCH_STARTED and _TOUCH_STARTED[0] is pool:
+        return
+    _TOUCH_STARTED[:] = [pool]
+    started = threading.Barrier(workers)
+
+    def wait() -> None:
+        try:
+            started.wait(timeout=5.0)
+        except threading.BrokenBarrierError:  # (a thread not started in time: it starts when needed)
+            pass
+
+    for _ in range(workers):
+        pool.submit(wait)
 
 
 def _touch_pool() -> Tuple[concurrent.futures.ThreadPoolExecutor, int]:
