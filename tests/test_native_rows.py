@@ -459,6 +459,19 @@ def test_a_whole_compile_places_whole_instructions_read_in_one_pass(monkeypatch,
     assert len(placed) == whole
 
 
+@pytest.mark.parametrize("text, runs", [("H 0\nTICK\nH 1", [1, None, 1]), ("TICK\nTICK", [None, None]),
+                                        ("H 0\nTICK \nH 1", None), ("H 0\nTICK[a]\nH 1", None),
+                                        ("H 0\nTICK(0.5)\nH 1", None)])
+def test_a_text_s_tick_closes_a_run_only_as_a_line_of_its_own(text, runs):
+    """`compiled_runs`: a TICK line closes the open run where the word is the whole line; a TICK
+    with anything after it (a space, a tag, an argument) is no whole instruction (None: walked by
+    lines; mutation checked: the word alone unchecked fails the first of those)."""
+    from cirq_quasarq.compiler import stim_rows
+
+    piece = stim_rows.compiled_runs(text, 2)
+    assert (None if piece is None else [None if run is None else len(run[0]) for run in piece.runs]) == runs
+
+
 @pytest.mark.parametrize("piece_lines, line_bytes", [(1, 1 << 40), (2, 1 << 40), (3, 1 << 40), (1024, 1 << 40),
                                                      (1, 32), (1, 400)])
 @pytest.mark.parametrize("ticks", [False, True])

@@ -299,12 +299,57 @@ def same_runs(a, b) -> bool:
     return True
 
 
+def walked_runs(c, n: int):
+    """The runs of a circuit read in place, an instruction at a time (the walk the array passes of
+    `stim_rows._runs` replaced, kept here as their definition): a TICK of no targets closes the open
+    run; every other instruction is a whole one of targets, its parsed line the next; a run is kept
+    where the check passes it."""
+    from cirq_quasarq.compiler import stim_rows
+    from cirq_quasarq.compiler.stim_instructions import _plain
+
+    plain = stim_memory.plain_instructions(c, n)[1]
+    table, lib, address = _plain(stim), native.compiled(), native.address
+    stamp = np.full(max(1, n), -1, dtype=np.int64)
+    runs, entries, first = [], [], 0
+
+    def close_run() -> bool:
+        nonlocal first
+        if entries:
+            lo, hi = int(plain.starts[first]), int(plain.starts[first + len(entries)])
+            bounds = plain.starts[first:first + len(entries) + 1] - lo
+            qubits = plain.qubits[lo:hi]
+            flags = plain.inverted[lo:hi] if plain.bangs and plain.inverted[lo:hi].any() else None
+            run = np.array(entries, dtype=np.int32).reshape(-1, 8)
+            if lib.qq_host_check_segment(address(run), len(run), address(qubits),
+                                         None if flags is None else address(flags), address(bounds), n,
+                                         address(stamp), first):
+                return False
+            runs.append((run, qubits, flags, bounds))
+            first += len(entries)
+            entries.clear()
+        return True
+
+    for gate, read in zip(plain.gates.tolist(), plain.parsed.tolist()):
+        name = plain.gate_names[gate]
+        if read < 0 and name == "TICK":
+            if not close_run():
+                return None
+            runs.append(None)
+            continue
+        entry = stim_rows._whole_line(table, name, read, first + len(entries))
+        if entry is None:
+            return None
+        entries.append(stim_rows.native_entry(entry, entry[1], -1))
+    return stim_rows.CompiledPiece(runs) if close_run() else None
+
+
 @needs_compiled
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("odd", (None, 0, 1, 2, 3, 4, 5))
 def test_plain_instructions_read_in_place_are_their_texts_runs(reader, seed, odd):
-    """`stim_rows.circuit_runs` (no text) against `compiled_runs` of Stim's text: the same runs, array
-    for array, for whole instructions, and None both where one line is of another form."""
+    """`stim_rows.circuit_runs` (no text) against `compiled_runs` of Stim's text and the walk of its
+    instructions: the same runs, array for array, for whole instructions, and None all where one
+    line is of another form."""
     from cirq_quasarq.compiler import stim_rows
 
     c = a_plain_circuit(random.Random(seed), odd=odd)
@@ -313,6 +358,8 @@ def test_plain_instructions_read_in_place_are_their_texts_runs(reader, seed, odd
     want = stim_rows.compiled_runs(str(c), c.num_qubits)
     assert same_runs(runs, want)
     assert (runs is None) == (odd is not None)
+    if odd in (None, 4):  # (the other forms are no plain instructions: nothing read to walk)
+        assert same_runs(runs, walked_runs(c, c.num_qubits))
 
 
 @needs_compiled
@@ -320,18 +367,15 @@ def test_plain_instructions_read_in_place_are_their_texts_runs(reader, seed, odd
                                   "H 0 1\nTICK\nM !0 1\nMR 1\nTICK\nR 0\nX 1", "H\nM 0", "M 0\nH",
                                   "TICK\nH\nTICK", "H 0\nH 0 1\nTICK\nM 1 !0"])
 def test_plain_runs_at_their_edges_are_the_texts(reader, text):
-    """The array passes of `circuit_runs` against the walk of Stim's text: TICKs first, last, in a
-    row and alone, no instructions, instructions of no targets (not whole: None), a qubit twice."""
+    """The array passes of `circuit_runs` against the walk of its instructions and the reader of
+    Stim's text: TICKs first, last, in a row and alone, no instructions, instructions of no targets (not whole: None), a qubit twice."""
     from cirq_quasarq.compiler import stim_rows
 
     c = stim.Circuit(text)
     n = max(2, c.num_qubits)
     read, runs = stim_rows.circuit_runs(c, n)
     assert read
-    plain = stim_memory.plain_instructions(c, n)[1]
-    named = ((plain.gate_names[g], line, line < 0) for g, line in zip(plain.gates.tolist(), plain.parsed.tolist()))
-    assert same_runs(runs, stim_rows._runs(native.compiled(), named, plain.qubits, plain.inverted, plain.starts,
-                                           plain.bangs, n))  # (the walk, an instruction at a time)
+    assert same_runs(runs, walked_runs(c, n))  # (the walk, an instruction at a time)
     if text:  # (an empty text is no piece to the text's reader)
         assert same_runs(runs, stim_rows.compiled_runs(str(c), n))
 

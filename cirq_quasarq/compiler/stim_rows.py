@@ -302,10 +302,12 @@ def _compiled_runs(lib, text: Union[str, bytes], n: int, threads: int = 1) -> Op
         room = raw.count(b"\n") + 1
     if lines < 0:
         return None
-    ends = (line_start[1:lines] - 1).tolist() + [len(raw)]
-    named = ((raw[at:cut].decode(), read, cut == end) for at, cut, read, end in
-             zip(line_start[:lines].tolist(), name_end[:lines].tolist(), parsed[:lines].tolist(), ends))
-    return _runs(lib, named, qubits, inverted, starts, int(counts[1]), n)
+    ends = np.append(line_start[1:lines] - 1, len(raw))
+    kind_of: dict = {}  # each line's first word numbered as it first comes
+    kinds = np.array([kind_of.setdefault(raw[at:cut], len(kind_of)) for at, cut in
+                      zip(line_start[:lines].tolist(), name_end[:lines].tolist())], dtype=np.int64)
+    return _runs(lib, kinds, [name.decode() for name in kind_of], parsed[:lines], name_end[:lines] == ends, qubits,
+                 inverted, starts, int(counts[1]), n)
 
 
 def circuit_runs(circuit, num_qubits: int) -> Tuple[bool, Optional[CompiledPiece]]:
@@ -316,100 +318,57 @@ def circuit_runs(circuit, num_qubits: int) -> Tuple[bool, Optional[CompiledPiece
     read, plain = plain_instructions(circuit, num_qubits) if lib is not None else (False, None)
     if plain is None:
         return read, None
-    return True, _plain_runs(lib, plain, num_qubits)
+    return True, _runs(lib, plain.gates, plain.gate_names, plain.parsed, plain.parsed < 0, plain.qubits,
+                       plain.inverted, plain.starts, plain.bangs, num_qubits)
 
 
-def _plain_runs(lib, plain, n: int) -> Optional[CompiledPiece]:
-    """`_runs` of instructions read in place (`stim_memory.PlainInstructions`), in array passes: a
-    gate type's entry made once, not an instruction's (the walk of `_runs` took 2-3 ms of a 5k-qubit
-    compile's 1,200 instructions on an H200 host); the same CompiledPiece, or None where `_runs` says
-    None (tests/test_stim_memory.py)."""
+def _runs(lib, kinds: np.ndarray, names: Sequence[str], parsed: np.ndarray, alone: np.ndarray, qubits: np.ndarray,
+          inverted: np.ndarray, starts: np.ndarray, bangs: int, n: int) -> Optional[CompiledPiece]:
+    """`CompiledPiece` of a piece's instructions: each of kind `kinds[i]`, whose name (its line's
+    first word) is `names[kinds[i]]`, the number of its targets' line among those read `parsed[i]`
+    (-1: none), `alone[i]` where that word is the whole line; their targets read (`qq_host_read_piece`'s
+    or `stim_memory.plain_instructions`' qubits, inverted and starts; `bangs` of them inverted). None
+    where they are not whole instructions and TICKs or the check refuses a run. In array passes, an
+    entry made once a kind (a walk of the instructions took 2-3 ms of a 5k-qubit compile's 1,200 on an
+    H200 host; it stays as the tests' definition, tests/test_stim_memory.py)."""
     import stim
 
     table = _plain(stim)
-    types, which = np.unique(plain.gates, return_inverse=True)
-    which = which.reshape(-1)
-    tick_type = np.zeros(len(types), dtype=bool)
-    entry_of = np.zeros((len(types), 8), dtype=np.int32)
-    whole = np.zeros(len(types), dtype=bool)  # a type whose instructions of targets are whole lines
-    for k, gate in enumerate(types.tolist()):
-        name = plain.gate_names[gate]
-        tick_type[k] = name == "TICK"
-        entry = table.get(name)
+    entry_of = np.zeros((max(1, len(names)), 8), dtype=np.int32)
+    whole = np.zeros(max(1, len(names)), dtype=bool)  # a kind whose instructions of targets are whole lines
+    tick_kind = np.zeros(max(1, len(names)), dtype=bool)
+    for k in np.unique(kinds).tolist():  # (the kinds present: a read in place names all 256 gate types)
+        entry = table.get(names[k])
+        tick_kind[k] = names[k] == "TICK"
         if entry is not None and entry[0] != _N:
             entry_of[k], whole[k] = native_entry(entry, entry[1], -1), True
-    tick = tick_type[which] & (plain.parsed < 0)
+    tick = tick_kind[kinds] & (parsed < 0) & alone
     body = np.flatnonzero(~tick)
     # each instruction but a TICK: a whole one, with targets (parsed in order: the next read line)
-    if not whole[which[body]].all() or not np.array_equal(plain.parsed[body], np.arange(len(body))):
+    if not whole[kinds[body]].all() or not np.array_equal(parsed[body], np.arange(len(body))):
         return None
-    entries = entry_of[which[body]]
-    qubits, inverted, starts = plain.qubits, plain.inverted, plain.starts
+    entries = entry_of[kinds[body]]
     stamp = np.full(max(1, n), -1, dtype=np.int64)
+    address = native.address
     runs: list = []
     first = 0  # the open run's first entry
     ends = (np.cumsum(~tick)[tick]).tolist() + [len(body)]  # entries before each TICK, then all
     for k, end in enumerate(ends):
-        if end > first:  # the run of entries [first, end), checked as `_runs` checks it
+        if end > first:  # the run of entries [first, end), checked
             lo, hi = int(starts[first]), int(starts[end])
             bounds = starts[first:end + 1] - lo
             run_qubits = qubits[lo:hi]
-            flags = inverted[lo:hi] if plain.bangs and inverted[lo:hi].any() else None
+            flags = inverted[lo:hi] if bangs and inverted[lo:hi].any() else None
             run = entries[first:end]
-            if lib.qq_host_check_segment(native.address(run), len(run), native.address(run_qubits),
-                                         None if flags is None else native.address(flags), native.address(bounds),
-                                         n, native.address(stamp), first):
-                return None
+            if lib.qq_host_check_segment(address(run), len(run), address(run_qubits),
+                                         None if flags is None else address(flags), address(bounds), n,
+                                         address(stamp), first):
+                return None  # (a qubit named twice in an instruction: walked as before)
             runs.append((run, run_qubits, flags, bounds))
             first = end
         if k < len(ends) - 1:
             runs.append(None)
     return CompiledPiece(runs)
-
-
-def _runs(lib, named, qubits: np.ndarray, inverted: np.ndarray, starts: np.ndarray, bangs: int,
-          n: int) -> Optional[CompiledPiece]:
-    """`CompiledPiece` of a piece's instructions, each (its line's first word, the number of its
-    targets' line among those read or -1, whether that word is the whole line), their targets read
-    (`qq_host_read_piece`'s qubits, inverted and starts; `bangs` of them inverted), or None where they
-    are not whole instructions and TICKs or the check refuses a run."""
-    import stim
-
-    plain = _plain(stim)
-    address = native.address
-    runs: list = []
-    entries: List[tuple] = []
-    first = 0  # the open run's first parsed line
-    stamp = np.full(max(1, n), -1, dtype=np.int64)
-
-    def close_run() -> bool:  # the open run checked and kept; False where the check refuses it
-        nonlocal first
-        if entries:
-            lo, hi = int(starts[first]), int(starts[first + len(entries)])
-            bounds = starts[first:first + len(entries) + 1] - lo
-            run_qubits = qubits[lo:hi]
-            flags = inverted[lo:hi] if bangs and inverted[lo:hi].any() else None
-            table = np.array(entries, dtype=np.int32).reshape(-1, 8)
-            if lib.qq_host_check_segment(address(table), len(table), address(run_qubits),
-                                         None if flags is None else address(flags), address(bounds), n,
-                                         address(stamp), first):
-                return False  # (a qubit named twice in an instruction: walked as before)
-            runs.append((table, run_qubits, flags, bounds))
-            first += len(entries)
-            entries.clear()
-        return True
-
-    for name, read, alone in named:
-        if read < 0 and alone and name == "TICK":
-            if not close_run():
-                return None
-            runs.append(None)
-            continue
-        entry = _whole_line(plain, name, read, first + len(entries))
-        if entry is None:
-            return None
-        entries.append(native_entry(entry, entry[1], -1))
-    return CompiledPiece(runs) if close_run() else None
 
 
 def _whole_line(plain: dict, name: str, read: int, want: int) -> Optional[tuple]:
